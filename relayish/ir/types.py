@@ -1,0 +1,189 @@
+"""Types: frozen values, equal when structurally equal, hashable.
+
+TensorType(shape, dtype) | TupleType(fields) | FuncType(arg_types, ret_type, type_params)
+| RefType(value) | TypeVar(name) | GlobalTypeVar(name) | TypeCall(func, args)
+TypeData (an ADT definition) is not a type but the definition behind a GlobalTypeVar.
+"""
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from relayish.errors import RelayishError
+
+DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "float32", "float64")
+FLOAT_DTYPES = ("float16", "float32", "float64")
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+def normalize_dtype(dtype) -> str:
+    """'float' -> 'float32', np.float64 -> 'float64'; anything unknown is a RelayishError."""
+    if dtype == "float":
+        return "float32"
+    if dtype == "int":
+        return "int32"
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        raise RelayishError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}") from None
+    if name not in DTYPES:
+        raise RelayishError(f"unsupported dtype {name!r}; expected one of {', '.join(DTYPES)}")
+    return name
+
+
+def _shape(shape) -> tuple:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise RelayishError(f"a shape is a tuple of ints, got {shape!r}") from None
+    for d in dims:
+        if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d < 0:
+            raise RelayishError(f"a shape is a tuple of non-negative ints, got {shape!r}")
+    return tuple(int(d) for d in dims)
+
+
+class Type:
+    """Base of all types. str(t) is its text form."""
+
+    def __str__(self):
+        from relayish.ir.text.printer import type_text
+        return type_text(self)
+
+
+@attrs.frozen(repr=False)
+class TensorType(Type):
+    shape: tuple = attrs.field(converter=_shape, default=())
+    dtype: str = attrs.field(converter=normalize_dtype, default="float32")
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def is_float(self):
+        return self.dtype in FLOAT_DTYPES
+
+    def __repr__(self):
+        return f"TensorType({self.shape}, {self.dtype!r})"
+
+
+@attrs.frozen(repr=False)
+class TupleType(Type):
+    fields: tuple = attrs.field(converter=tuple, default=())
+
+    def __repr__(self):
+        return f"TupleType({list(self.fields)!r})"
+
+
+@attrs.frozen(repr=False)
+class TypeVar(Type):
+    name: str
+
+    def __repr__(self):
+        return f"TypeVar({self.name!r})"
+
+
+@attrs.frozen(repr=False)
+class GlobalTypeVar(Type):
+    name: str
+
+    def __repr__(self):
+        return f"GlobalTypeVar({self.name!r})"
+
+
+@attrs.frozen(repr=False)
+class FuncType(Type):
+    arg_types: tuple = attrs.field(converter=tuple)
+    ret_type: Type = attrs.field()
+    type_params: tuple = attrs.field(converter=tuple, default=())
+
+    def __repr__(self):
+        return f"FuncType({list(self.arg_types)!r}, {self.ret_type!r}, {list(self.type_params)!r})"
+
+
+@attrs.frozen(repr=False)
+class RefType(Type):
+    value: Type
+
+    def __repr__(self):
+        return f"RefType({self.value!r})"
+
+
+@attrs.frozen(repr=False)
+class TypeCall(Type):
+    func: GlobalTypeVar
+    args: tuple = attrs.field(converter=tuple, default=())
+
+    def __repr__(self):
+        return f"TypeCall({self.func!r}, {list(self.args)!r})"
+
+
+@attrs.define(eq=False, repr=False)
+class TypeData:
+    """An algebraic data type: `type header[type_vars] { constructors }`.
+
+    Registering a TypeData numbers its constructors (their `tag`) and points them at `header`.
+    """
+    header: GlobalTypeVar
+    type_vars: list = attrs.field(converter=list)
+    constructors: list = attrs.field(converter=list)
+
+    def __attrs_post_init__(self):
+        for tag, ctor in enumerate(self.constructors):
+            ctor.tag = tag
+            ctor.belong_to = self.header
+
+    def __repr__(self):
+        return f"TypeData({self.header.name}, {[c.name_hint for c in self.constructors]})"
+
+
+def unit_type() -> TupleType:
+    """The type of `()`, which RefWrite returns."""
+    return TupleType(())
+
+
+def scalar_type(dtype="float32") -> TensorType:
+    return TensorType((), dtype)
+
+
+def free_type_vars(t: Type) -> list:
+    """The TypeVars in `t` that are not bound by an enclosing FuncType, in order of appearance."""
+    out, bound, stack = [], set(), [(t, frozenset())]
+    while stack:
+        t, bound = stack.pop()
+        if isinstance(t, TypeVar):
+            if t not in bound and t not in out:
+                out.append(t)
+        elif isinstance(t, TupleType):
+            stack.extend((f, bound) for f in reversed(t.fields))
+        elif isinstance(t, FuncType):
+            inner = bound | frozenset(t.type_params)
+            stack.append((t.ret_type, inner))
+            stack.extend((a, inner) for a in reversed(t.arg_types))
+        elif isinstance(t, RefType):
+            stack.append((t.value, bound))
+        elif isinstance(t, TypeCall):
+            stack.extend((a, bound) for a in reversed(t.args))
+    return out
+
+
+def substitute(t: Type, subst: dict) -> Type:
+    """Replace TypeVars by the types `subst` maps them to (type_params of a FuncType shadow)."""
+    if not subst:
+        return t
+    if isinstance(t, TypeVar):
+        return subst.get(t, t)
+    if isinstance(t, TupleType):
+        return TupleType([substitute(f, subst) for f in t.fields])
+    if isinstance(t, FuncType):
+        inner = {k: v for k, v in subst.items() if k not in t.type_params}
+        return FuncType([substitute(a, inner) for a in t.arg_types], substitute(t.ret_type, inner),
+                        t.type_params)
+    if isinstance(t, RefType):
+        return RefType(substitute(t.value, subst))
+    if isinstance(t, TypeCall):
+        return TypeCall(t.func, [substitute(a, subst) for a in t.args])
+    return t

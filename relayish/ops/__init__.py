@@ -1,0 +1,1 @@
+"""The primitives, one module per family; importing this package fills the registry."""
