@@ -241,6 +241,7 @@ class Constructor(Expr):
     inputs: list = field(converter=list)
     belong_to: object = None          # the GlobalTypeVar of its TypeData
     tag: int = -1                     # set when its TypeData is built
+    type_data: object = None          # its TypeData, set when that is built
     _checked_type: Type | None = field(default=None, init=False)
 
 

@@ -135,6 +135,7 @@ class TypeData:
         for tag, ctor in enumerate(self.constructors):
             ctor.tag = tag
             ctor.belong_to = self.header
+            ctor.type_data = self
 
     def __repr__(self):
         return f"TypeData({self.header.name}, {[c.name_hint for c in self.constructors]})"
