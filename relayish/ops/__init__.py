@@ -1,1 +1,7 @@
-"""The primitives, one module per family; importing this package fills the registry."""
+"""The primitives, one module per family; importing this package fills the registry.
+
+elementwise (arithmetic, unary math, where, zeros/ones/cast), compare (comparisons, logic),
+reduce (sum, mean, max, min), shape (transpose, reshape, broadcasting, concatenate, stack,
+take and their internal helpers), nn (matmul, softmax, log_softmax). api.py builds calls.
+"""
+from relayish.ops import elementwise, compare  # noqa: F401

@@ -1,0 +1,446 @@
+"""Elementwise operators: arithmetic with numpy broadcasting, unary math, where, and the
+tensor constructors (zeros_like, ones_like, full_like, zeros, ones, cast, cast_like).
+
+Each op: register_op(type rule, impl), then its gradient `<op>_grad(orig_call, out_grad)` and its
+tangent `<op>_tangent(orig_call, arg_tangents)`, both building relayish expressions through
+relayish.ops.api so that they can be differentiated again. A binary op's gradient is reduced
+back to each input's shape with collapse_sum_like (skipped when the shapes are known equal).
+"""
+from __future__ import annotations
+
+from relayish.errors import TypeCheckError
+from relayish.ir.op import register_gradient, register_op, register_tangent
+from relayish.ir.types import FLOAT_DTYPES, TensorType
+from relayish.ops import api
+from relayish.ops._common import (NUMERIC, as_array, broadcast_shapes, canon_dtype, canon_float,
+                                  canon_ints, normalizer, require_dtype, same_dtype,
+                                  static_type, tensor_arg, tensor_args)
+
+
+# ---- shared rules ---------------------------------------------------------------------------
+
+def binary_rule(op, allowed=NUMERIC, kind="numeric", out_dtype=None):
+    """Two tensors of one dtype, broadcast together."""
+    def rule(types, attrs):
+        x, y = tensor_args(op, types)
+        dtype = same_dtype(op, x, y)
+        require_dtype(op, x, allowed, kind)
+        return TensorType(broadcast_shapes(op, x.shape, y.shape), out_dtype or dtype)
+    return rule
+
+
+def unary_rule(op, allowed=FLOAT_DTYPES, kind="floating-point"):
+    def rule(types, attrs):
+        x = tensor_arg(op, types, 0)
+        require_dtype(op, x, allowed, kind)
+        return x
+    return rule
+
+
+def unbroadcast(g, x, orig):
+    """The cotangent `g` of a broadcasting op's output, summed back to the shape of input `x`."""
+    tx, tout = static_type(x), static_type(orig)
+    if isinstance(tx, TensorType) and isinstance(tout, TensorType) and tx.shape == tout.shape:
+        return g
+    return api.collapse_sum_like(g, x)
+
+
+def elementwise_derivative(name):
+    """Register the gradient and tangent of a unary op from `d(orig, v) = v * f'(x)`."""
+    def register(d):
+        register_gradient(name)(lambda orig, g: [d(orig, g)])
+        register_tangent(name)(lambda orig, ts: d(orig, ts[0]))
+        return d
+    return register
+
+
+# ---- binary arithmetic ----------------------------------------------------------------------
+
+register_op("add", 2, type_rule=binary_rule("add"),
+            impl=lambda xp, x, y: as_array(xp, xp.add(x, y)), doc="x + y")
+
+
+@register_gradient("add")
+def add_grad(orig, g):
+    x, y = orig.args
+    return [unbroadcast(g, x, orig), unbroadcast(g, y, orig)]
+
+
+@register_tangent("add")
+def add_tangent(orig, ts):
+    return api.add(ts[0], ts[1])
+
+
+register_op("subtract", 2, type_rule=binary_rule("subtract"),
+            impl=lambda xp, x, y: as_array(xp, xp.subtract(x, y)), doc="x - y")
+
+
+@register_gradient("subtract")
+def subtract_grad(orig, g):
+    x, y = orig.args
+    return [unbroadcast(g, x, orig), unbroadcast(api.negative(g), y, orig)]
+
+
+@register_tangent("subtract")
+def subtract_tangent(orig, ts):
+    return api.subtract(ts[0], ts[1])
+
+
+register_op("multiply", 2, type_rule=binary_rule("multiply"),
+            impl=lambda xp, x, y: as_array(xp, xp.multiply(x, y)), doc="x * y")
+
+
+@register_gradient("multiply")
+def multiply_grad(orig, g):
+    x, y = orig.args
+    return [unbroadcast(g * y, x, orig), unbroadcast(g * x, y, orig)]
+
+
+@register_tangent("multiply")
+def multiply_tangent(orig, ts):
+    x, y = orig.args
+    return ts[0] * y + x * ts[1]
+
+
+def _divide_impl(xp, x, y):
+    if x.dtype.kind in "iu":             # integer division floors, keeping the dtype
+        return as_array(xp, xp.floor_divide(x, y))
+    return as_array(xp, xp.divide(x, y))
+
+
+register_op("divide", 2, type_rule=binary_rule("divide"), impl=_divide_impl,
+            doc="x / y (floor division for integer tensors)")
+
+
+@register_gradient("divide")
+def divide_grad(orig, g):
+    x, y = orig.args
+    gx = g / y
+    return [unbroadcast(gx, x, orig), unbroadcast(api.negative(gx * orig), y, orig)]
+
+
+@register_tangent("divide")
+def divide_tangent(orig, ts):
+    x, y = orig.args
+    return (ts[0] - orig * ts[1]) / y
+
+
+register_op("power", 2, type_rule=binary_rule("power"),
+            impl=lambda xp, x, y: as_array(xp, xp.power(x, y)), doc="x ** y")
+
+
+def _safe_log(x):
+    """log(x) with log(0) replaced by 0: d(x**y)/dy at x = 0 is 0, not nan."""
+    return api.log(api.where(api.equal(x, api.zeros_like(x)), api.ones_like(x), x))
+
+
+@register_gradient("power")
+def power_grad(orig, g):
+    x, y = orig.args
+    dx = g * y * api.power(x, y - api.ones_like(y))
+    dy = g * orig * _safe_log(x)
+    return [unbroadcast(dx, x, orig), unbroadcast(dy, y, orig)]
+
+
+@register_tangent("power")
+def power_tangent(orig, ts):
+    x, y = orig.args
+    return ts[0] * y * api.power(x, y - api.ones_like(y)) + ts[1] * orig * _safe_log(x)
+
+
+register_op("maximum", 2, type_rule=binary_rule("maximum"),
+            impl=lambda xp, x, y: as_array(xp, xp.maximum(x, y)), doc="elementwise max")
+
+
+def _select_weights(first_wins, tie, like):
+    """1 where `first_wins`, 1/2 where `tie`, else 0: ties split the gradient evenly."""
+    half = api.full_like(like, fill_value=0.5)
+    return api.where(first_wins, api.ones_like(like), api.where(tie, half, api.zeros_like(like)))
+
+
+@register_gradient("maximum")
+def maximum_grad(orig, g):
+    x, y = orig.args
+    tie = api.equal(x, y)
+    wx = _select_weights(api.greater(x, y), tie, g)
+    wy = _select_weights(api.less(x, y), tie, g)
+    return [unbroadcast(g * wx, x, orig), unbroadcast(g * wy, y, orig)]
+
+
+@register_tangent("maximum")
+def maximum_tangent(orig, ts):
+    x, y = orig.args
+    tie = api.equal(x, y)
+    return (ts[0] * _select_weights(api.greater(x, y), tie, orig)
+            + ts[1] * _select_weights(api.less(x, y), tie, orig))
+
+
+register_op("minimum", 2, type_rule=binary_rule("minimum"),
+            impl=lambda xp, x, y: as_array(xp, xp.minimum(x, y)), doc="elementwise min")
+
+
+@register_gradient("minimum")
+def minimum_grad(orig, g):
+    x, y = orig.args
+    tie = api.equal(x, y)
+    wx = _select_weights(api.less(x, y), tie, g)
+    wy = _select_weights(api.greater(x, y), tie, g)
+    return [unbroadcast(g * wx, x, orig), unbroadcast(g * wy, y, orig)]
+
+
+@register_tangent("minimum")
+def minimum_tangent(orig, ts):
+    x, y = orig.args
+    tie = api.equal(x, y)
+    return (ts[0] * _select_weights(api.less(x, y), tie, orig)
+            + ts[1] * _select_weights(api.greater(x, y), tie, orig))
+
+
+# ---- unary ----------------------------------------------------------------------------------
+
+register_op("negative", 1, type_rule=unary_rule("negative", NUMERIC, "numeric"),
+            impl=lambda xp, x: as_array(xp, xp.negative(x)), doc="-x")
+
+
+@elementwise_derivative("negative")
+def negative_grad(orig, v):
+    return api.negative(v)
+
+
+def _sign_times(x, v):
+    """v * sign(x), with sign(0) = 0."""
+    zero = api.zeros_like(x)
+    return api.where(api.greater(x, zero), v,
+                     api.where(api.less(x, zero), api.negative(v), api.zeros_like(v)))
+
+
+register_op("abs", 1, type_rule=unary_rule("abs", NUMERIC, "numeric"),
+            impl=lambda xp, x: as_array(xp, xp.abs(x)), doc="|x|")
+
+
+@elementwise_derivative("abs")
+def abs_grad(orig, v):
+    return _sign_times(orig.args[0], v)
+
+
+register_op("relu", 1, type_rule=unary_rule("relu", NUMERIC, "numeric"),
+            impl=lambda xp, x: as_array(xp, xp.maximum(x, xp.zeros_like(x))), doc="max(x, 0)")
+
+
+@elementwise_derivative("relu")
+def relu_grad(orig, v):
+    x = orig.args[0]
+    return api.where(api.greater(x, api.zeros_like(x)), v, api.zeros_like(v))
+
+
+register_op("exp", 1, type_rule=unary_rule("exp"),
+            impl=lambda xp, x: as_array(xp, xp.exp(x)), doc="e ** x")
+
+
+@elementwise_derivative("exp")
+def exp_grad(orig, v):
+    return v * orig
+
+
+register_op("log", 1, type_rule=unary_rule("log"),
+            impl=lambda xp, x: as_array(xp, xp.log(x)), doc="natural logarithm")
+
+
+@elementwise_derivative("log")
+def log_grad(orig, v):
+    return v / orig.args[0]
+
+
+register_op("sin", 1, type_rule=unary_rule("sin"),
+            impl=lambda xp, x: as_array(xp, xp.sin(x)), doc="sine")
+
+
+@elementwise_derivative("sin")
+def sin_grad(orig, v):
+    return v * api.cos(orig.args[0])
+
+
+register_op("cos", 1, type_rule=unary_rule("cos"),
+            impl=lambda xp, x: as_array(xp, xp.cos(x)), doc="cosine")
+
+
+@elementwise_derivative("cos")
+def cos_grad(orig, v):
+    return api.negative(v * api.sin(orig.args[0]))
+
+
+register_op("tan", 1, type_rule=unary_rule("tan"),
+            impl=lambda xp, x: as_array(xp, xp.tan(x)), doc="tangent")
+
+
+@elementwise_derivative("tan")
+def tan_grad(orig, v):
+    return v * (api.ones_like(orig) + orig * orig)
+
+
+register_op("tanh", 1, type_rule=unary_rule("tanh"),
+            impl=lambda xp, x: as_array(xp, xp.tanh(x)), doc="hyperbolic tangent")
+
+
+@elementwise_derivative("tanh")
+def tanh_grad(orig, v):
+    return v * (api.ones_like(orig) - orig * orig)
+
+
+def _sigmoid_impl(xp, x):
+    half = xp.asarray(0.5, dtype=x.dtype)
+    return as_array(xp, half * xp.tanh(half * x) + half)   # no overflow for large |x|
+
+
+register_op("sigmoid", 1, type_rule=unary_rule("sigmoid"), impl=_sigmoid_impl,
+            doc="1 / (1 + e ** -x)")
+
+
+@elementwise_derivative("sigmoid")
+def sigmoid_grad(orig, v):
+    return v * orig * (api.ones_like(orig) - orig)
+
+
+register_op("sqrt", 1, type_rule=unary_rule("sqrt"),
+            impl=lambda xp, x: as_array(xp, xp.sqrt(x)), doc="square root")
+
+
+@elementwise_derivative("sqrt")
+def sqrt_grad(orig, v):
+    return v / (orig + orig)
+
+
+# ---- where ----------------------------------------------------------------------------------
+
+def where_rule(types, attrs):
+    c, x, y = (tensor_arg("where", types, i, what) for i, what in
+               enumerate(("the condition", "the second argument", "the third argument")))
+    if c.dtype != "bool":
+        raise TypeCheckError(f"where: the condition must be a bool tensor, got {c}")
+    dtype = same_dtype("where", x, y)
+    return TensorType(broadcast_shapes("where", c.shape, x.shape, y.shape), dtype)
+
+
+register_op("where", 3, type_rule=where_rule,
+            impl=lambda xp, c, x, y: as_array(xp, xp.where(c, x, y)),
+            doc="where(cond, x, y): x where cond holds, else y (broadcasting)")
+
+
+@register_gradient("where")
+def where_grad(orig, g):
+    c, x, y = orig.args
+    zero = api.zeros_like(g)
+    return [api.zeros_like(c),
+            unbroadcast(api.where(c, g, zero), x, orig),
+            unbroadcast(api.where(c, zero, g), y, orig)]
+
+
+@register_tangent("where")
+def where_tangent(orig, ts):
+    return api.where(orig.args[0], ts[1], ts[2])
+
+
+# ---- tensor constructors and casts ----------------------------------------------------------
+
+def _like_rule(op):
+    def rule(types, attrs):
+        return tensor_arg(op, types, 0)
+    return rule
+
+
+def _zero_grads(orig, g):
+    return [api.zeros_like(a) for a in orig.args]
+
+
+def _zero_tangent(orig, ts):
+    return api.zeros_like(orig)
+
+
+register_op("zeros_like", 1, type_rule=_like_rule("zeros_like"),
+            impl=lambda xp, x: xp.zeros_like(x), doc="zeros of the shape and dtype of x")
+zeros_like_grad = register_gradient("zeros_like")(_zero_grads)
+zeros_like_tangent = register_tangent("zeros_like")(_zero_tangent)
+
+register_op("ones_like", 1, type_rule=_like_rule("ones_like"),
+            impl=lambda xp, x: xp.ones_like(x), doc="ones of the shape and dtype of x")
+ones_like_grad = register_gradient("ones_like")(_zero_grads)
+ones_like_tangent = register_tangent("ones_like")(_zero_tangent)
+
+register_op("full_like", 1, attrs={"fill_value": 0.0}, type_rule=_like_rule("full_like"),
+            impl=lambda xp, x, fill_value: xp.full_like(x, fill_value),
+            normalize_attrs=normalizer("full_like", fill_value=canon_float),
+            doc="internal: fill_value in the shape and dtype of x (constants in gradient rules)")
+full_like_grad = register_gradient("full_like")(_zero_grads)
+full_like_tangent = register_tangent("full_like")(_zero_tangent)
+
+
+def _filled_rule(op):
+    def rule(types, attrs):
+        if types:
+            raise TypeCheckError(f"{op}: takes no tensor arguments, only shape= and dtype=")
+        return TensorType(attrs["shape"], attrs["dtype"])
+    return rule
+
+
+_filled_attrs = normalizer("zeros", shape=canon_ints, dtype=canon_dtype)
+register_op("zeros", 0, attrs={"shape": (), "dtype": "float32"}, type_rule=_filled_rule("zeros"),
+            impl=lambda xp, shape, dtype: xp.zeros(shape, dtype=dtype),
+            normalize_attrs=_filled_attrs, doc="zeros(shape, dtype)")
+register_gradient("zeros")(_zero_grads)
+register_tangent("zeros")(_zero_tangent)
+
+register_op("ones", 0, attrs={"shape": (), "dtype": "float32"}, type_rule=_filled_rule("ones"),
+            impl=lambda xp, shape, dtype: xp.ones(shape, dtype=dtype),
+            normalize_attrs=_filled_attrs, doc="ones(shape, dtype)")
+register_gradient("ones")(_zero_grads)
+register_tangent("ones")(_zero_tangent)
+
+
+def cast_rule(types, attrs):
+    x = tensor_arg("cast", types, 0)
+    return TensorType(x.shape, attrs["dtype"])
+
+
+register_op("cast", 1, attrs={"dtype": "float32"}, type_rule=cast_rule,
+            impl=lambda xp, x, dtype: xp.asarray(x).astype(dtype),
+            normalize_attrs=normalizer("cast", dtype=canon_dtype), doc="cast(x, dtype)")
+
+
+@register_gradient("cast")
+def cast_grad(orig, g):
+    x = orig.args[0]
+    if orig.attrs["dtype"] not in FLOAT_DTYPES:
+        return [api.zeros_like(x)]
+    return [api.cast_like(g, x)]
+
+
+@register_tangent("cast")
+def cast_tangent(orig, ts):
+    if orig.attrs["dtype"] not in FLOAT_DTYPES:
+        return api.zeros_like(orig)
+    return api.cast(ts[0], orig.attrs["dtype"])
+
+
+def cast_like_rule(types, attrs):
+    x = tensor_arg("cast_like", types, 0)
+    like = tensor_arg("cast_like", types, 1)
+    return TensorType(x.shape, like.dtype)
+
+
+register_op("cast_like", 2, type_rule=cast_like_rule,
+            impl=lambda xp, x, like: xp.asarray(x).astype(like.dtype),
+            doc="internal: cast x to the dtype of like (the gradient of cast)")
+
+
+@register_gradient("cast_like")
+def cast_like_grad(orig, g):
+    x, like = orig.args
+    if static_type(like) is not None and static_type(like).dtype not in FLOAT_DTYPES:
+        return [api.zeros_like(x), api.zeros_like(like)]
+    return [api.cast_like(g, x), api.zeros_like(like)]
+
+
+@register_tangent("cast_like")
+def cast_like_tangent(orig, ts):
+    return api.cast_like(ts[0], orig.args[1])
+
