@@ -1,0 +1,97 @@
+"""Types are frozen values: equal when structurally equal, hashable, immutable."""
+import attrs
+import numpy as np
+import pytest
+
+import relayish as rl
+from relayish.ir.types import free_type_vars, normalize_dtype, substitute
+
+
+def test_tensor_types_equal_by_value_and_hash():
+    a = rl.TensorType((3, 4), "float32")
+    b = rl.TensorType([3, 4], np.float32)
+    assert a == b and hash(a) == hash(b)
+    assert a != rl.TensorType((3, 4), "float64")
+    assert a != rl.TensorType((4, 3), "float32")
+    assert len({a, b, rl.TensorType((4, 3))}) == 2
+
+
+def test_tensor_type_defaults_and_normalization():
+    t = rl.TensorType()
+    assert t.shape == () and t.dtype == "float32" and t.ndim == 0 and t.is_float
+    assert rl.TensorType(5).shape == (5,)
+    assert rl.TensorType((2,), "float").dtype == "float32"
+    assert rl.TensorType((2,), "int").dtype == "int32"
+    assert not rl.TensorType((), "int64").is_float
+    assert normalize_dtype(np.float64) == "float64"
+
+
+@pytest.mark.parametrize("shape", [(-1,), (2.5,), "ab", (True,), None])
+def test_bad_shapes_are_relayish_errors(shape):
+    with pytest.raises(rl.RelayishError, match="shape"):
+        rl.TensorType(shape)
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "str", "banana", object])
+def test_bad_dtypes_are_relayish_errors(dtype):
+    with pytest.raises(rl.RelayishError, match="dtype"):
+        rl.TensorType((), dtype)
+
+
+def test_composite_types_compare_structurally():
+    f32 = rl.TensorType((), "float32")
+    a = rl.TypeVar("a")
+    List = rl.GlobalTypeVar("List")
+    assert rl.TupleType([f32, f32]) == rl.TupleType((f32, f32))
+    assert rl.TupleType([f32]) != rl.TupleType([f32, f32])
+    assert rl.FuncType([f32], f32) == rl.FuncType((f32,), f32, ())
+    assert rl.FuncType([a], a, [a]) != rl.FuncType([a], a)
+    assert rl.RefType(f32) == rl.RefType(rl.TensorType())
+    assert rl.TypeCall(List, [f32]) == rl.TypeCall(rl.GlobalTypeVar("List"), [f32])
+    assert rl.TypeCall(List, [f32]) != rl.TypeCall(List, [rl.TensorType((), "float64")])
+    assert rl.TypeVar("a") == a and rl.TypeVar("b") != a
+    kinds = {rl.TupleType([f32]), rl.RefType(f32), rl.TypeCall(List, [f32]), f32,
+             rl.FuncType([f32], f32), a, List}
+    assert len(kinds) == 7
+    assert len(kinds | {rl.RefType(rl.TensorType())}) == 7
+
+
+def test_types_are_immutable():
+    t = rl.TensorType((2,))
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        t.shape = (3,)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        rl.TupleType([t]).fields = ()
+
+
+def test_lists_become_tuples_so_types_hash():
+    ft = rl.FuncType([rl.TensorType()], rl.TensorType(), [rl.TypeVar("a")])
+    assert isinstance(ft.arg_types, tuple) and isinstance(ft.type_params, tuple)
+    hash(ft)
+
+
+def test_free_type_vars_respects_binders():
+    a, b = rl.TypeVar("a"), rl.TypeVar("b")
+    inner = rl.FuncType([a], b, [a])
+    t = rl.TupleType([inner, rl.RefType(b), rl.TypeCall(rl.GlobalTypeVar("List"), [a])])
+    assert free_type_vars(t) == [b, a]
+    assert free_type_vars(rl.TensorType()) == []
+
+
+def test_substitute_replaces_free_vars_and_keeps_bound_ones():
+    a, b = rl.TypeVar("a"), rl.TypeVar("b")
+    f32 = rl.TensorType()
+    t = rl.TupleType([a, rl.FuncType([a], b, [a]), rl.RefType(b)])
+    got = substitute(t, {a: f32, b: rl.TensorType((2,))})
+    assert got == rl.TupleType([f32, rl.FuncType([a], rl.TensorType((2,)), [a]),
+                                rl.RefType(rl.TensorType((2,)))])
+
+
+def test_type_data_numbers_its_constructors():
+    a = rl.TypeVar("a")
+    Opt = rl.GlobalTypeVar("Opt")
+    some = rl.Constructor("Some_", [a], Opt)
+    none = rl.Constructor("None_", [], Opt)
+    data = rl.TypeData(Opt, [a], [some, none])
+    assert (some.tag, none.tag) == (0, 1)
+    assert some.belong_to == Opt and none.type_data is data
