@@ -149,7 +149,7 @@ def _const_array(value, dtype):
         arr = np.asarray(value, dtype="bool")
     elif isinstance(value, int):
         arr = np.asarray(value, dtype="int32")
-    elif isinstance(value, float):
+    elif isinstance(value, float) and not isinstance(value, np.generic):  # np.float64 keeps its dtype
         arr = np.asarray(value, dtype="float32")
     else:
         arr = np.asarray(value)
