@@ -4,4 +4,4 @@ elementwise (arithmetic, unary math, where, zeros/ones/cast), compare (compariso
 reduce (sum, mean, max, min), shape (transpose, reshape, broadcasting, concatenate, stack,
 take and their internal helpers), nn (matmul, softmax, log_softmax). api.py builds calls.
 """
-from relayish.ops import elementwise, compare  # noqa: F401
+from relayish.ops import compare, elementwise, nn, reduce, shape  # noqa: F401
