@@ -1,0 +1,607 @@
+"""Forward-mode AD: dual numbers through the IR, closure-preserving.
+
+    jvp : (fn(T1..Tn) -> R)  ->  fn(T1..Tn, T1..Tn) -> (R, R)        x1..xn, v1..vn -> (f(x), J(x) v)
+
+Every value of type T becomes a value of its dual type D(T):
+
+    D(Tensor[s, float]) = (Tensor[s, float], Tensor[s, float])      (value, tangent)
+    D(Tensor[s, int|bool]) = Tensor[s, int|bool]                    (no tangent)
+    D((T1, .., Tn)) = (D(T1), .., D(Tn))      D(Ref[T]) = Ref[D(T)]
+    D(fn(A..) -> B) = fn(D(A)..) -> D(B)      D(a) = a   (type variables)
+    D(G[A..]) = G[D(A)..], or G_fwd[D(A)..] when G's constructors hold float tensors directly
+               (a dual ADT with constructors C_fwd whose fields have the dual types)
+
+The transform is a rewrite of each expression e : T into e' : D(T). Only operator calls do any
+work: their primal arguments are projected out, the op runs on them, and the op's tangent rule
+(`op.tangent(orig_call, arg_tangents)`, registered beside its gradient rule) builds the output
+tangent:
+
+    op(a, b)   ~>   let %z = op(a'.0, b'.0); let %dz = TANGENT_op(z-call, [a'.1, b'.1]); (%z, %dz)
+
+Variables, tuples, closures, refs, constructors, match, if and calls of functions and globals
+(recursion included) map structurally; branches test primal values. The output is an ordinary
+relayish program, so it prints, parses, type-checks, runs on every backend and can be
+differentiated again: `jvp(gradient(f))` is forward-over-reverse and gives Hessian-vector
+products (`hvp_forward_over_reverse`), from which `hessian_forward` stacks the Hessian.
+
+Let-chains are transformed with a loop; other nesting runs under `run_deep`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from relayish.errors import GradientError, RelayishError
+from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Function, GlobalVar, If,
+                              Let, Match, PatternConstructor, PatternTuple, PatternVar,
+                              PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,
+                              Var, _short_text, const)
+from relayish.ir.module import Module
+from relayish.ir.op import Op, make_call
+from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, TypeCall,
+                               TypeData, TypeVar)
+from relayish.ir.visitor import ExprFunctor, ExprMutator, ExprVisitor, run_deep
+
+__all__ = ["jvp", "hvp_forward_over_reverse", "hessian_forward", "dual_type"]
+
+
+# ---- the type mapping -----------------------------------------------------------------------
+
+class _TypeMap:
+    """D(T), creating dual ADTs (G_fwd) for the ADTs whose constructors hold float tensors."""
+
+    def __init__(self, type_definitions, taken_names):
+        self.defs = dict(type_definitions)           # GlobalTypeVar -> TypeData
+        self.taken = set(taken_names)                # constructor and type names in use
+        self.needs = {}                              # GlobalTypeVar -> bool
+        self.duals = {}                              # GlobalTypeVar -> TypeData (dual)
+        self.ctor_map = {}                           # Constructor -> dual Constructor
+
+    def __call__(self, t):
+        if isinstance(t, TensorType):
+            return TupleType([t, t]) if t.is_float else t
+        if isinstance(t, TupleType):
+            return TupleType([self(f) for f in t.fields])
+        if isinstance(t, FuncType):
+            return FuncType([self(a) for a in t.arg_types], self(t.ret_type), t.type_params)
+        if isinstance(t, RefType):
+            return RefType(self(t.value))
+        if isinstance(t, TypeCall):
+            return TypeCall(self.header(t.func), [self(a) for a in t.args])
+        return t    # TypeVar, GlobalTypeVar, incomplete types
+
+    def _lookup(self, gtv):
+        for header, data in self.defs.items():
+            if header.name == gtv.name:
+                return header, data
+        raise GradientError(f"jvp: unknown type {gtv.name} (is its definition in the module?)")
+
+    def needs_dual(self, gtv) -> bool:
+        header, data = self._lookup(gtv)
+        if header in self.needs:
+            return self.needs[header]
+        self.needs[header] = False                   # assumption for recursive occurrences
+        result = any(self._changes(t) for c in data.constructors for t in c.inputs)
+        self.needs[header] = result
+        return result
+
+    def _changes(self, t) -> bool:
+        if isinstance(t, TensorType):
+            return t.is_float
+        if isinstance(t, TupleType):
+            return any(self._changes(f) for f in t.fields)
+        if isinstance(t, FuncType):
+            return any(self._changes(a) for a in t.arg_types) or self._changes(t.ret_type)
+        if isinstance(t, RefType):
+            return self._changes(t.value)
+        if isinstance(t, TypeCall):
+            return self.needs_dual(t.func) or any(self._changes(a) for a in t.args)
+        return False
+
+    def _fresh(self, name):
+        new, k = name + "_fwd", 1
+        while new in self.taken:
+            k += 1
+            new = f"{name}_fwd{k}"
+        self.taken.add(new)
+        return new
+
+    def header(self, gtv):
+        if not self.needs_dual(gtv):
+            return gtv
+        header, data = self._lookup(gtv)
+        if header not in self.duals:
+            new_header = GlobalTypeVar(self._fresh(header.name))
+            ctors = [Constructor(self._fresh(c.name_hint), [], new_header) for c in data.constructors]
+            dual = TypeData.__new__(TypeData)        # fields filled below (recursive types)
+            self.duals[header] = dual
+            for old, new in zip(data.constructors, ctors):
+                self.ctor_map[old] = new
+            for old, new in zip(data.constructors, ctors):
+                new.inputs = [self(t) for t in old.inputs]
+            TypeData.__init__(dual, new_header, list(data.type_vars), ctors)
+        return self.duals[header].header
+
+    def constructor(self, ctor):
+        if ctor.belong_to is None or not self.needs_dual(ctor.belong_to):
+            return ctor
+        self.header(ctor.belong_to)
+        return self.ctor_map[self._find(ctor)]
+
+    def _find(self, ctor):
+        if ctor in self.ctor_map:
+            return ctor
+        for old in self.ctor_map:                    # the same constructor reached by name
+            if old.name_hint == ctor.name_hint:
+                return old
+        raise GradientError(f"jvp: constructor {ctor.name_hint} has no dual")
+
+
+def dual_type(t, module=None):
+    """D(t) for the types of a module (see the module docstring)."""
+    defs = module.type_definitions if module is not None else {}
+    return _TypeMap(defs, ())(t)
+
+
+# ---- the expression transform ---------------------------------------------------------------
+
+def _type_of(e):
+    t = getattr(e, "_checked_type", None)
+    if t is None:
+        raise GradientError(f"jvp: the program must be type-checked first; no type for "
+                            f"{_short_text(e)}")
+    return t
+
+
+def _is_float(t):
+    return isinstance(t, TensorType) and t.is_float
+
+
+def _typed(e, t):
+    e._checked_type = t
+    return e
+
+
+class _Substitute(ExprMutator):
+    """Replace one node (by identity) with another inside a small tangent expression."""
+
+    def __init__(self, old, new):
+        super().__init__()
+        self.old, self.new = old, new
+
+    def visit(self, expr):
+        if expr is self.old:
+            return self.new
+        return super().visit(expr)
+
+
+class ForwardTransform(ExprFunctor):
+    """e : T  ~>  e' : D(T). Binders map through `env`; helper bindings go to the open scope.
+
+    Not memoized: nodes shared between scopes (AD output is a DAG) are transformed once per
+    occurrence, so an emitted helper binding is never referenced outside its scope.
+    """
+
+    def __init__(self, types: _TypeMap, global_names: dict):
+        super().__init__()
+        self.D = types
+        self.global_names = global_names             # original name -> transformed name
+        self.env = {}                                # id(Var) -> transformed expression
+        self.scopes = []
+
+    def visit(self, expr):
+        return self.dispatch(expr)
+
+    # ---- scopes and bindings --------------------------------------------------------------
+    def scoped(self, expr):
+        self.scopes.append([])
+        result = self.visit(expr)
+        bindings = self.scopes.pop()
+        for var, value in reversed(bindings):
+            result = Let(var, value, result)
+        return result
+
+    def emit(self, name, value, t=None):
+        v = Var(name, None)
+        if t is not None:
+            v._checked_type = t
+        self.scopes[-1].append((v, value))
+        return v
+
+    def atom(self, e, name="a"):
+        if isinstance(e, (Var, Constant, GlobalVar)):
+            return e
+        return self.emit(name, e)
+
+    def bind_var(self, var):
+        t = var.type_annotation if getattr(var, "_checked_type", None) is None else var._checked_type
+        if t is None:
+            raise GradientError(f"jvp: the program must be type-checked first; no type for %{var.name_hint}")
+        new = Var(var.name_hint, self.D(t))
+        new._checked_type = self.D(t)
+        self.env[id(var)] = new
+        return new
+
+    # ---- nodes ----------------------------------------------------------------------------
+    def visit_Var(self, e):
+        try:
+            return self.env[id(e)]
+        except KeyError:
+            raise GradientError(f"jvp: free variable %{e.name_hint}") from None
+
+    def visit_GlobalVar(self, e):
+        name = self.global_names.get(e.name_hint)
+        if name is None:
+            raise GradientError(f"jvp: unknown global @{e.name_hint}")
+        return GlobalVar(name)
+
+    def visit_Constant(self, e):
+        if e.data.dtype.kind == "f":
+            return Tuple([e, make_call("zeros_like", [e])])
+        return e
+
+    def visit_Constructor(self, e):
+        return self.D.constructor(e)
+
+    def visit_Op(self, e):
+        raise GradientError(f"jvp: operator '{e.name}' used as a value; call it instead")
+
+    def visit_Tuple(self, e):
+        return Tuple([self.visit(f) for f in e.fields])
+
+    def visit_TupleGetItem(self, e):
+        return TupleGetItem(self.visit(e.tuple_value), e.index)
+
+    def visit_Let(self, e):
+        while isinstance(e, Let):
+            value = self.visit(e.value)
+            new = self.bind_var(e.var)
+            self.scopes[-1].append((new, value))
+            e = e.body
+        return self.visit(e)
+
+    def visit_Function(self, e):
+        params = [self.bind_var(p) for p in e.params]
+        ret = _type_of(e).ret_type if getattr(e, "_checked_type", None) is not None else e.ret_type
+        return Function(params, self.scoped(e.body), None if ret is None else self.D(ret),
+                        e.type_params)
+
+    def visit_If(self, e):
+        cond = self.visit(e.cond)
+        return If(cond, self.scoped(e.true_branch), self.scoped(e.false_branch))
+
+    def visit_Match(self, e):
+        data = self.atom(self.visit(e.data), "m")
+        clauses = [Clause(self.pattern(c.lhs), self.scoped(c.rhs)) for c in e.clauses]
+        return Match(data, clauses, e.complete)
+
+    def pattern(self, p):
+        if isinstance(p, PatternVar):
+            return PatternVar(self.bind_var(p.var))
+        if isinstance(p, PatternConstructor):
+            return PatternConstructor(self.D.constructor(p.constructor),
+                                      [self.pattern(s) for s in p.patterns])
+        if isinstance(p, PatternTuple):
+            return PatternTuple([self.pattern(s) for s in p.patterns])
+        return PatternWildcard()
+
+    def visit_RefCreate(self, e):
+        return RefCreate(self.visit(e.value))
+
+    def visit_RefRead(self, e):
+        return RefRead(self.visit(e.ref))
+
+    def visit_RefWrite(self, e):
+        return RefWrite(self.visit(e.ref), self.visit(e.value))
+
+    def visit_Call(self, e):
+        if isinstance(e.op, Op):
+            return self.op_call(e)
+        fn = self.visit(e.op)
+        return Call(fn, [self.visit(a) for a in e.args], e.attrs)
+
+    def op_call(self, e):
+        op = e.op
+        out_t = _type_of(e)
+        primals, tangents = [], []
+        for a in e.args:
+            t = _type_of(a)
+            a2 = self.atom(self.visit(a))
+            p, d = split_dual(a2, t)
+            primals.append(p)
+            tangents.append(d)
+        z = _typed(Call(op, primals, e.attrs), out_t)
+        if self.D(out_t) == out_t:                   # no tangent: int/bool results
+            return z
+        if not isinstance(out_t, TensorType):
+            raise GradientError(f"jvp: operator '{op.name}' returns {out_t}, which forward mode "
+                                f"does not support yet")
+        zv = self.emit("z", z, out_t)
+        if not op.differentiable or all(d is None for d in tangents):
+            return Tuple([zv, make_call("zeros_like", [zv])])
+        if op.tangent is None:
+            raise GradientError(f"no tangent rule for operator '{op.name}' in "
+                                f"{_short_text(e, 200)}; register one with "
+                                f"@rl.register_tangent({op.name!r})")
+        tangents = [d if d is not None else _zeros_like_value(p, _type_of(a))
+                    for d, p, a in zip(tangents, primals, e.args)]
+        dz = op.tangent(z, tangents)
+        dz = run_deep(_Substitute(z, zv).visit, dz)
+        dzv = self.emit("dz", dz, out_t)
+        return Tuple([zv, dzv])
+
+
+def _zeros_like_value(p, t):
+    if isinstance(t, TensorType):
+        return make_call("zeros_like", [p])
+    if isinstance(t, TupleType):
+        return Tuple([_zeros_like_value(TupleGetItem(p, k), f) for k, f in enumerate(t.fields)])
+    return p
+
+
+def split_dual(e, t):
+    """(primal, tangent) expressions of a dual value e' : D(t); tangent None when t has none.
+
+    Tensors and tuples only: that is what operators take and what an entry point returns.
+    """
+    if isinstance(t, TensorType):
+        if not t.is_float:
+            return e, None
+        return _typed(TupleGetItem(e, 0), t), _typed(TupleGetItem(e, 1), t)
+    if isinstance(t, TupleType):
+        parts = [split_dual(_typed(TupleGetItem(e, k), None), f) for k, f in enumerate(t.fields)]
+        primal = _typed(Tuple([p for p, _ in parts]), t)
+        if all(d is None for _, d in parts):
+            return primal, None
+        tangent = Tuple([d if d is not None else make_call("zeros_like", [p])
+                         if isinstance(f, TensorType) else p
+                         for (p, d), f in zip(parts, t.fields)])
+        return primal, _typed(tangent, t)
+    raise GradientError(f"jvp: a value of type {t} cannot be split into primal and tangent "
+                        "(only tensors and tuples of them can)")
+
+
+def lift(x, v, t):
+    """The dual value of primal `x` with tangent `v` (both of type t)."""
+    if isinstance(t, TensorType):
+        return Tuple([x, v]) if t.is_float else x
+    if isinstance(t, TupleType):
+        return Tuple([lift(TupleGetItem(x, k), TupleGetItem(v, k), f)
+                      for k, f in enumerate(t.fields)])
+    raise GradientError(f"jvp: inputs of type {t} are not supported yet (tensors and tuples of "
+                        "tensors are); build such values inside the function instead")
+
+
+def _output(r, t):
+    if isinstance(t, (TensorType, TupleType)):
+        p, d = split_dual(r, t)
+        if d is None:
+            d = _zeros_like_value(p, t)
+        return Tuple([p, d])
+    raise GradientError(f"jvp: outputs of type {t} are not supported yet (tensors and tuples of "
+                        "tensors are)")
+
+
+# ---- entry points ---------------------------------------------------------------------------
+
+class _Globals(ExprVisitor):
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def visit_GlobalVar(self, e):
+        if e.name_hint not in self.names:
+            self.names.append(e.name_hint)
+
+
+def _reachable(mod, start):
+    order, todo = [], [start]
+    while todo:
+        name = todo.pop()
+        if name in order:
+            continue
+        order.append(name)
+        finder = _Globals()
+        run_deep(finder.visit, mod[name])
+        todo.extend(n for n in finder.names if n not in order)
+    return order
+
+
+def _infer(x):
+    from relayish.ir.typecheck import infer_type
+    return infer_type(x)
+
+
+def _entry(func, body_of, D):
+    """fn(x.., v..) { (f(x), J v) } around `body_of(lifted params) -> dual result`."""
+    ftype = _type_of(func)
+    xs = [Var(p.name_hint, t) for p, t in zip(func.params, ftype.arg_types)]
+    vs = [Var("v_" + p.name_hint, t) for p, t in zip(func.params, ftype.arg_types)]
+    lifted = [lift(x, v, t) for x, v, t in zip(xs, vs, ftype.arg_types)]
+    r = Var("r", None)
+    out = _output(r, ftype.ret_type)
+    ret = TupleType([ftype.ret_type, ftype.ret_type])
+    return Function(xs + vs, Let(r, body_of(lifted), out), ret)
+
+
+def _check_function(func, what):
+    if not isinstance(func, Function):
+        raise RelayishError(f"{what} takes a relayish Function or Module, got {type(func).__name__}")
+
+
+def jvp(f):
+    """Forward mode: `rl.jvp(f)` is fn(x1..xn, v1..vn) -> (f(x), J(x) v).
+
+        x = rl.var("x", shape=(3,), dtype="float64")
+        j = rl.jvp(rl.Function([x], rl.sum(rl.sin(x))))
+        value, tangent = rl.evaluate(j, np.ones(3), np.arange(3.0))
+
+    A Module gives a Module whose @main is that function (globals become @<name>_jvp).
+    """
+    if isinstance(f, Module):
+        return run_deep(_jvp_module, f)
+    _check_function(f, "jvp")
+    return run_deep(_jvp_function, f)
+
+
+class _Constructors(ExprVisitor):
+    def __init__(self):
+        super().__init__()
+        self.defs = {}
+
+    def visit_Constructor(self, e):
+        if e.type_data is not None:
+            self.defs[e.type_data.header] = e.type_data
+
+    def visit_pattern(self, p):
+        if isinstance(p, PatternConstructor):
+            self.visit_Constructor(p.constructor)
+        super().visit_pattern(p)
+
+
+def _jvp_function(f):
+    f = _infer(f)
+    finder = _Constructors()
+    finder.visit(f)
+    D = _TypeMap(finder.defs, ())
+    tx = ForwardTransform(D, {})
+
+    def body_of(lifted):
+        for p, l in zip(f.params, lifted):
+            tx.env[id(p)] = l
+        return tx.scoped(f.body)
+    out = _entry(f, body_of, D)
+    if D.duals:
+        raise GradientError("jvp: this function uses ADTs with float fields, which need a module; "
+                            "pass rl.Module.from_expr(f) with its type definitions")
+    return out
+
+
+def _jvp_module(mod, entry_name="main"):
+    mod = _infer(mod)
+    start = mod.get_global_var("main").name_hint
+    names = _reachable(mod, start)
+    taken = {gv.name_hint for gv in mod.functions} | {entry_name}
+    taken_types = {h.name for h in mod.type_definitions} | set(mod.constructors)
+    global_names = {}
+    for name in names:
+        new, k = name + "_jvp", 1
+        while new in taken:
+            k += 1
+            new = f"{name}_jvp{k}"
+        taken.add(new)
+        global_names[name] = new
+    D = _TypeMap(mod.type_definitions, taken_types)
+    tx = ForwardTransform(D, global_names)
+    out = Module()
+    for data in mod.type_definitions.values():
+        out.add_type(data)
+    transformed = {}
+    for name in names:
+        tx.scopes.append([])
+        fn = tx.visit(mod[name])
+        assert not tx.scopes.pop()
+        transformed[global_names[name]] = fn
+    for data in D.duals.values():
+        out.add_type(data)
+    for name, fn in transformed.items():
+        out[name] = fn
+    main = mod["main"]
+    out[entry_name] = _entry(main, lambda lifted: Call(GlobalVar(global_names[start]), lifted), D)
+    return out
+
+
+# ---- second order: forward over reverse -----------------------------------------------------
+
+def _gradient(f):
+    from relayish.ad import api
+    return api.gradient(f)
+
+
+def hvp_forward_over_reverse(f):
+    """fn(x, v) -> H(x) v, as jvp of the gradient program (Pearlmutter's trick).
+
+    f: fn(x) -> float scalar (one parameter; with several, the result is the tuple of the
+    blocks of H v, one per parameter). A Module gives a Module.
+    """
+    if isinstance(f, Module):
+        return run_deep(_hvp_module, f)
+    _check_function(f, "hvp")
+    return run_deep(_hvp_function, f)
+
+
+def _hvp_function(f):
+    f = _infer(f)
+    _check_scalar_objective(f)
+    jg = _jvp_function(_infer(_gradient(f)))
+    n = len(f.params)
+    types = _type_of(f).arg_types
+    xs = [Var(p.name_hint, t) for p, t in zip(f.params, types)]
+    vs = [Var("v_" + p.name_hint, t) for p, t in zip(f.params, types)]
+    grads_tangent = TupleGetItem(TupleGetItem(Call(jg, xs + vs), 1), 1)
+    body = TupleGetItem(grads_tangent, 0) if n == 1 else grads_tangent
+    return Function(xs + vs, body)
+
+
+def _hvp_module(mod):
+    mod = _infer(mod)
+    main = mod["main"]
+    _check_scalar_objective(main)
+    gmod = _gradient(mod)
+    out = _jvp_module(gmod, entry_name="main_grad_jvp_entry")
+    types = _type_of(main).arg_types
+    xs = [Var(p.name_hint, t) for p, t in zip(main.params, types)]
+    vs = [Var("v_" + p.name_hint, t) for p, t in zip(main.params, types)]
+    grads_tangent = TupleGetItem(TupleGetItem(Call(GlobalVar("main_grad_jvp_entry"), xs + vs), 1), 1)
+    out["main"] = Function(xs + vs, TupleGetItem(grads_tangent, 0) if len(xs) == 1 else grads_tangent)
+    return out
+
+
+def _check_scalar_objective(f):
+    ft = _type_of(f)
+    if not (_is_float(ft.ret_type) and ft.ret_type.shape == ()):
+        raise GradientError(f"the function must return a float scalar to have a Hessian; "
+                            f"it returns {ft.ret_type}")
+
+
+def _hessian_param(f):
+    ft = _type_of(f)
+    if len(ft.arg_types) != 1 or not _is_float(ft.arg_types[0]) or len(ft.arg_types[0].shape) > 1:
+        shown = ", ".join(str(t) for t in ft.arg_types)
+        raise GradientError(f"hessian takes a function of one float vector or scalar, "
+                            f"fn(Tensor[(n), float]) -> float; got fn({shown})")
+    return ft.arg_types[0]
+
+
+def _stack_hvps(xt, hv_of):
+    """fn(x) { stack((hv(x, e_0), .., hv(x, e_n-1))) } for x : xt."""
+    x = Var("x", xt)
+    if xt.shape == ():
+        return Function([x], hv_of(x, const(np.ones((), xt.dtype))))
+    n = xt.shape[0]
+    eye = np.eye(n, dtype=xt.dtype)
+    rows = [hv_of(x, const(eye[i])) for i in range(n)]
+    return Function([x], make_call("stack", [Tuple(rows)], {"axis": 0}))
+
+
+def hessian_forward(f):
+    """fn(x) -> H(x) for f: fn(Tensor[(n), float]) -> float scalar: the rows H e_i by
+    forward-over-reverse, stacked (n Hessian-vector products in one program)."""
+    if isinstance(f, Module):
+        def build(mod):
+            mod = _infer(mod)
+            xt = _hessian_param(mod["main"])
+            hmod = _hvp_module(mod)
+            hmod["main_hvp"] = hmod["main"]
+            hmod["main"] = _stack_hvps(xt, lambda x, e: Call(GlobalVar("main_hvp"), [x, e]))
+            return hmod
+        return run_deep(build, f)
+    _check_function(f, "hessian")
+
+    def build_fn(f):
+        f = _infer(f)
+        xt = _hessian_param(f)
+        hv = _hvp_function(f)
+        hv_var = Var("hvp", None)
+        inner = _stack_hvps(xt, lambda x, e: Call(hv_var, [x, e]))
+        return Function(inner.params, Let(hv_var, hv, inner.body))
+    return run_deep(build_fn, f)

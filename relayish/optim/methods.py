@@ -1,0 +1,401 @@
+"""The minimization algorithms, over plain callables on flat float64 vectors.
+
+Each method is `run_<method>(problem, x0, tol, max_iter, monitor) -> Outcome`, where `problem`
+offers (see problem.py, and CallableProblem below for plain numpy functions):
+
+    fun(x) -> float                          every method (line searches, trust-region ratios)
+    value_and_grad(x) -> (float, ndarray)    every method
+    value_grad_hess(x) -> (float, g, H)      newton (one call: the backend fuses the three)
+    hvp(x, v) -> ndarray                     newton-cg, trust-ncg
+
+Stopping: the Euclidean norm of the gradient is at most `tol` (converged), `max_iter` steps were
+taken, or no step decreases the objective any more (a line search or the trust region gives up,
+usually because the objective is only as accurate as its float precision), or a value is NaN.
+Non-finite objective values met by a line search or a trial step count as "too far" and shrink
+the step; a NaN or inf at an accepted point or in a gradient/Hessian stops with a reason.
+"""
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+
+ARMIJO_C1 = 1e-4
+
+
+@attrs.define
+class Outcome:
+    x: np.ndarray
+    fun: float
+    grad: np.ndarray
+    n_iter: int
+    converged: bool
+    message: str
+
+
+class CallableProblem:
+    """A problem from numpy callables: fun(x), grad(x), and optionally hess(x), hvp(x, v)."""
+
+    def __init__(self, fun, grad, hess=None, hvp=None):
+        self._fun, self._grad, self._hess, self._hvp = fun, grad, hess, hvp
+        if hvp is None and hess is not None:
+            self._hvp = lambda x, v: np.asarray(hess(x)) @ v
+
+    def fun(self, x):
+        return float(self._fun(x))
+
+    def value_and_grad(self, x):
+        return float(self._fun(x)), np.asarray(self._grad(x), dtype=np.float64)
+
+    def value_grad_hess(self, x):
+        f, g = self.value_and_grad(x)
+        return f, g, np.asarray(self._hess(x), dtype=np.float64)
+
+    def hvp(self, x, v):
+        return np.asarray(self._hvp(x, v), dtype=np.float64)
+
+
+class Monitor:
+    """Records the history, reports progress and counts iterations for every method."""
+
+    def __init__(self, callback=None):
+        self.history = []
+        self.callback = callback
+
+    def record(self, k, f, gnorm, step=None, **extra):
+        entry = {"iter": k, "fun": float(f), "grad_norm": float(gnorm), "step": step, **extra}
+        self.history.append(entry)
+        if self.callback is not None:
+            self.callback(entry)
+
+
+def _finite(*values):
+    return all(np.all(np.isfinite(v)) for v in values)
+
+
+def _nonfinite_stop(x, f, g, k, what):
+    return Outcome(x, f, g, k, False, f"stopped: the {what} is not finite (NaN or inf) at "
+                                      f"iteration {k}")
+
+
+def backtrack(fun, x, f, g, p, t=1.0, f_ref=None, f_trial=None, max_steps=60):
+    """Armijo backtracking with safeguarded quadratic interpolation.
+
+    Returns (t, f(x + t p)) for the first t meeting f(x+tp) <= f_ref + c1 t g.p, or None.
+    `f_ref` (default f) allows a non-monotone reference value; `f_trial` is f(x + t p) when the
+    caller already has it.
+    """
+    slope = float(g @ p)
+    f_ref = f if f_ref is None else f_ref
+    for i in range(max_steps):
+        ft = fun(x + t * p) if (i > 0 or f_trial is None) else f_trial
+        if math.isfinite(ft) and ft <= f_ref + ARMIJO_C1 * t * slope:
+            return t, ft
+        if math.isfinite(ft):
+            denom = 2.0 * (ft - f - slope * t)
+            t_new = -slope * t * t / denom if denom > 0 else 0.5 * t
+            t = min(max(t_new, 0.1 * t), 0.5 * t)
+        else:
+            t *= 0.1
+        if t * np.max(np.abs(p)) <= 1e-16 * (1.0 + np.max(np.abs(x))):
+            return None
+    return None
+
+
+def _line_search_failed(x, f, g, k, gnorm, tol):
+    if gnorm <= tol:
+        return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
+    return Outcome(x, f, g, k, False, "stopped: the line search found no decrease along the "
+                                      "search direction (the objective's precision is reached "
+                                      f"at gradient norm {gnorm:.3g} > tol)")
+
+
+def modified_cholesky_direction(H, g):
+    """Solve (H + tau I) p = -g with the smallest tau >= 0 (found by doubling) that makes the
+    matrix positive definite (Nocedal & Wright, Algorithm 3.3). Returns (p, tau)."""
+    H = 0.5 * (H + H.T)
+    n = H.shape[0]
+    scale = max(1.0, float(np.max(np.abs(np.diag(H))))) if n else 1.0
+    beta = 1e-3 * scale
+    min_diag = float(np.min(np.diag(H))) if n else 1.0
+    tau = 0.0 if min_diag > 0 else beta - min_diag
+    eye = np.eye(n)
+    for _ in range(100):
+        try:
+            L = np.linalg.cholesky(H + tau * eye)
+        except np.linalg.LinAlgError:
+            tau = max(2.0 * tau, beta)
+            continue
+        y = np.linalg.solve(L, -g)  # triangular solves: small n, numpy's solve is fine
+        return np.linalg.solve(L.T, y), tau
+    return -g, math.inf
+
+
+def run_newton(problem, x0, tol, max_iter, monitor):
+    """Newton's method: exact Hessian, modified Cholesky, Armijo backtracking.
+
+    The objective, gradient and Hessian are evaluated at the full Newton step in one call; when
+    Armijo accepts the full step (the usual case) that call already holds the next iteration's
+    data, so each iteration costs one fused evaluation.
+    """
+    x = x0
+    f, g, H = problem.value_grad_hess(x)
+    step = None
+    for k in range(max_iter + 1):
+        gnorm = float(np.linalg.norm(g))
+        if not _finite(f):
+            return _nonfinite_stop(x, f, g, k, "objective")
+        if not _finite(g):
+            return _nonfinite_stop(x, f, g, k, "gradient")
+        monitor.record(k, f, gnorm, step)
+        if gnorm <= tol:
+            return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
+        if k == max_iter:
+            break
+        if not _finite(H):
+            return _nonfinite_stop(x, f, g, k, "Hessian")
+        p, tau = modified_cholesky_direction(H, g)
+        if not (g @ p < 0):
+            p = -g
+        x_full = x + p
+        f_full, g_full, H_full = problem.value_grad_hess(x_full)
+        if math.isfinite(f_full) and f_full <= f + ARMIJO_C1 * float(g @ p):
+            x, f, g, H, step = x_full, f_full, g_full, H_full, 1.0
+        else:
+            found = backtrack(problem.fun, x, f, g, p, f_trial=f_full if math.isfinite(f_full) else math.inf)
+            if found is None:
+                return _line_search_failed(x, f, g, k, gnorm, tol)
+            step, _ = found
+            x = x + step * p
+            f, g, H = problem.value_grad_hess(x)
+    return Outcome(x, f, g, max_iter, False, f"stopped: max_iter={max_iter} iterations reached")
+
+
+def truncated_cg(hvp, g, gnorm, max_cg):
+    """Newton-CG inner solve of H p = -g (Nocedal & Wright, Algorithm 7.1): stops at relative
+    residual min(0.5, sqrt(|g|)) or at negative curvature (then returns the last iterate, or -g)."""
+    eps = min(0.5, math.sqrt(gnorm)) * gnorm
+    z = np.zeros_like(g)
+    r = g.copy()
+    d = -r
+    rr = float(r @ r)
+    for j in range(max_cg):
+        Hd = hvp(d)
+        dHd = float(d @ Hd)
+        if not math.isfinite(dHd):
+            return None
+        if dHd <= 0:
+            return -g if j == 0 else z
+        alpha = rr / dHd
+        z = z + alpha * d
+        r = r + alpha * Hd
+        rr_new = float(r @ r)
+        if math.sqrt(rr_new) < eps:
+            return z
+        d = -r + (rr_new / rr) * d
+        rr = rr_new
+    return z
+
+
+def run_newton_cg(problem, x0, tol, max_iter, monitor):
+    """Line-search Newton-CG: truncated CG on Hessian-vector products, Armijo backtracking."""
+    x = x0
+    f, g = problem.value_and_grad(x)
+    n = x.size
+    step = None
+    for k in range(max_iter + 1):
+        gnorm = float(np.linalg.norm(g))
+        if not _finite(f):
+            return _nonfinite_stop(x, f, g, k, "objective")
+        if not _finite(g):
+            return _nonfinite_stop(x, f, g, k, "gradient")
+        monitor.record(k, f, gnorm, step)
+        if gnorm <= tol:
+            return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
+        if k == max_iter:
+            break
+        p = truncated_cg(lambda v: problem.hvp(x, v), g, gnorm, max_cg=max(20, 2 * n))
+        if p is None:
+            return _nonfinite_stop(x, f, g, k, "Hessian-vector product")
+        if not (g @ p < 0):
+            p = -g
+        found = backtrack(problem.fun, x, f, g, p)
+        if found is None:
+            return _line_search_failed(x, f, g, k, gnorm, tol)
+        step, _ = found
+        x = x + step * p
+        f, g = problem.value_and_grad(x)
+    return Outcome(x, f, g, max_iter, False, f"stopped: max_iter={max_iter} iterations reached")
+
+
+def steihaug_cg(hvp, g, gnorm, radius, max_cg):
+    """Steihaug's CG for min g.p + p.H.p/2 within |p| <= radius.
+
+    Returns (p, predicted decrease, hit_boundary). r = g + H z is kept up to date so the model
+    value m(z) = (g.z + r.z)/2 needs no extra Hessian-vector product.
+    """
+    eps = min(0.5, math.sqrt(gnorm)) * gnorm
+    z = np.zeros_like(g)
+    r = g.copy()
+    d = -r
+    rr = float(r @ r)
+
+    def to_boundary(z, d):
+        a, b, c = float(d @ d), 2.0 * float(z @ d), float(z @ z) - radius * radius
+        return (-b + math.sqrt(max(b * b - 4 * a * c, 0.0))) / (2 * a)
+
+    for _ in range(max_cg):
+        Hd = hvp(d)
+        dHd = float(d @ Hd)
+        if not math.isfinite(dHd):
+            return None, 0.0, False
+        if dHd <= 0:
+            tau = to_boundary(z, d)
+            z, r = z + tau * d, r + tau * Hd
+            return z, -0.5 * float(g @ z + r @ z), True
+        alpha = rr / dHd
+        z_new = z + alpha * d
+        if np.linalg.norm(z_new) >= radius:
+            tau = to_boundary(z, d)
+            z, r = z + tau * d, r + tau * Hd
+            return z, -0.5 * float(g @ z + r @ z), True
+        z, r = z_new, r + alpha * Hd
+        rr_new = float(r @ r)
+        if math.sqrt(rr_new) < eps:
+            break
+        d = -r + (rr_new / rr) * d
+        rr = rr_new
+    return z, -0.5 * float(g @ z + r @ z), False
+
+
+def run_trust_ncg(problem, x0, tol, max_iter, monitor, initial_radius=1.0, max_radius=1e4,
+                  eta=0.1):
+    """Trust-region Newton-CG (Steihaug); every outer iteration, accepted or not, counts."""
+    x = x0
+    f, g = problem.value_and_grad(x)
+    radius = initial_radius
+    n = x.size
+    for k in range(max_iter + 1):
+        gnorm = float(np.linalg.norm(g))
+        if not _finite(f):
+            return _nonfinite_stop(x, f, g, k, "objective")
+        if not _finite(g):
+            return _nonfinite_stop(x, f, g, k, "gradient")
+        monitor.record(k, f, gnorm, radius)
+        if gnorm <= tol:
+            return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
+        if k == max_iter:
+            break
+        p, predicted, on_boundary = steihaug_cg(lambda v: problem.hvp(x, v), g, gnorm, radius,
+                                                max_cg=max(20, 2 * n))
+        if p is None:
+            return _nonfinite_stop(x, f, g, k, "Hessian-vector product")
+        f_new = problem.fun(x + p)
+        actual = f - f_new if math.isfinite(f_new) else -math.inf
+        rho = actual / predicted if predicted > 0 else -math.inf
+        if rho < 0.25:
+            radius = 0.25 * radius
+        elif rho > 0.75 and on_boundary:
+            radius = min(2.0 * radius, max_radius)
+        if rho > eta:
+            x = x + p
+            f, g = problem.value_and_grad(x)
+        elif radius < 1e-14 * (1.0 + float(np.linalg.norm(x))):
+            return _line_search_failed(x, f, g, k, gnorm, tol)
+    return Outcome(x, f, g, max_iter, False, f"stopped: max_iter={max_iter} iterations reached")
+
+
+def run_bfgs(problem, x0, tol, max_iter, monitor):
+    """BFGS on the inverse Hessian with Armijo backtracking; updates that would lose positive
+    definiteness (s.y <= 0) are skipped, and the first update rescales the identity."""
+    x = x0
+    n = x.size
+    f, g = problem.value_and_grad(x)
+    Hinv = np.eye(n)
+    first = True
+    step = None
+    for k in range(max_iter + 1):
+        gnorm = float(np.linalg.norm(g))
+        if not _finite(f):
+            return _nonfinite_stop(x, f, g, k, "objective")
+        if not _finite(g):
+            return _nonfinite_stop(x, f, g, k, "gradient")
+        monitor.record(k, f, gnorm, step)
+        if gnorm <= tol:
+            return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
+        if k == max_iter:
+            break
+        p = -Hinv @ g
+        if not (g @ p < 0):
+            Hinv = np.eye(n)
+            p = -g
+        t0 = 1.0 if not first else min(1.0, 1.0 / gnorm)
+        found = backtrack(problem.fun, x, f, g, p, t=t0)
+        if found is None:
+            if not np.allclose(Hinv, np.eye(n)):
+                Hinv, first = np.eye(n), True    # restart once from steepest descent
+                continue
+            return _line_search_failed(x, f, g, k, gnorm, tol)
+        step, _ = found
+        s = step * p
+        x = x + s
+        f_new, g_new = problem.value_and_grad(x)
+        y = g_new - g
+        sy = float(s @ y)
+        if sy > 1e-12 * np.linalg.norm(s) * np.linalg.norm(y):
+            if first:
+                Hinv = (sy / float(y @ y)) * np.eye(n)
+                first = False
+            rho = 1.0 / sy
+            Hy = Hinv @ y
+            Hinv = (Hinv - rho * (np.outer(s, Hy) + np.outer(Hy, s))
+                    + (rho * rho * float(y @ Hy) + rho) * np.outer(s, s))
+        f, g = f_new, g_new
+    return Outcome(x, f, g, max_iter, False, f"stopped: max_iter={max_iter} iterations reached")
+
+
+def run_gd(problem, x0, tol, max_iter, monitor, memory=10):
+    """Gradient descent with Barzilai-Borwein step sizes and a non-monotone Armijo line search
+    (Grippo-Lampariello-Lucidi reference: the largest of the last `memory` values)."""
+    x = x0
+    f, g = problem.value_and_grad(x)
+    recent = [f]
+    alpha = None
+    step = None
+    for k in range(max_iter + 1):
+        gnorm = float(np.linalg.norm(g))
+        if not _finite(f):
+            return _nonfinite_stop(x, f, g, k, "objective")
+        if not _finite(g):
+            return _nonfinite_stop(x, f, g, k, "gradient")
+        monitor.record(k, f, gnorm, step)
+        if gnorm <= tol:
+            return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
+        if k == max_iter:
+            break
+        if alpha is None:
+            alpha = min(1.0, 1.0 / gnorm)
+        p = -g
+        found = backtrack(problem.fun, x, f, g, p, t=alpha, f_ref=max(recent))
+        if found is None:
+            return _line_search_failed(x, f, g, k, gnorm, tol)
+        step, _ = found
+        s = step * p
+        x = x + s
+        f_new, g_new = problem.value_and_grad(x)
+        y = g_new - g
+        sy = float(s @ y)
+        alpha = min(max(float(s @ s) / sy, 1e-12), 1e12) if sy > 0 else min(1.0, 1.0 / gnorm)
+        f, g = f_new, g_new
+        recent = (recent + [f])[-memory:]
+    return Outcome(x, f, g, max_iter, False, f"stopped: max_iter={max_iter} iterations reached")
+
+
+METHODS = {
+    "newton": run_newton,
+    "newton-cg": run_newton_cg,
+    "trust-ncg": run_trust_ncg,
+    "bfgs": run_bfgs,
+    "gd": run_gd,
+}
