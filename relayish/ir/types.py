@@ -19,9 +19,10 @@ INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "u
 
 def normalize_dtype(dtype) -> str:
     """'float' -> 'float32', np.float64 -> 'float64'; anything unknown is a RelayishError."""
-    if dtype == "float":
+    # only the strings: np.dtype("float64") == "float" is True in numpy
+    if isinstance(dtype, str) and dtype == "float":
         return "float32"
-    if dtype == "int":
+    if isinstance(dtype, str) and dtype == "int":
         return "int32"
     try:
         name = np.dtype(dtype).name
