@@ -1,0 +1,811 @@
+"""Higher-order reverse-mode AD whose output is an ordinary relayish program.
+
+Scheme (Demystifying Differentiable Programming, as in Relay's higher-order gradient): every
+differentiable value travels with a reference that accumulates its gradient, and one reference
+`bp : Ref[fn () -> ()]` holds the backpropagator built so far. An op call `z = op(x, y)` becomes
+
+    let z   = op(x.0, y.0);
+    let zr  = ref(zeros_like(z));
+    let old = !bp;
+    bp := fn () { let g = !zr; zr := zeros_like(g);          // read, then reset (multi-use)
+                  let gs = GRAD_op(op(x.0, y.0), g);
+                  x.1 := !x.1 + gs.0;  y.1 := !y.1 + gs.1;  old() };
+    (z, zr)
+
+Type mapping L (the "lifted" type of a value):
+    Tensor[s, float*]    -> (Tensor[s, float*], Ref[Tensor[s, float*]])
+    Tensor[s, int*/bool] -> unchanged (no gradient)
+    (T1, ..., Tn)        -> (L T1, ..., L Tn)
+    Ref[T]               -> Ref[L T]
+    fn (T1..Tn) -> R     -> fn (L T1, ..., L Tn, Ref[fn () -> ()]) -> L R   (the caller's bp)
+    a (type variable)    -> a   (polymorphic code is lifted parametrically)
+    D[T1..Tn] (ADT)      -> D'[L T1, ..., L Tn]  where D' is D itself when L leaves every field
+                            of D unchanged (List, Option, Tree, Nat), else a lifted twin of D
+                            added to the module (fields mapped by L, constructors `<C>_ad`).
+
+Functions receive the bp they extend as their last argument, so a closure called later (or
+inside another gradient) extends the backpropagator of the call site: nested gradients of
+functions with free variables stay correct (no perturbation confusion). If/Match branch on
+primal values; closures, refs, ADTs, globals and recursion need nothing beyond the mapping. The
+output uses only ordinary IR nodes, so it type-checks, prints, parses, runs anywhere and can be
+differentiated again.
+
+The entry point (`build_entry`) creates `bp := fn () { () }`, lifts the inputs (ADT inputs via
+generated helper globals), runs the lifted body, seeds the output's reference (ones, or the
+user's cotangent), calls `(!bp)()` and reads the input references back, zeroing them so that a
+backpropagator may run any number of times.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from relayish.errors import GradientError, RelayishError
+from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Function, GlobalVar, If,
+                              Let, Match, PatternConstructor, PatternTuple, PatternVar,
+                              PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,
+                              Var, _short_text)
+from relayish.ir.module import Module
+from relayish.ir.op import Op, gradient_rule, make_call
+from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, TypeCall,
+                               TypeData, TypeVar, substitute)
+from relayish.ir.visitor import ExprMutator, build_let_chain
+
+UNIT = TupleType(())
+BP_TYPE = RefType(FuncType([], UNIT))
+
+# Ops whose gradient is zero whatever their inputs: no backpropagator step is built for them.
+_ZERO_GRAD_OPS = frozenset({"zeros_like", "ones_like", "zeros", "ones", "full_like"})
+
+
+def _text(node, limit=200):
+    return _short_text(node, limit)
+
+
+def is_float_tensor(t) -> bool:
+    return isinstance(t, TensorType) and t.is_float
+
+
+def has_float(t) -> bool:
+    """Whether a value of type `t` (tensors and tuples of them) carries any float tensor."""
+    stack = [t]
+    while stack:
+        t = stack.pop()
+        if is_float_tensor(t):
+            return True
+        if isinstance(t, TupleType):
+            stack.extend(t.fields)
+    return False
+
+
+# ---- the type mapping ------------------------------------------------------------------------
+
+class TypeLifter:
+    """The type mapping L, and the lifted twins of ADTs whose fields L changes."""
+
+    def __init__(self, mod: Module):
+        self.mod = mod
+        self.type_data: dict = {}      # GlobalTypeVar -> TypeData (module's and constructors')
+        for gtv, data in mod.type_definitions.items():
+            self.type_data[gtv] = data
+        self.twin: dict = {}           # GlobalTypeVar -> twin TypeData (or the same TypeData)
+        self._needs: dict | None = None
+
+    def add_type_data(self, data: TypeData):
+        if data.header not in self.type_data:
+            self.type_data[data.header] = data
+            self._needs = None
+            if data.header.name not in {g.name for g in self.mod.type_definitions}:
+                self.mod.add_type(data)
+
+    def data_of(self, gtv) -> TypeData:
+        data = self.type_data.get(gtv)
+        if data is None:
+            try:
+                data = self.mod.get_type_data(gtv)
+            except RelayishError:
+                raise GradientError(f"the ADT {gtv.name} is not defined in the module; "
+                                    "pass the Module that defines it") from None
+            self.add_type_data(data)
+        return data
+
+    # which ADTs need a twin: fixpoint over field types
+    def needs_twin(self, gtv) -> bool:
+        if self._needs is None or gtv not in self._needs:
+            self._compute_needs(gtv)
+        return self._needs[gtv]
+
+    def _compute_needs(self, root):
+        if self._needs is None:
+            self._needs = {}
+        # collect the ADTs reachable from root
+        todo, seen = [root], []
+        while todo:
+            g = todo.pop()
+            if g in seen or g in self._needs:
+                continue
+            seen.append(g)
+            for ctor in self.data_of(g).constructors:
+                for ft in ctor.inputs:
+                    todo.extend(_type_calls(ft))
+        needs = {g: any(_directly_changes(ft) for c in self.data_of(g).constructors
+                        for ft in c.inputs) for g in seen}
+        changed = True
+        while changed:
+            changed = False
+            for g in seen:
+                if needs[g]:
+                    continue
+                for c in self.data_of(g).constructors:
+                    for ft in c.inputs:
+                        if any(needs.get(h, self._needs.get(h, False)) for h in _type_calls(ft)):
+                            needs[g] = changed = True
+        self._needs.update(needs)
+
+    def lift(self, t):
+        if isinstance(t, TensorType):
+            return TupleType([t, RefType(t)]) if t.is_float else t
+        if isinstance(t, TupleType):
+            return TupleType([self.lift(f) for f in t.fields])
+        if isinstance(t, FuncType):
+            return FuncType([self.lift(a) for a in t.arg_types] + [BP_TYPE], self.lift(t.ret_type),
+                            t.type_params)
+        if isinstance(t, RefType):
+            return RefType(self.lift(t.value))
+        if isinstance(t, TypeVar):
+            return t
+        if isinstance(t, TypeCall):
+            return TypeCall(self.twin_data(t.func).header, [self.lift(a) for a in t.args])
+        if isinstance(t, GlobalTypeVar):
+            return self.twin_data(t).header
+        raise GradientError(f"cannot differentiate through values of type {t}")
+
+    def twin_data(self, gtv) -> TypeData:
+        data = self.data_of(gtv)
+        twin = self.twin.get(data.header)
+        if twin is not None:
+            return twin
+        if not self.needs_twin(data.header):
+            self.twin[data.header] = data
+            return data
+        header = GlobalTypeVar(_fresh(data.header.name + "_ad", self._type_names()))
+        taken = set(self.mod.constructors)
+        ctors = []
+        for c in data.constructors:
+            name = _fresh(c.name_hint + "_ad", taken)
+            taken.add(name)
+            ctors.append(Constructor(name, [], header))
+        twin = TypeData(header, list(data.type_vars), ctors)
+        self.twin[data.header] = twin
+        for c, orig in zip(ctors, data.constructors):
+            c.inputs = [self.lift(ft) for ft in orig.inputs]
+        self.mod.add_type(twin)
+        self.type_data[header] = twin
+        return twin
+
+    def _type_names(self):
+        return {g.name for g in self.mod.type_definitions} | {g.name for g in self.type_data}
+
+    def ctor(self, c: Constructor) -> Constructor:
+        if c.type_data is not None:
+            self.add_type_data(c.type_data)
+        elif c.belong_to is not None:
+            self.data_of(c.belong_to)
+        if c.belong_to is None:
+            raise GradientError(f"constructor {c.name_hint} belongs to no ADT definition")
+        twin = self.twin_data(c.belong_to)
+        orig = self.data_of(c.belong_to)
+        return twin.constructors[orig.constructors.index(c)]
+
+    def changes(self, t) -> bool:
+        return self.lift(t) != t
+
+
+def _type_calls(t):
+    """The ADT heads mentioned in type t."""
+    out, stack = [], [t]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, TypeCall):
+            out.append(t.func)
+            stack.extend(t.args)
+        elif isinstance(t, GlobalTypeVar):
+            out.append(t)
+        elif isinstance(t, TupleType):
+            stack.extend(t.fields)
+        elif isinstance(t, FuncType):
+            return out + [None]  # function fields always change; handled by _directly_changes
+        elif isinstance(t, RefType):
+            stack.append(t.value)
+    return [g for g in out if g is not None]
+
+
+def _directly_changes(t) -> bool:
+    """Whether L changes t regardless of ADT twins: float tensors or functions inside."""
+    stack = [t]
+    while stack:
+        t = stack.pop()
+        if is_float_tensor(t) or isinstance(t, FuncType):
+            return True
+        if isinstance(t, TupleType):
+            stack.extend(t.fields)
+        elif isinstance(t, RefType):
+            stack.append(t.value)
+        elif isinstance(t, TypeCall):
+            stack.extend(t.args)
+    return False
+
+
+def _fresh(name, taken):
+    if name not in taken:
+        return name
+    i = 1
+    while f"{name}{i}" in taken:
+        i += 1
+    return f"{name}{i}"
+
+
+# ---- the transform ---------------------------------------------------------------------------
+
+class _Scope:
+    __slots__ = ("bindings", "memo", "bp")
+
+    def __init__(self, bp):
+        self.bindings = []
+        self.memo = {}
+        self.bp = bp
+
+
+class _Replace(ExprMutator):
+    """Replace one node (by identity) with another."""
+
+    def __init__(self, old, new):
+        super().__init__()
+        self.old, self.new = old, new
+
+    def visit(self, expr):
+        if expr is self.old:
+            return self.new
+        return super().visit(expr)
+
+
+def _typed(expr, t):
+    expr._checked_type = t
+    return expr
+
+
+class ReverseAD:
+    """Lifts expressions, functions and globals of a type-checked module (see module docstring).
+
+    `out_mod` receives the lifted globals (`<name>_ad`), ADT twins and conversion helpers.
+    """
+
+    def __init__(self, src_mod: Module, out_mod: Module):
+        self.src = src_mod
+        self.out = out_mod
+        self.types = TypeLifter(out_mod)
+        for data in src_mod.type_definitions.values():
+            self.types.add_type_data(data)
+        self.env: dict = {}            # original Var -> lifted atom
+        self.inactive: set = set()     # ids of lifted vars known to carry constants
+        self.scopes: list = []
+        self.lifted_globals: dict = {}  # name -> lifted GlobalVar
+        self.pending: list = []        # original GlobalVars whose lifted body is still to build
+        self.helpers: dict = {}        # (kind, type) -> helper GlobalVar
+        self.generated = False         # whether any global function was added to out_mod
+        self._keep = []
+
+    # -- scopes and emission ---------------------------------------------------------------
+    @property
+    def scope(self) -> _Scope:
+        return self.scopes[-1]
+
+    def emit(self, value, hint="t", t=None) -> Var:
+        v = Var(hint)
+        if t is not None:
+            v._checked_type = t
+        self.scope.bindings.append((v, value))
+        return v
+
+    def in_scope(self, fn, bp=None):
+        """Run fn() in a fresh scope; return the let-chain of what it emitted around its result."""
+        self.scopes.append(_Scope(self.scope.bp if bp is None and self.scopes else bp))
+        try:
+            result = fn()
+            return build_let_chain(self.scope.bindings, result)
+        finally:
+            self.scopes.pop()
+
+    # -- dispatch (the visit_<Node> idiom, memoized per scope) ------------------------------
+    def lift(self, e):
+        key = id(e)
+        for s in reversed(self.scopes):
+            hit = s.memo.get(key)
+            if hit is not None:
+                return hit
+        method = getattr(self, "visit_" + type(e).__name__, None)
+        if method is None:
+            raise GradientError(f"cannot differentiate {type(e).__name__} nodes: {_text(e)}")
+        result = method(e)
+        if not isinstance(e, Var):
+            self.scope.memo[key] = result
+            self._keep.append(e)
+        return result
+
+    def visit_Var(self, e):
+        try:
+            return self.env[e]
+        except KeyError:
+            raise GradientError(f"variable %{e.name_hint} is not bound in the differentiated "
+                                "program") from None
+
+    def visit_GlobalVar(self, e):
+        return self.lifted_global(e)
+
+    def visit_Constant(self, e):
+        if e.data.dtype.kind != "f":
+            return e
+        pair = self.emit(Tuple([e, RefCreate(Constant(np.zeros_like(e.data)))]), "c")
+        self.inactive.add(id(pair))
+        return pair
+
+    def visit_Tuple(self, e):
+        return self.emit(Tuple([self.lift(f) for f in e.fields]), "tup")
+
+    def visit_TupleGetItem(self, e):
+        return self.emit(TupleGetItem(self.lift(e.tuple_value), e.index), "proj")
+
+    def visit_Function(self, e):
+        params = [self.lifted_param(p) for p in e.params]
+        bp = Var("bp", BP_TYPE)
+        body = self.in_scope(lambda: self.lift(e.body), bp=bp)
+        ret = self.types.lift(e.ret_type) if e.ret_type is not None else None
+        return self.emit(Function(params + [bp], body, ret, e.type_params), "f")
+
+    def lifted_param(self, p):
+        t = getattr(p, "_checked_type", None) or p.type_annotation
+        if t is None:
+            raise GradientError(f"the type of parameter %{p.name_hint} is unknown; "
+                                "run rl.infer_type on the program first")
+        v = Var(p.name_hint, self.types.lift(t))
+        self.env[p] = v
+        return v
+
+    def visit_Let(self, e):
+        while isinstance(e, Let):               # a loop down the chain
+            n = len(self.scope.bindings)
+            value = self.lift(e.value)
+            bindings = self.scope.bindings
+            if isinstance(value, Var) and len(bindings) > n and bindings[-1][0] is value \
+                    and value not in self.env.values():
+                value.name_hint = e.var.name_hint   # keep the user's name on the fresh binding
+                if e.var.type_annotation is not None:
+                    value.type_annotation = self.types.lift(e.var.type_annotation)
+                self.env[e.var] = value
+            else:
+                ann = e.var.type_annotation
+                v = self.emit(value, e.var.name_hint)
+                if ann is not None:
+                    v.type_annotation = self.types.lift(ann)
+                if id(value) in self.inactive:
+                    self.inactive.add(id(v))
+                self.env[e.var] = v
+            e = e.body
+        return self.lift(e)
+
+    def visit_If(self, e):
+        cond = self.lift(e.cond)
+        then = self.in_scope(lambda: self.lift(e.true_branch))
+        other = self.in_scope(lambda: self.lift(e.false_branch))
+        return self.emit(If(cond, then, other), "if")
+
+    def visit_Match(self, e):
+        data = self.lift(e.data)
+        clauses = []
+        for c in e.clauses:
+            lhs = self.lift_pattern(c.lhs)
+            rhs = self.in_scope(lambda c=c: self.lift(c.rhs))
+            clauses.append(Clause(lhs, rhs))
+        return self.emit(Match(data, clauses, e.complete), "m")
+
+    def lift_pattern(self, p):
+        if isinstance(p, PatternVar):
+            t = getattr(p.var, "_checked_type", None) or p.var.type_annotation
+            v = Var(p.var.name_hint, self.types.lift(t) if t is not None and p.var.type_annotation
+                    is not None else None)
+            self.env[p.var] = v
+            return PatternVar(v)
+        if isinstance(p, PatternConstructor):
+            return PatternConstructor(self.types.ctor(p.constructor),
+                                      [self.lift_pattern(s) for s in p.patterns])
+        if isinstance(p, PatternTuple):
+            return PatternTuple([self.lift_pattern(s) for s in p.patterns])
+        return PatternWildcard()
+
+    def visit_RefCreate(self, e):
+        return self.emit(RefCreate(self.lift(e.value)), "r")
+
+    def visit_RefRead(self, e):
+        return self.emit(RefRead(self.lift(e.ref)), "v")
+
+    def visit_RefWrite(self, e):
+        ref = self.lift(e.ref)
+        return self.emit(RefWrite(ref, self.lift(e.value)), "u")
+
+    def visit_Constructor(self, e):
+        # a constructor used as a function value: eta-expand so that it takes a bp like any
+        # lifted function
+        twin = self.types.ctor(e)
+        data = self.types.data_of(e.belong_to)
+        params = [Var("a", self.types.lift(t)) for t in e.inputs]
+        bp = Var("bp", BP_TYPE)
+        return self.emit(Function(params + [bp], Call(twin, params), None, list(data.type_vars)),
+                         "ctor")
+
+    def visit_Op(self, e):
+        raise GradientError(f"operator '{e.name}' used as a value cannot be differentiated; "
+                            f"wrap it in a function: fn (%x, ...) {{ {e.name}(%x, ...) }}")
+
+    def visit_Call(self, e):
+        op = e.op
+        if isinstance(op, Op):
+            return self.lift_op_call(e)
+        if isinstance(op, Constructor):
+            args = [self.lift(a) for a in e.args]
+            return self.emit(Call(self.types.ctor(op), args), "adt")
+        callee = self.lift(op)
+        args = [self.lift(a) for a in e.args]
+        return self.emit(Call(callee, args + [self.scope.bp]), "call")
+
+    # -- op calls: the heart of the transform -----------------------------------------------
+    def lift_op_call(self, call):
+        op = call.op
+        args = [self.lift(a) for a in call.args]
+        arg_types = [_type_of(a) for a in call.args]
+        out_type = _type_of(call)
+        prims = [self.primal_atom(a, t) for a, t in zip(args, arg_types)]
+        z = self.emit(_typed(Call(op, prims, call.attrs), out_type), op.name.split(".")[-1],
+                      out_type)
+        if not has_float(out_type):
+            if not _is_tensorish(out_type):
+                raise GradientError(f"operator '{op.name}' returns {out_type}, which reverse "
+                                    f"mode cannot lift, in {_text(call)}")
+            return z
+        active = [i for i, (a, t) in enumerate(zip(args, arg_types))
+                  if has_float(t) and id(a) not in self.inactive]
+        if not op.differentiable or op.name in _ZERO_GRAD_OPS or not active:
+            result, _ = self.fresh_lift(z, out_type)
+            self.inactive.add(id(result))
+            return result
+        rule = gradient_rule(call)
+        result, out_refs = self.fresh_lift(z, out_type)
+        bp = self.scope.bp
+        old = self.emit(RefRead(bp), "prev")
+
+        def backward():
+            g = self.read_and_reset(out_refs)
+            orig = _typed(Call(op, prims, call.attrs), out_type)
+            try:
+                grads = rule(orig, g)
+            except RelayishError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a broken rule is reported with the call
+                raise GradientError(f"the gradient rule of '{op.name}' failed on "
+                                    f"{_text(call)}: {exc}") from exc
+            if not isinstance(grads, (list, tuple)) or len(grads) != len(call.args):
+                raise GradientError(f"the gradient rule of '{op.name}' must return one "
+                                    f"expression per input ({len(call.args)}), got {grads!r}")
+            for i in active:
+                gi = grads[i]
+                if gi is None:
+                    continue
+                gi = _Replace(orig, z).visit(gi)
+                self.accumulate(args[i], arg_types[i], self.emit(gi, "g"))
+            return Call(old, [])
+
+        closure = Function([], self.in_scope(backward))
+        self.emit(RefWrite(bp, closure), "u")
+        return result
+
+    def primal_atom(self, a, t):
+        if is_float_tensor(t):
+            return self.emit(_typed(TupleGetItem(a, 0), t), "p", t)
+        if isinstance(t, TupleType):
+            fields = [self.primal_atom(self.emit(TupleGetItem(a, i), "f"), ft)
+                      for i, ft in enumerate(t.fields)]
+            return self.emit(_typed(Tuple(fields), t), "p", t)
+        return a
+
+    def fresh_lift(self, z, t):
+        """Pair the primal value z (of tensor/tuple type t) with fresh zero references.
+
+        Returns the lifted atom and the reference structure (for read_and_reset)."""
+        if is_float_tensor(t):
+            zr = self.emit(RefCreate(make_call("zeros_like", [z])), "r")
+            return self.emit(Tuple([z, zr]), "d"), (zr, z)
+        if isinstance(t, TupleType):
+            parts = [self.fresh_lift(self.emit(TupleGetItem(z, i), "f", ft), ft)
+                     for i, ft in enumerate(t.fields)]
+            return self.emit(Tuple([p[0] for p in parts]), "d"), parts
+        return z, ("const", z)
+
+    def read_and_reset(self, refs):
+        if isinstance(refs, tuple) and len(refs) == 2 and refs[0] == "const":
+            return make_call("zeros_like", [refs[1]])
+        if isinstance(refs, tuple):
+            zr, _ = refs
+            g = self.emit(RefRead(zr), "g")
+            self.emit(RefWrite(zr, make_call("zeros_like", [g])), "u")
+            return g
+        return self.emit(Tuple([self.read_and_reset(r) for r in refs]), "g")
+
+    def accumulate(self, a, t, g):
+        """Add the cotangent g into the references of the lifted value a (of original type t)."""
+        if is_float_tensor(t):
+            r = self.emit(TupleGetItem(a, 1), "r")
+            self.emit(RefWrite(r, make_call("add", [RefRead(r), g])), "u")
+        elif isinstance(t, TupleType):
+            for i, ft in enumerate(t.fields):
+                if has_float(ft):
+                    self.accumulate(self.emit(TupleGetItem(a, i), "f"),
+                                    ft, self.emit(TupleGetItem(g, i), "g"))
+
+    # -- globals ---------------------------------------------------------------------------
+    def lifted_global(self, gv):
+        name = gv.name_hint
+        lifted = self.lifted_globals.get(name)
+        if lifted is None:
+            if name not in self.src:
+                raise GradientError(f"the program calls @{name}, which the module does not define; "
+                                    "pass the Module (rl.gradient(mod) or mod=)")
+            taken = {g.name_hint for g in self.out.functions} | set(self.lifted_globals) \
+                | {g.name_hint for g in self.lifted_globals.values()} | {"main"}
+            lifted = GlobalVar(_fresh(name + "_ad", taken))
+            self.lifted_globals[name] = lifted
+            self.pending.append(self.src.get_global_var(name))
+        return lifted
+
+    def finish_globals(self):
+        """Build the lifted body of every global reached so far (and those they reach)."""
+        while self.pending:
+            gv = self.pending.pop()
+            func = self.src[gv]
+            params = [self.lifted_param(p) for p in func.params]
+            bp = Var("bp", BP_TYPE)
+            self.scopes.append(_Scope(bp))
+            try:
+                result = self.lift(func.body)
+                body = build_let_chain(self.scope.bindings, result)
+            finally:
+                self.scopes.pop()
+            ret = self.types.lift(func.ret_type) if func.ret_type is not None else None
+            self.out[self.lifted_globals[gv.name_hint]] = Function(params + [bp], body, ret,
+                                                                   func.type_params)
+            self.generated = True
+
+    # -- conversions at the entry point: T -> L T, L T -> T ----------------------------------
+    def lift_input(self, x, t, what):
+        """The lifted value of input x of type t, with fresh zero references."""
+        if is_float_tensor(t):
+            return self.emit(Tuple([x, RefCreate(make_call("zeros_like", [x]))]), "d")
+        if isinstance(t, TensorType):
+            return x
+        if isinstance(t, TupleType):
+            return self.emit(Tuple([self.lift_input(self.emit(TupleGetItem(x, i), "f"), ft, what)
+                                    for i, ft in enumerate(t.fields)]), "d")
+        if isinstance(t, (TypeCall, GlobalTypeVar)):
+            if not self.types.changes(t):
+                return x
+            return self.emit(Call(self.helper("lift", t), [x]), "d")
+        raise GradientError(f"{what} has type {t}: reverse mode differentiates inputs that are "
+                            "tensors, tuples and ADT values, not functions or references")
+
+    def primal(self, x, t, what):
+        """The primal value of lifted x (of original type t)."""
+        if is_float_tensor(t):
+            return self.emit(TupleGetItem(x, 0), "v")
+        if isinstance(t, TensorType):
+            return x
+        if isinstance(t, TupleType):
+            return self.emit(Tuple([self.primal(self.emit(TupleGetItem(x, i), "f"), ft, what)
+                                    for i, ft in enumerate(t.fields)]), "v")
+        if isinstance(t, (TypeCall, GlobalTypeVar)):
+            if not self.types.changes(t):
+                return x
+            return self.emit(Call(self.helper("primal", t), [x]), "v")
+        raise GradientError(f"{what} has type {t}: a gradient program can only return tensors, "
+                            "tuples and ADT values, not functions or references")
+
+    def read_grad(self, x, t, what):
+        """The gradient accumulated in lifted x (of original type t); resets the references."""
+        if is_float_tensor(t):
+            r = self.emit(TupleGetItem(x, 1), "r")
+            g = self.emit(RefRead(r), "grad")
+            self.emit(RefWrite(r, make_call("zeros_like", [g])), "u")
+            return g
+        if isinstance(t, TensorType):
+            return self.emit(make_call("zeros_like", [x]), "grad")
+        if isinstance(t, TupleType):
+            return self.emit(Tuple([self.read_grad(self.emit(TupleGetItem(x, i), "f"), ft, what)
+                                    for i, ft in enumerate(t.fields)]), "grad")
+        if isinstance(t, (TypeCall, GlobalTypeVar)):
+            return self.emit(Call(self.helper("grad", t), [x]), "grad")
+        raise GradientError(f"{what} has type {t}: reverse mode differentiates inputs that are "
+                            "tensors, tuples and ADT values, not functions or references")
+
+    def seed(self, x, t, ct, what):
+        """Add the cotangent ct (an expression of type t) into the references of lifted x."""
+        if is_float_tensor(t):
+            r = self.emit(TupleGetItem(x, 1), "r")
+            self.emit(RefWrite(r, make_call("add", [RefRead(r), ct])), "u")
+        elif isinstance(t, TensorType):
+            return
+        elif isinstance(t, TupleType):
+            for i, ft in enumerate(t.fields):
+                if _seedable(ft):
+                    self.seed(self.emit(TupleGetItem(x, i), "f"), ft,
+                              self.emit(TupleGetItem(ct, i), "ct"), what)
+        else:
+            raise GradientError(f"{what} has type {t}: a cotangent can only be given for "
+                                "tensors and tuples of tensors")
+
+    def helper(self, kind, t):
+        """A global function converting an ADT value: lift (T -> L T), primal and grad (L T -> T)."""
+        key = (kind, t)
+        gv = self.helpers.get(key)
+        if gv is not None:
+            return gv
+        head = t.func if isinstance(t, TypeCall) else t
+        args = list(t.args) if isinstance(t, TypeCall) else []
+        data = self.types.data_of(head)
+        twin = self.types.twin_data(head)
+        taken = {g.name_hint for g in self.out.functions} | {g.name_hint for g in
+                                                            self.helpers.values()}
+        taken |= {g.name_hint for g in self.lifted_globals.values()} | {"main"}
+        gv = GlobalVar(_fresh(f"ad_{kind}_{head.name}", taken))
+        self.helpers[key] = gv
+        subst = dict(zip(data.type_vars, args))
+        lt = self.types.lift(t)
+        src_t, dst_t = (t, lt) if kind == "lift" else (lt, t)
+        src_ctors, dst_ctors = (data.constructors, twin.constructors) if kind == "lift" else \
+            (twin.constructors, data.constructors)
+        v = Var("v", src_t)
+        clauses = []
+        for c_src, c_dst, c_orig in zip(src_ctors, dst_ctors, data.constructors):
+            fvars = [Var("x") for _ in c_orig.inputs]
+            ftypes = [substitute(ft, subst) for ft in c_orig.inputs]
+
+            def rhs(fvars=fvars, ftypes=ftypes, c_dst=c_dst):
+                conv = {"lift": self.lift_input, "primal": self.primal, "grad": self.read_grad}[kind]
+                return Call(c_dst, [conv(fv, ft, f"a field of {t}")
+                                    for fv, ft in zip(fvars, ftypes)])
+            body = self.in_scope(rhs, bp=None)
+            clauses.append(Clause(PatternConstructor(c_src, [PatternVar(fv) for fv in fvars]), body))
+        self.out[gv] = Function([v], Match(v, clauses), dst_t)
+        self.generated = True
+        return gv
+
+
+def _seedable(t):
+    if isinstance(t, TensorType):
+        return True
+    if isinstance(t, TupleType):
+        return all(_seedable(f) for f in t.fields)
+    return False
+
+
+def _is_tensorish(t):
+    return isinstance(t, TensorType) or (isinstance(t, TupleType)
+                                         and all(_is_tensorish(f) for f in t.fields))
+
+
+def _type_of(e):
+    t = getattr(e, "_checked_type", None)
+    if t is None:
+        raise GradientError(f"the type of {_text(e)} is unknown; run rl.infer_type first")
+    return t
+
+
+# ---- entry points ----------------------------------------------------------------------------
+
+MODES = ("gradient", "grad", "value_and_grad", "vjp")
+
+
+def build_entry(ad: ReverseAD, func: Function, mode: str, argnums=None) -> Function:
+    """The user-facing function of `mode` for the type-checked `func` (see module docstring).
+
+    gradient:        fn(T1..Tn) -> (R, (T1..Tn))        output's first float tensor seeded with ones
+    grad:            fn(T1..Tn) -> Ti or (Ti, Tj, ...)    scalar float output; argnums selects
+    value_and_grad:  fn(T1..Tn) -> (R, grads)
+    vjp:             fn(T1..Tn) -> (R, fn(R) -> (T1..Tn))   the backpropagator may run many times
+    """
+    from relayish.ir.visitor import free_vars
+    ptypes = [_param_type(p) for p in func.params]
+    params = [Var(p.name_hint, t) for p, t in zip(func.params, ptypes)]
+    out_t = _type_of(func.body)
+    _check_output(func, out_t, mode)
+    if argnums is not None:
+        argnums = _normalize_argnums(argnums, len(params))
+
+    def body():
+        bp = ad.emit(RefCreate(Function([], Tuple([]))), "bp")
+        ad.scope.bp = bp
+        for fv in free_vars(func):
+            if fv in ad.env:
+                continue
+            t = getattr(fv, "_checked_type", None) or fv.type_annotation
+            lifted = ad.lift_input(fv, t, f"free variable %{fv.name_hint}")
+            ad.inactive.add(id(lifted))
+            ad.env[fv] = lifted
+        lifted_params = []
+        for p, new, t in zip(func.params, params, ptypes):
+            lp = ad.lift_input(new, t, f"parameter %{p.name_hint}")
+            ad.env[p] = lp
+            lifted_params.append(lp)
+        out = ad.lift(func.body)
+
+        def backward(ct=None):
+            if ct is None:          # seed the (first) float output with ones
+                first, first_t = out, out_t
+                if isinstance(out_t, TupleType):
+                    first, first_t = ad.emit(TupleGetItem(out, 0), "out"), out_t.fields[0]
+                ad.seed(first, first_t, make_call("ones_like", [ad.primal(first, first_t, "")]),
+                        "the output")
+            else:
+                ad.seed(out, out_t, ct, "the output")
+            ad.emit(Call(RefRead(bp), []), "u")
+            return [ad.read_grad(lp, t, f"parameter %{p.name_hint}")
+                    for lp, t, p in zip(lifted_params, ptypes, func.params)]
+
+        if mode == "vjp":
+            ct = Var("ct", out_t)
+            back = Function([ct], ad.in_scope(lambda: Tuple(backward(ct))))
+            value = ad.primal(out, out_t, "the output")
+            return Tuple([value, back])
+        value = ad.primal(out, out_t, "the output")
+        grads = backward()
+        if mode == "gradient":
+            return Tuple([value, Tuple(grads)])
+        picked = grads[argnums] if isinstance(argnums, int) else Tuple([grads[i] for i in argnums])
+        if mode == "grad":
+            return picked
+        return Tuple([value, picked])
+
+    return Function(params, ad.in_scope(body, bp=None))
+
+
+def _param_type(p):
+    t = getattr(p, "_checked_type", None) or p.type_annotation
+    if t is None:
+        raise GradientError(f"the type of parameter %{p.name_hint} is unknown; "
+                            "run rl.infer_type first")
+    return t
+
+
+def _check_output(func, t, mode):
+    if mode == "vjp":
+        if not _is_tensorish(t):
+            raise GradientError(f"vjp needs a function returning tensors or tuples of tensors; "
+                                f"this one returns {t}: {_text(func)}")
+        return
+    if mode == "gradient":
+        first = t.fields[0] if isinstance(t, TupleType) and t.fields else t
+        if not is_float_tensor(first):
+            raise GradientError(f"gradient needs a function returning a float tensor (or a tuple "
+                                f"whose first field is one); this one returns {t}: {_text(func)}")
+        return
+    if not (is_float_tensor(t) and t.shape == ()):
+        raise GradientError(f"{mode} needs a function returning a float scalar; this one returns "
+                            f"{t} (use rl.gradient or rl.vjp for other outputs): {_text(func)}")
+
+
+def _normalize_argnums(argnums, n):
+    def one(i):
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+            raise GradientError(f"argnums must be an int or a tuple of ints, got {argnums!r}")
+        if not -n <= i < n:
+            raise GradientError(f"argnums {argnums!r} out of range for a function of {n} "
+                                "parameter(s)")
+        return int(i) % n
+    if isinstance(argnums, (tuple, list)):
+        return tuple(one(i) for i in argnums)
+    return one(argnums)
