@@ -306,12 +306,27 @@ class ReverseAD:
         self.scope.bindings.append((v, value))
         return v
 
+    def project(self, a, i, hint="f", t=None):
+        """`a.i`, bound once per scope (projections of lifted values repeat a lot)."""
+        key = ("proj", id(a), i)
+        for s in reversed(self.scopes):
+            hit = s.memo.get(key)
+            if hit is not None:
+                return hit
+        v = self.emit(TupleGetItem(a, i), hint, t)
+        self.scope.memo[key] = v
+        self._keep.append(a)
+        return v
+
     def in_scope(self, fn, bp=None):
         """Run fn() in a fresh scope; return the let-chain of what it emitted around its result."""
         self.scopes.append(_Scope(self.scope.bp if bp is None and self.scopes else bp))
         try:
             result = fn()
-            return build_let_chain(self.scope.bindings, result)
+            bindings = self.scope.bindings
+            if bindings and bindings[-1][0] is result and result.type_annotation is None:
+                result = bindings.pop()[1]      # `let v = e; v` is just `e`
+            return build_let_chain(bindings, result)
         finally:
             self.scopes.pop()
 
@@ -499,7 +514,9 @@ class ReverseAD:
                 if gi is None:
                     continue
                 gi = _Replace(orig, z).visit(gi)
-                self.accumulate(args[i], arg_types[i], self.emit(gi, "g"))
+                if not isinstance(gi, (Var, Constant)):
+                    gi = self.emit(gi, "g")
+                self.accumulate(args[i], arg_types[i], gi)
             return Call(old, [])
 
         closure = Function([], self.in_scope(backward))
@@ -508,9 +525,9 @@ class ReverseAD:
 
     def primal_atom(self, a, t):
         if is_float_tensor(t):
-            return self.emit(_typed(TupleGetItem(a, 0), t), "p", t)
+            return self.project(a, 0, "p", t)
         if isinstance(t, TupleType):
-            fields = [self.primal_atom(self.emit(TupleGetItem(a, i), "f"), ft)
+            fields = [self.primal_atom(self.project(a, i), ft)
                       for i, ft in enumerate(t.fields)]
             return self.emit(_typed(Tuple(fields), t), "p", t)
         return a
@@ -541,12 +558,12 @@ class ReverseAD:
     def accumulate(self, a, t, g):
         """Add the cotangent g into the references of the lifted value a (of original type t)."""
         if is_float_tensor(t):
-            r = self.emit(TupleGetItem(a, 1), "r")
+            r = self.project(a, 1, "r")
             self.emit(RefWrite(r, make_call("add", [RefRead(r), g])), "u")
         elif isinstance(t, TupleType):
             for i, ft in enumerate(t.fields):
                 if has_float(ft):
-                    self.accumulate(self.emit(TupleGetItem(a, i), "f"),
+                    self.accumulate(self.project(a, i),
                                     ft, self.emit(TupleGetItem(g, i), "g"))
 
     # -- globals ---------------------------------------------------------------------------
