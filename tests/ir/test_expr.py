@@ -123,7 +123,7 @@ def test_op_arity_and_unknown_attributes_are_errors():
     with pytest.raises(rl.RelayishError, match="add"):
         rl.get_op("add")(x)
     with pytest.raises(rl.RelayishError, match="bogus"):
-        rl.sum(x, bogus=1)
+        rl.get_op("sum")(x, bogus=1)
     with pytest.raises(rl.RelayishError, match="unknown operator"):
         rl.get_op("no_such_op")
 
