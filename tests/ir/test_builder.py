@@ -67,7 +67,7 @@ def test_builder_result_type_checks_and_runs():
     x = rl.var("x", dtype="float64")
     sb = rl.ScopeBuilder()
     y = sb.let("y", x * x)
-    with sb.if_scope(y > 1.0):
+    with sb.if_scope(y > rl.const(1.0, "float64")):   # y has no annotation: 1.0 alone is float32
         sb.ret(y)
     with sb.else_scope():
         sb.ret(-y)
