@@ -1,6 +1,34 @@
-"""rl.compile: pick a backend for a function or module."""
+"""rl.compile: run a function or module on a backend.
+
+    run = rl.compile(f, backend="jax", device="cpu")    # one XLA computation, traced per shape
+    run = rl.compile(f, backend="interpreter")          # the numpy reference interpreter
+    run(*args)
+"""
 from relayish.errors import RelayishError
+
+BACKENDS = ("jax", "interpreter")
 
 
 def compile(f_or_mod, backend="jax", device="cpu"):  # noqa: A001 - API name
-    raise RelayishError("the jax backend is not implemented yet; use rl.evaluate")
+    """A callable running `f_or_mod` (a Function, or a Module's @main) on `backend`.
+
+    backend="jax": lowered to XLA by tracing under jax.jit (relayish/backend/jax_backend.py);
+    device="cpu" or "gpu" (a CUDA device; a RelayishError when jax has none).
+    backend="interpreter": each call is rl.evaluate(f_or_mod, *args).
+
+    >>> x = rl.var("x", shape=(3,)); run = rl.compile(rl.Function([x], rl.sum(x * x)))
+    >>> run(np.ones(3, "float32"))    # Array(3., dtype=float32)
+    """
+    if backend == "jax":
+        from relayish.backend.jax_backend import compile_jax
+        return compile_jax(f_or_mod, device=device)
+    if backend == "interpreter":
+        if device not in (None, "cpu"):
+            raise RelayishError(f"the interpreter runs on the cpu only, got device={device!r}")
+        from relayish.backend.interpreter import evaluate
+
+        def run(*args):
+            return evaluate(f_or_mod, *args)
+        run.__doc__ = "rl.evaluate of the compiled function"
+        return run
+    raise RelayishError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")

@@ -1,0 +1,1346 @@
+"""The JAX backend: lowering relayish to one XLA computation by abstract evaluation.
+
+    run = rl.compile(f_or_mod, backend="jax", device="cpu")
+    run(*args)            # jax arrays out; traced once per argument structure
+
+Scheme. A relayish program is evaluated once, under `jax.jit`, by a tree-walking evaluator whose
+tensors are jax traced values (or numpy arrays where they are known at trace time: constants and
+everything computed from constants only). Every other value is a Python object at trace time:
+
+    Tensor        -> jax tracer | numpy array (a trace-time constant)
+    (a, b)        -> Python tuple
+    Cons(h, t)    -> _JAdt (a ConstructorValue) of trace-time values
+    fn (...) {..} -> _JClosure(function, captured free variables)
+    ref(v)        -> _JRef (a mutable Python cell)
+    join          -> _JUnion(index tracer, alternatives)  (see below)
+
+so the closures and references that reverse AD introduces vanish from the XLA program: only the
+tensor operations they perform are recorded. An `if` whose condition is a trace-time constant
+(numpy) takes its branch at trace time; recursion over trace-time structure (Nat, lists, trees)
+unrolls.
+
+Joins. An `if` on a traced condition (and a `match` on a joined ADT value, and a call of a joined
+closure) becomes `lax.switch`. Each alternative is first traced on its own (`jax.make_jaxpr`, the
+*probe*), which gives its result and the references it wrote as trace-time objects. The joiner
+walks the alternatives' results side by side: equal objects stay, tensors become outputs of the
+switch, tuples / same-constructor ADT values / closures of the same function join field by field,
+and anything else (different constructors, different functions, different references) becomes a
+tagged union: an int32 index output plus every alternative's own tensors (zeros where another
+alternative ran). Then `lax.switch` runs each probe's jaxpr and pads it to the joined outputs. A
+reference written in any alternative gets the joined content afterwards. Tail calls leave an
+alternative as a pending call instead of being traced inside it (joined like any value), so a
+backpropagator chain after an `if` is traced once, not once per branch.
+
+Recursion whose depth depends on a traced value would nest joins forever: past a bound on the
+nesting of traced joins this raises a CompileError naming the function.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+
+import numpy as np
+
+from relayish.errors import CompileError, EvaluationError, RelayishError
+from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Function, GlobalVar, If,
+                              Let, Match, PatternConstructor, PatternTuple, PatternVar,
+                              PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,
+                              Var, _short_text)
+from relayish.ir.module import Module
+from relayish.ir.op import Op
+from relayish.ir.types import (FuncType, RefType, TensorType, TupleType, Type, TypeCall, TypeVar,
+                               substitute)
+from relayish.ir.visitor import ExprVisitor, free_vars, run_deep
+from relayish.backend.values import Closure, ConstructorValue, RefValue
+
+# Nesting of traced joins beyond which recursion is taken to depend on a traced value.
+MAX_JOIN_DEPTH = 48
+# Activations of one function inside traced joins beyond which the same holds.
+MAX_ACTIVATIONS_UNDER_JOIN = 512
+
+
+def _jax():
+    import jax
+    import jax.extend.core  # noqa: F401  jaxpr_as_fun
+    return jax
+
+
+# ---- trace-time values -----------------------------------------------------------------------
+
+_serials = itertools.count()
+_serial_lock = threading.Lock()
+
+
+def _next_serial():
+    with _serial_lock:
+        return next(_serials)
+
+
+class _JClosure:
+    """A function value at trace time: the Function and the values of its free variables."""
+    __slots__ = ("func", "env", "name", "serial")
+
+    def __init__(self, func, env, name, serial):
+        self.func, self.env, self.name, self.serial = func, env, name, serial
+
+
+class _JPrimFn:
+    """An Op or a Constructor used as a value (`map(Some, l)`)."""
+    __slots__ = ("target", "serial")
+
+    def __init__(self, target):
+        self.target, self.serial = target, -1
+
+
+class _JRef:
+    __slots__ = ("value", "serial")
+
+    def __init__(self, value, serial):
+        self.value, self.serial = value, serial
+
+
+class _JAdt(ConstructorValue):
+    """An ADT value at trace time; `serial` tells values built before a join from new ones."""
+
+    def __init__(self, constructor, fields, serial):
+        super().__init__(constructor, fields)
+        self.serial = serial
+
+
+class _JUnion:
+    """One of `alts`, chosen by the traced int32 `index`: the join of values of different shapes.
+
+    `start` is the serial at which the join that made it began: calling a joined closure in tail
+    position runs each alternative until it reaches a function older than that, so chains that
+    were split by the join meet again.
+    """
+    __slots__ = ("index", "alts", "start", "serial")
+
+    def __init__(self, index, alts, start, serial):
+        self.index, self.alts, self.start, self.serial = index, alts, start, serial
+
+
+class _TailCall:
+    """A call in tail position, returned to the caller's trampoline instead of being made."""
+    __slots__ = ("callee", "args")
+
+    def __init__(self, callee, args):
+        self.callee, self.args = callee, args
+
+
+def _is_tensor(v):
+    return isinstance(v, np.ndarray) or _is_jax_value(v)
+
+
+def _is_jax_value(v):
+    jax = _jax()
+    return isinstance(v, (jax.Array, jax.core.Tracer))
+
+
+def _is_traced(v):
+    return isinstance(v, _jax().core.Tracer)
+
+
+def _serial_of(v):
+    return getattr(v, "serial", -1)
+
+
+def _describe(v):
+    if isinstance(v, _JClosure):
+        return f"function {v.name}"
+    if isinstance(v, ConstructorValue):
+        return f"constructor {v.constructor.name_hint}"
+    if isinstance(v, _JRef):
+        return "reference"
+    if isinstance(v, tuple):
+        return f"tuple of {len(v)}"
+    if _is_tensor(v):
+        return f"tensor {tuple(v.shape)} {np.dtype(v.dtype).name}"
+    return type(v).__name__
+
+
+# ---- the evaluator ---------------------------------------------------------------------------
+
+class _Frame:
+    """The references written inside one alternative of a join, with their earlier contents."""
+    __slots__ = ("start", "log")
+
+    def __init__(self, start):
+        self.start, self.log = start, {}
+
+
+class _Unsplit(Exception):
+    """Raised by the pattern matcher when it must look inside a joined (union) value."""
+
+    def __init__(self, union):
+        super().__init__()
+        self.union = union
+
+
+_free_var_cache: dict = {}
+_free_var_lock = threading.Lock()
+
+
+def _captured(func):
+    key = id(func)
+    hit = _free_var_cache.get(key)
+    if hit is not None and hit[0] is func:
+        return hit[1]
+    fvs = free_vars(func)
+    with _free_var_lock:
+        _free_var_cache[key] = (func, fvs)
+    return fvs
+
+
+class TraceEvaluator:
+    """Evaluates relayish expressions over trace-time values (see the module docstring).
+
+    `eval(expr, env, tail)` returns a value, or a _TailCall when `tail` and the expression ends
+    in a call; `call(callee, args)` runs the trampoline to a value.
+    """
+
+    def __init__(self, mod):
+        self.mod = mod
+        self.frames: list[_Frame] = []       # one per alternative being probed
+        self.join_depth = 0
+        self.active: dict[str, int] = {}     # function name -> activations inside joins
+        self.globals: dict[str, _JClosure] = {}
+        self._dispatch = {}
+
+    # ---- entry ------------------------------------------------------------------------------
+    def eval(self, expr, env, tail=False):
+        method = self._dispatch.get(type(expr))
+        if method is None:
+            method = getattr(self, "visit_" + type(expr).__name__, None)
+            if method is None:
+                raise CompileError(f"the jax backend cannot evaluate {type(expr).__name__} nodes: "
+                                   f"{_short_text(expr)}")
+            self._dispatch[type(expr)] = method
+        return method(expr, env, tail)
+
+    def call(self, callee, args, stop=None):
+        return self.finish(_TailCall(callee, args), stop)
+
+    def finish(self, result, stop=None):
+        """Run pending tail calls; with `stop`, leave one whose callee is older than `stop`."""
+        while isinstance(result, _TailCall):
+            if stop is not None and _serial_of(result.callee) < stop:
+                return result
+            result = self.enter(result.callee, result.args)
+        return result
+
+    def enter(self, callee, args):
+        """One function body, evaluated in tail position (may return a _TailCall)."""
+        if isinstance(callee, _JClosure):
+            func = callee.func
+            if len(args) != len(func.params):
+                raise CompileError(f"{callee.name} takes {len(func.params)} argument(s), got "
+                                   f"{len(args)}")
+            env = dict(callee.env)
+            for p, a in zip(func.params, args):
+                env[p] = a
+            if not self.join_depth:
+                return self.eval(func.body, env, True)
+            name = callee.name
+            count = self.active.get(name, 0) + 1
+            if count > MAX_ACTIVATIONS_UNDER_JOIN:
+                raise self._unbounded(name)
+            self.active[name] = count
+            try:
+                return self.eval(func.body, env, True)
+            finally:
+                self.active[name] -= 1
+        if isinstance(callee, _JUnion):
+            return self.switch(callee.index,
+                               [lambda stop, alt=alt: self.finish(self.enter(alt, args), stop)
+                                for alt in callee.alts], tail_stop=callee.start)
+        if isinstance(callee, _JPrimFn):
+            target = callee.target
+            if isinstance(target, Constructor):
+                return _JAdt(target, list(args), _next_serial())
+            return self.apply_op(target, list(args), dict(target.attr_defaults), target)
+        raise CompileError(f"cannot call a {_describe(callee)}")
+
+    def _unbounded(self, name=None):
+        if name is None:
+            name = max(self.active, key=self.active.get) if self.active else "the program"
+        return CompileError(
+            f"recursion in {name} does not terminate at trace time: how deep it goes depends on a "
+            f"traced value (a condition on tensor data), so it cannot become one XLA program. Run "
+            f"it with rl.evaluate (the interpreter), or make the bound static (recurse over a Nat, "
+            f"a list or a tree argument instead of a tensor condition)")
+
+    # ---- nodes ------------------------------------------------------------------------------
+    def visit_Var(self, e, env, tail):
+        try:
+            return env[e]
+        except KeyError:
+            raise CompileError(f"unbound variable %{e.name_hint}") from None
+
+    def visit_GlobalVar(self, e, env, tail):
+        name = e.name_hint
+        closure = self.globals.get(name)
+        if closure is None:
+            if self.mod is None or name not in self.mod:
+                raise CompileError(f"unknown global function @{name}: compile the Module that "
+                                   f"defines it")
+            closure = _JClosure(self.mod[name], {}, "@" + name, -1)
+            self.globals[name] = closure
+        return closure
+
+    def visit_Constant(self, e, env, tail):
+        return e.data
+
+    def visit_Tuple(self, e, env, tail):
+        return tuple(self.eval(f, env) for f in e.fields)
+
+    def visit_TupleGetItem(self, e, env, tail):
+        value = self.eval(e.tuple_value, env)
+        if not isinstance(value, tuple) or not 0 <= e.index < len(value):
+            raise CompileError(f"cannot project field {e.index} of a {_describe(value)} in "
+                               f"{_short_text(e)}")
+        return value[e.index]
+
+    def visit_Function(self, e, env, tail, name=None):
+        captured = {}
+        for v in _captured(e):
+            try:
+                captured[v] = env[v]
+            except KeyError:
+                raise CompileError(f"unbound variable %{v.name_hint} in {_short_text(e)}") from None
+        return _JClosure(e, captured, name or _short_text(e, 60), _next_serial())
+
+    def visit_Op(self, e, env, tail):
+        return _JPrimFn(e)
+
+    def visit_Constructor(self, e, env, tail):
+        if not e.inputs:
+            return _JAdt(e, [], -1)
+        return _JPrimFn(e)
+
+    def visit_Call(self, e, env, tail):
+        op = e.op
+        if isinstance(op, Op):
+            return self.apply_op(op, [self.eval(a, env) for a in e.args], e.attrs, e)
+        if isinstance(op, Constructor):
+            return _JAdt(op, [self.eval(a, env) for a in e.args], _next_serial())
+        callee = self.eval(op, env)
+        args = [self.eval(a, env) for a in e.args]
+        if tail:
+            return _TailCall(callee, args)
+        return self.call(callee, args)
+
+    def apply_op(self, op, args, attrs, where):
+        if op.impl is None:
+            raise CompileError(f"operator '{op.name}' has no implementation")
+        concrete = all(_all_numpy(a) for a in args)
+        if concrete:
+            xp = np
+        else:
+            import jax.numpy as xp
+        try:
+            out = op.impl(xp, *args, **attrs)
+        except RelayishError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an impl fault names the call
+            kind = EvaluationError if concrete else CompileError
+            raise kind(f"operator '{op.name}' failed in {_short_text(where, 200)}: "
+                       f"{type(exc).__name__}: {exc}") from None
+        if concrete and not isinstance(out, np.ndarray):
+            out = np.asarray(out)
+        return out
+
+    def visit_Let(self, e, env, tail):
+        while isinstance(e, Let):           # a loop down the chain, never recursion
+            value = e.value
+            if isinstance(value, Function):
+                if any(v is e.var for v in _captured(value)):    # let rec
+                    closure = _JClosure(value, {}, "%" + e.var.name_hint, _next_serial())
+                    env[e.var] = closure
+                    for v in _captured(value):
+                        closure.env[v] = env[v] if v in env else None
+                        if v not in env:
+                            raise CompileError(f"unbound variable %{v.name_hint} in "
+                                               f"{_short_text(value)}")
+                    e = e.body
+                    continue
+                env[e.var] = self.visit_Function(value, env, False, name="%" + e.var.name_hint)
+            else:
+                env[e.var] = self.eval(value, env)
+            e = e.body
+        return self.eval(e, env, tail)
+
+    def visit_If(self, e, env, tail):
+        cond = self.eval(e.cond, env)
+        if not _is_traced(cond):
+            if not _is_tensor(cond) or np.shape(cond) != ():
+                raise CompileError(f"the condition of an if must be a bool scalar, got "
+                                   f"{_describe(cond)} in {_short_text(e)}")
+            return self.eval(e.true_branch if bool(cond) else e.false_branch, env, tail)
+        import jax.numpy as jnp
+        index = jnp.asarray(cond).astype(jnp.int32)
+        if tail:
+            stop = self.serial_now()
+            branches = [lambda s, b=b: self.finish(self.eval(b, env, True), s)
+                        for b in (e.false_branch, e.true_branch)]
+            return self.switch(index, branches, tail_stop=stop)
+        branches = [lambda s, b=b: self.eval(b, env) for b in (e.false_branch, e.true_branch)]
+        return self.switch(index, branches)
+
+    def visit_Match(self, e, env, tail, subst=None):
+        data = self.eval(e.data, env)
+        return self._match(e, data, env, tail, {} if subst is None else subst)
+
+    def _match(self, e, data, env, tail, subst):
+        for clause in e.clauses:
+            bound = {}
+            try:
+                ok = self._bind(clause.lhs, data, bound, subst)
+            except _Unsplit as split:
+                u = split.union
+                if tail:
+                    stop = self.serial_now()
+                    alts = [lambda s, a=a: self.finish(
+                        self._match(e, data, env, True, {**subst, id(u): a}), s) for a in u.alts]
+                    return self.switch(u.index, alts, tail_stop=stop)
+                alts = [lambda s, a=a: self._match(e, data, env, False, {**subst, id(u): a})
+                        for a in u.alts]
+                return self.switch(u.index, alts)
+            if ok:
+                env.update(bound)
+                return self.eval(clause.rhs, env, tail)
+        text = _short_text(e, 200)
+        if self.join_depth:
+            raise CompileError(f"no clause of {text} matches a value that a traced condition "
+                               f"may produce ({_describe(data)}); the jax backend cannot report "
+                               f"this at run time: use rl.evaluate")
+        raise EvaluationError(f"no clause of {text} matches the value {_describe(data)}")
+
+    def _bind(self, p, v, out, subst):
+        if isinstance(p, PatternWildcard):
+            return True
+        if isinstance(p, PatternVar):
+            out[p.var] = v
+            return True
+        if isinstance(v, _JUnion):
+            if id(v) not in subst:
+                raise _Unsplit(v)
+            v = subst[id(v)]
+        if isinstance(p, PatternTuple):
+            if not isinstance(v, tuple) or len(v) != len(p.patterns):
+                raise CompileError(f"tuple pattern against a {_describe(v)}")
+            return all(self._bind(sp, sv, out, subst) for sp, sv in zip(p.patterns, v))
+        if isinstance(p, PatternConstructor):
+            if not isinstance(v, ConstructorValue):
+                raise CompileError(f"constructor pattern {p.constructor.name_hint} against a "
+                                   f"{_describe(v)}")
+            if v.constructor is not p.constructor:
+                return False
+            return all(self._bind(sp, sv, out, subst) for sp, sv in zip(p.patterns, v.fields))
+        raise CompileError(f"unknown pattern {type(p).__name__}")
+
+    def visit_RefCreate(self, e, env, tail):
+        return _JRef(self.eval(e.value, env), _next_serial())
+
+    def visit_RefRead(self, e, env, tail):
+        return self.read(self.eval(e.ref, env))
+
+    def visit_RefWrite(self, e, env, tail):
+        ref = self.eval(e.ref, env)
+        self.write(ref, self.eval(e.value, env))
+        return ()
+
+    def read(self, ref):
+        if isinstance(ref, _JRef):
+            return ref.value
+        if isinstance(ref, _JUnion):
+            return self.switch(ref.index, [lambda s, a=a: self.read(a) for a in ref.alts])
+        raise CompileError(f"cannot read a {_describe(ref)} as a reference")
+
+    def write(self, ref, value):
+        if isinstance(ref, _JRef):
+            if self.frames:
+                frame = self.frames[-1]
+                if ref.serial < frame.start and id(ref) not in frame.log:
+                    frame.log[id(ref)] = (ref, ref.value)
+            ref.value = value
+            return
+        if isinstance(ref, _JUnion):
+            self.switch(ref.index, [lambda s, a=a: self.write(a, value) or () for a in ref.alts])
+            return
+        raise CompileError(f"cannot write to a {_describe(ref)} as a reference")
+
+    @staticmethod
+    def serial_now():
+        return _next_serial()
+
+    # ---- joins ------------------------------------------------------------------------------
+    def switch(self, index, alternatives, tail_stop=None):
+        """Run alternative `index` (an int32 scalar); each is `alt(stop) -> value | _TailCall`.
+
+        A trace-time index picks the alternative. A traced one probes every alternative, joins
+        their results and written references, and emits one lax.switch.
+        """
+        if not _is_traced(index):
+            return alternatives[int(np.asarray(index))](tail_stop)
+        if self.join_depth >= MAX_JOIN_DEPTH:
+            raise self._unbounded()
+        start = _next_serial()
+        probes = [self._probe(alt, start, tail_stop) for alt in alternatives]
+        if tail_stop is not None:
+            pending = [isinstance(p.result, _TailCall) for p in probes]
+            if any(pending) and not all(pending):     # values and calls do not join: finish calls
+                probes = [self._probe(alt, start, None) if pend else p
+                          for alt, p, pend in zip(alternatives, probes, pending)]
+        return self._join(index, probes, start)
+
+    def _probe(self, alternative, start, stop):
+        jax = _jax()
+        probe = _Probe()
+        frame = _Frame(start)
+
+        def traced():
+            self.frames.append(frame)
+            self.join_depth += 1
+            try:
+                probe.result = alternative(stop)
+                probe.writes = [(ref, ref.value) for ref, _ in frame.log.values()]
+                leaves, seen = [], set()
+                _walk_fresh(probe.result, start, leaves, seen)
+                for _, value in probe.writes:
+                    _walk_fresh(value, start, leaves, seen)
+                probe.leaves = leaves
+                return leaves
+            finally:
+                self.join_depth -= 1
+                self.frames.pop()
+                for ref, old in frame.log.values():     # the next alternative starts afresh
+                    ref.value = old
+
+        probe.jaxpr = jax.make_jaxpr(traced)()
+        probe.position = {id(leaf): i for i, leaf in enumerate(probe.leaves)}
+        probe.restore = [(ref, old) for ref, old in frame.log.values()]
+        return probe
+
+    def _join(self, index, probes, start):
+        jax = _jax()
+        import jax.numpy as jnp
+        from jax import lax
+        refs, seen = [], set()
+        for p in probes:
+            for ref, _ in p.writes:
+                if id(ref) not in seen:
+                    seen.add(id(ref))
+                    refs.append(ref)
+        joiner = _Joiner(len(probes), start)
+        old = {id(ref): old for p in probes for ref, old in p.restore}
+        positions = [[p.result] + [_written(p, ref, old[id(ref)]) for ref in refs] for p in probes]
+        templates = [joiner.join([pos[k] for pos in positions]) for k in range(len(refs) + 1)]
+        slots = joiner.slots
+
+        def branch(i):
+            probe = probes[i]
+            run = jax.extend.core.jaxpr_as_fun(probe.jaxpr)
+
+            def fn():
+                outs = run()
+                result = []
+                for slot in slots:
+                    src = slot.sources[i]
+                    if src is None:
+                        value = jnp.zeros(slot.shape, slot.dtype)
+                    elif isinstance(src, _Const):
+                        value = jnp.asarray(src.value, slot.dtype)
+                    elif isinstance(src, _Offset):
+                        pos = probe.position.get(id(src.value))
+                        value = (outs[pos] if pos is not None else src.value) + src.offset
+                    else:
+                        pos = probe.position.get(id(src))
+                        value = outs[pos] if pos is not None else src
+                    result.append(lax.convert_element_type(value, slot.dtype))
+                return result
+            return fn
+
+        outs = lax.switch(index, [branch(i) for i in range(len(probes))]) if slots else []
+        rebuilt = _Rebuilder(outs, start)
+        values = [rebuilt.build(t) for t in templates]
+        for ref, value in zip(refs, values[1:]):
+            self.write(ref, value)
+        return values[0]
+
+
+class _Probe:
+    __slots__ = ("result", "writes", "leaves", "jaxpr", "position", "restore")
+
+
+def _written(probe, ref, old):
+    for r, value in probe.writes:
+        if r is ref:
+            return value
+    return old
+
+
+def _all_numpy(v):
+    if isinstance(v, np.ndarray):
+        return True
+    if isinstance(v, tuple):
+        return all(_all_numpy(x) for x in v)
+    return False
+
+
+def _walk_fresh(value, start, leaves, seen):
+    """Collect the jax tensors of the parts of `value` built after serial `start`."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        if isinstance(v, np.ndarray):
+            continue
+        if isinstance(v, tuple):
+            stack.extend(v)
+            continue
+        if _is_jax_value(v):
+            seen.add(id(v))
+            leaves.append(v)
+            continue
+        if _serial_of(v) < start and not isinstance(v, _TailCall):
+            continue                              # built before the join: unchanged by it
+        seen.add(id(v))
+        if isinstance(v, _JClosure):
+            stack.extend(v.env.values())
+        elif isinstance(v, ConstructorValue):
+            stack.extend(v.fields)
+        elif isinstance(v, _JRef):
+            stack.append(v.value)
+        elif isinstance(v, _JUnion):
+            stack.append(v.index)
+            stack.extend(v.alts)
+        elif isinstance(v, _TailCall):
+            stack.append(v.callee)
+            stack.extend(v.args)
+
+
+# ---- join templates ----------------------------------------------------------------------------
+# A template describes the joined value: _Same(obj) | _Leaf(slot) | ("tuple", [t]) |
+# ("adt", ctor, [t]) | ("closure", func, name, [(var, t)]) | ("ref", _JRef, t) |
+# ("union", index slot, [t]) | ("tail", t, [t]).  Slots are the outputs of the lax.switch.
+
+class _Const:
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+class _Offset:
+    """An alternative's own union index shifted past the alternatives of those before it."""
+    __slots__ = ("value", "offset")
+
+    def __init__(self, value, offset):
+        self.value, self.offset = value, offset
+
+
+class _Slot:
+    __slots__ = ("sources", "shape", "dtype", "index")
+
+    def __init__(self, n, shape, dtype, index):
+        self.sources = [None] * n      # per alternative: a tensor, a _Const, or None (zeros)
+        self.shape, self.dtype, self.index = shape, dtype, index
+
+
+class _Same:
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+class _Joiner:
+    def __init__(self, n, start):
+        self.n, self.start = n, start
+        self.slots: list[_Slot] = []
+        self.memo: dict = {}
+        self.keep: list = []
+
+    def slot(self, shape, dtype):
+        s = _Slot(self.n, tuple(shape), np.dtype(dtype), len(self.slots))
+        self.slots.append(s)
+        return s
+
+    def join(self, vals):
+        """The template of the join of vals[i] (the value of alternative i at one position)."""
+        first = vals[0]
+        if all(v is first for v in vals):
+            return _Same(first)
+        key = tuple(id(v) for v in vals)
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
+        self.keep.append(vals)
+        if all(_is_tensor(v) for v in vals):
+            shapes = {tuple(np.shape(v)) for v in vals}
+            dtypes = {np.dtype(v.dtype) for v in vals}
+            if len(shapes) != 1 or len(dtypes) != 1:
+                raise CompileError("the branches of a traced if produce tensors of different "
+                                   f"types: {', '.join(_describe(v) for v in vals)}")
+            s = self.slot(shapes.pop(), dtypes.pop())
+            for i, v in enumerate(vals):
+                s.sources[i] = _Const(v) if isinstance(v, np.ndarray) else v
+            out = s
+        elif all(isinstance(v, tuple) for v in vals) and len({len(v) for v in vals}) == 1:
+            out = ("tuple", [self.join([v[k] for v in vals]) for k in range(len(first))])
+        elif all(isinstance(v, _TailCall) for v in vals) and len({len(v.args) for v in vals}) == 1:
+            out = ("tail", self.join([v.callee for v in vals]),
+                   [self.join([v.args[k] for v in vals]) for k in range(len(first.args))])
+        elif (all(isinstance(v, ConstructorValue) for v in vals)
+              and all(v.constructor is first.constructor for v in vals)):
+            out = ("adt", first.constructor,
+                   [self.join([v.fields[k] for v in vals]) for k in range(len(first.fields))])
+        elif (all(isinstance(v, _JClosure) for v in vals)
+              and all(v.func is first.func for v in vals)):
+            out = ["closure", first.func, first.name, []]
+            self.memo[key] = out                 # a let-rec closure captures itself
+            out[3] = [(var, self.join([v.env[var] for v in vals])) for var in first.env]
+        else:
+            out = self.union(vals)
+        self.memo[key] = out
+        return out
+
+    def union(self, vals):
+        for v in vals:
+            if isinstance(v, (tuple, _TailCall)) or _is_tensor(v):
+                raise CompileError("the branches of a traced if produce values of different "
+                                   f"kinds: {', '.join(_describe(v) for v in vals)}")
+        index = self.slot((), np.int32)
+        alts = []
+        for i, v in enumerate(vals):
+            if isinstance(v, _JUnion):
+                offset = len(alts)
+                alts.extend(self.export(a, i) for a in v.alts)
+                if isinstance(v.index, np.ndarray):
+                    index.sources[i] = _Const(np.asarray(int(v.index) + offset, np.int32))
+                else:
+                    index.sources[i] = _Offset(v.index, offset)
+            else:
+                index.sources[i] = _Const(np.asarray(len(alts), np.int32))
+                alts.append(self.export(v, i))
+        return ("union", index, alts)
+
+    def export(self, v, i):
+        """The template of alternative i's own value v (zeros in the other alternatives)."""
+        if isinstance(v, np.ndarray):
+            return _Same(v)
+        if _is_jax_value(v):
+            key = ("x", id(v), i)
+            hit = self.memo.get(key)
+            if hit is None:
+                hit = self.slot(np.shape(v), v.dtype)
+                hit.sources[i] = v
+                self.memo[key] = hit
+            return hit
+        if isinstance(v, tuple):
+            return ("tuple", [self.export(f, i) for f in v])
+        if isinstance(v, _TailCall):
+            return ("tail", self.export(v.callee, i), [self.export(a, i) for a in v.args])
+        if _serial_of(v) < self.start:
+            return _Same(v)
+        key = ("o", id(v))
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
+        self.keep.append(v)
+        if isinstance(v, _JRef):
+            out = ["ref", v, None]
+            self.memo[key] = out
+            out[2] = self.export(v.value, i)
+            return out
+        if isinstance(v, ConstructorValue):
+            out = ("adt", v.constructor, [self.export(f, i) for f in v.fields])
+        elif isinstance(v, _JClosure):
+            out = ["closure", v.func, v.name, []]
+            self.memo[key] = out
+            out[3] = [(var, self.export(x, i)) for var, x in v.env.items()]
+        elif isinstance(v, _JUnion):
+            index = self.export(v.index, i) if not isinstance(v.index, np.ndarray) else _Same(v.index)
+            out = ("union", index, [self.export(a, i) for a in v.alts])
+        else:
+            out = _Same(v)
+        self.memo[key] = out
+        return out
+
+
+class _Rebuilder:
+    """Builds the joined trace-time value of a template from the lax.switch outputs."""
+
+    def __init__(self, outs, start):
+        self.outs, self.start = outs, start
+        self.memo: dict = {}
+
+    def build(self, t):
+        if isinstance(t, _Same):
+            return t.value
+        if isinstance(t, _Slot):
+            return self.outs[t.index]
+        key = id(t)
+        if key in self.memo:
+            return self.memo[key]
+        kind = t[0]
+        if kind == "tuple":
+            out = tuple(self.build(c) for c in t[1])
+        elif kind == "tail":
+            out = _TailCall(self.build(t[1]), [self.build(a) for a in t[2]])
+        elif kind == "adt":
+            out = _JAdt(t[1], [self.build(c) for c in t[2]], _next_serial())
+        elif kind == "closure":
+            out = _JClosure(t[1], {}, t[2], _next_serial())
+            self.memo[key] = out
+            for var, c in t[3]:
+                out.env[var] = self.build(c)
+        elif kind == "ref":
+            out = t[1]                   # a new reference keeps its identity; its content joins
+            self.memo[key] = out
+            out.serial = _next_serial()
+            out.value = self.build(t[2])
+        elif kind == "union":
+            out = _JUnion(self.build(t[1]), [self.build(a) for a in t[2]], self.start,
+                          _next_serial())
+        else:
+            raise CompileError(f"internal: unknown join template {kind!r}")
+        self.memo[key] = out
+        return out
+
+
+# ---- compiled functions --------------------------------------------------------------------------
+
+def _dtype64(dtype):
+    return isinstance(dtype, str) and dtype.endswith("64")
+
+
+class _Uses64(ExprVisitor):
+    """Does a program touch a 64-bit dtype anywhere (then it is traced and run with x64 on)?"""
+
+    def __init__(self):
+        super().__init__()
+        self.found = False
+
+    def visit(self, expr):
+        if self.found:
+            return None
+        t = getattr(expr, "_checked_type", None)
+        if t is not None and _type_uses64(t):
+            self.found = True
+        return super().visit(expr)
+
+    def visit_Var(self, e):
+        if e.type_annotation is not None and _type_uses64(e.type_annotation):
+            self.found = True
+
+    def visit_Constant(self, e):
+        if _dtype64(e.data.dtype.name):
+            self.found = True
+
+    def visit_Call(self, e):
+        for v in e.attrs.values():
+            if isinstance(v, str) and _dtype64(v):
+                self.found = True
+        super().visit_Call(e)
+
+
+def _type_uses64(t):
+    stack = [t]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, TensorType):
+            if _dtype64(t.dtype):
+                return True
+        elif isinstance(t, TupleType):
+            stack.extend(t.fields)
+        elif isinstance(t, FuncType):
+            stack.extend(t.arg_types)
+            stack.append(t.ret_type)
+        elif isinstance(t, RefType):
+            stack.append(t.value)
+        elif isinstance(t, TypeCall):
+            stack.extend(t.args)
+    return False
+
+
+def _program_uses64(mod):
+    finder = _Uses64()
+    for func in mod.functions.values():
+        run_deep(finder.visit, func)
+        if finder.found:
+            return True
+    for data in mod.type_definitions.values():
+        for ctor in data.constructors:
+            if any(_type_uses64(t) for t in ctor.inputs):
+                return True
+    return False
+
+
+def resolve_device(device):
+    """The jax device for "cpu" / "gpu" (CUDA), or a RelayishError saying why there is none."""
+    jax = _jax()
+    name = "cpu" if device is None else str(device).lower()
+    if name in ("gpu", "cuda"):
+        try:
+            devices = jax.devices("gpu")
+        except RuntimeError:
+            devices = []
+        if not devices:
+            raise RelayishError(
+                "device='gpu' was requested but jax has no CUDA device here (jax sees: "
+                f"{', '.join(sorted({d.platform for d in jax.devices()}))}); install a CUDA "
+                "build of jax on a machine with an NVIDIA GPU, or use device='cpu'")
+        return devices[0]
+    if name == "cpu":
+        return jax.devices("cpu")[0]
+    raise RelayishError(f"unknown device {device!r}; expected 'cpu' or 'gpu'")
+
+
+class _Entry:
+    """One compiled specialization: an argument structure and its jitted function."""
+
+    def __init__(self, tree, n_leaves, ref_paths):
+        self.tree = tree                 # how to rebuild the arguments from leaves at trace time
+        self.n_leaves = n_leaves
+        self.ref_paths = ref_paths       # the RefValue arguments, in order of first appearance
+        self.jitted = None
+        self.traced = False
+        self.out_desc = None
+        self.pure = False
+        self.written = []                # (ref index, content descriptor)
+        self.written_leaves = []
+
+
+class JaxFunction:
+    """A relayish function compiled with JAX: `run(*args)`.
+
+    Attributes: `trace_count` (how many times the program was traced), `device`, `uses_x64`.
+    `effects(*args)` says which parameters the program only reads and which references it writes.
+    """
+
+    def __init__(self, mod, main, device="cpu"):
+        self.mod = mod
+        self.main = main
+        self.device = resolve_device(device)
+        jax = _jax()
+        self._default_device = self.device == jax.devices()[0]
+        self.params = list(main.params)
+        self.param_types = [_param_type(p) for p in self.params]
+        if free_vars(main):
+            names = ", ".join("%" + v.name_hint for v in free_vars(main))
+            raise CompileError(f"the compiled function has free variables ({names}); compile a "
+                               "closed function")
+        self.uses_x64 = _program_uses64(mod)
+        self.trace_count = 0
+        self._cache: dict = {}
+        self._lock = threading.Lock()
+        tensor_params = all(isinstance(t, TensorType) for t in self.param_types)
+        self._tensor_sig = ([(t.shape, np.dtype(t.dtype)) for t in self.param_types]
+                            if tensor_params else None)
+
+    def __repr__(self):
+        return f"<relayish JaxFunction on {self.device}>"
+
+    # ---- calling ----------------------------------------------------------------------------
+    def __call__(self, *args):
+        sig = self._tensor_sig
+        if sig is not None and len(args) == len(sig):
+            for a, (shape, dtype) in zip(args, sig):
+                if not (hasattr(a, "shape") and a.shape == shape and a.dtype == dtype
+                        and (type(a) is np.ndarray or _is_jax_value(a))):
+                    break
+            else:
+                entry = self._cache.get(())
+                if entry is not None and entry.traced:
+                    out, _ = self._run(entry, args)
+                    return out if entry.pure else _decode(entry.out_desc, out, [], entry)
+        leaves, key, tree, refs = self._flatten_args(args)
+        entry = self._entry(key, tree, len(leaves), refs)
+        if not entry.traced:
+            out, writes = run_deep(self._first_run, entry, leaves)
+        else:
+            out, writes = self._run(entry, leaves)
+        for (k, desc), content in zip(entry.written, writes):
+            refs[k].value = _decode(desc, content, refs, entry)
+        return out if entry.pure else _decode(entry.out_desc, out, refs, entry)
+
+    def _run(self, entry, leaves):
+        jax = _jax()
+        if self.uses_x64:
+            with jax.enable_x64(True):
+                return entry.jitted(*leaves)
+        return entry.jitted(*leaves)
+
+    def _first_run(self, entry, leaves):
+        jax = _jax()
+        if self.uses_x64:
+            with jax.enable_x64(True):
+                return self._trace_then_run(entry, leaves)
+        return self._trace_then_run(entry, leaves)
+
+    def _trace_then_run(self, entry, leaves):
+        self._ensure_traced(entry, leaves)
+        return entry.jitted(*leaves)
+
+    def _ensure_traced(self, entry, leaves):
+        if entry.traced:
+            return
+        try:
+            entry.jitted.trace(*leaves)
+        except RecursionError:
+            raise CompileError("the program nests too deeply to trace (a recursion depth that "
+                               "depends on a traced value?); use rl.evaluate") from None
+        entry.traced = True
+        if entry.written_leaves and self.device.platform != "cpu":
+            # donate the buffers of the references the program writes (XLA CPU cannot)
+            entry.jitted = self._jit(entry, donate=entry.written_leaves)
+            entry.jitted.trace(*leaves)
+
+    def effects(self, *args):
+        """{"read": [...], "written": [...]}: parameter names only read, and those written.
+
+        A parameter is written when it holds a reference (RefValue) the program assigns.
+        """
+        leaves, key, tree, refs = self._flatten_args(args)
+        entry = self._entry(key, tree, len(leaves), refs)
+        if not entry.traced:
+            jax = _jax()
+            if self.uses_x64:
+                def trace():
+                    with jax.enable_x64(True):
+                        self._ensure_traced(entry, leaves)
+            else:
+                def trace():
+                    self._ensure_traced(entry, leaves)
+            run_deep(trace)
+        written_refs = {k for k, _ in entry.written}
+        written = []
+        for p, paths in zip(self.params, entry.ref_paths):
+            if any(k in written_refs for k in paths):
+                written.append(p.name_hint)
+        return {"read": [p.name_hint for p in self.params if p.name_hint not in written],
+                "written": written}
+
+    # ---- specializations ----------------------------------------------------------------------
+    def _entry(self, key, tree, n_leaves, refs):
+        entry = self._cache.get(key)
+        if entry is None:
+            with self._lock:
+                entry = self._cache.get(key)
+                if entry is None:
+                    ref_paths = _ref_paths(tree, len(self.params))
+                    entry = _Entry(tree, n_leaves, ref_paths)
+                    entry.jitted = self._jit(entry)
+                    self._cache[key] = entry
+        return entry
+
+    def _jit(self, entry, donate=()):
+        jax = _jax()
+        kwargs = {}
+        if donate:
+            kwargs["donate_argnums"] = tuple(donate)
+        if not self._default_device:
+            from jax.sharding import SingleDeviceSharding
+            sharding = SingleDeviceSharding(self.device)
+            kwargs["in_shardings"] = sharding
+            kwargs["out_shardings"] = sharding
+        return jax.jit(lambda *leaves: self._trace(entry, leaves), **kwargs)
+
+    def _trace(self, entry, leaves):
+        """The function jax traces: rebuild the arguments, evaluate @main, encode the result."""
+        self.trace_count += 1
+        ev = TraceEvaluator(self.mod)
+        refs = []
+        args = [_build_arg(t, leaves, refs) for t in entry.tree]
+        initial = [r.value for r in refs]
+        main = _JClosure(self.main, {}, "@main", -1)
+        try:
+            result = ev.call(main, args)
+        except RecursionError:
+            raise CompileError("the program nests too deeply to trace (a recursion depth that "
+                               "depends on a traced value?); use rl.evaluate") from None
+        out_leaves = []
+        ref_ids = {id(r): k for k, r in enumerate(refs)}
+        desc = _encode(result, out_leaves, ref_ids)
+        written, writes = [], []
+        for k, (r, init) in enumerate(zip(refs, initial)):
+            if r.value is not init:
+                content = []
+                written.append((k, _encode(r.value, content, ref_ids)))
+                writes.append(content)
+        entry.out_desc = desc
+        entry.written = written
+        entry.written_leaves = [i for k, _ in written for i in _leaf_indices(entry.tree, k)]
+        entry.pure = _is_pure(desc)
+        out = _pure_tree(desc, out_leaves) if entry.pure else out_leaves
+        return out, writes
+
+    # ---- arguments ----------------------------------------------------------------------------
+    def _flatten_args(self, args):
+        if len(args) != len(self.params):
+            raise EvaluationError(f"the function takes {len(self.params)} argument(s) "
+                                  f"({', '.join('%' + p.name_hint for p in self.params)}), "
+                                  f"got {len(args)}")
+        leaves, key, refs, ref_ids = [], [], [], {}
+        tree = []
+        for p, t, a in zip(self.params, self.param_types, args):
+            tree.append(_flatten_arg(a, t, "%" + p.name_hint, leaves, key, refs, ref_ids))
+        return leaves, tuple(key), tree, refs
+
+
+def _param_type(p):
+    t = getattr(p, "_checked_type", None) or p.type_annotation
+    if t is None:
+        raise CompileError(f"the type of parameter %{p.name_hint} is unknown")
+    return t
+
+
+def _type_text(t):
+    try:
+        return str(t)
+    except Exception:  # noqa: BLE001 - error messages must not fail
+        return repr(t)
+
+
+def _value_text(v):
+    if isinstance(v, np.ndarray) or _is_jax_value(v):
+        return f"a tensor of shape {tuple(v.shape)} and dtype {np.dtype(v.dtype).name}"
+    if isinstance(v, ConstructorValue):
+        return f"the ADT value {v.constructor.name_hint}(...)"
+    return f"{type(v).__name__} {v!r}"[:120]
+
+
+def _flatten_arg(value, ty, name, leaves, key, refs, ref_ids):
+    """Check one argument against its parameter type; returns its rebuild tree (no recursion)."""
+    root = [None]
+    stack = [(value, ty, name, root, 0)]
+    while stack:
+        v, t, where, parent, slot = stack.pop()
+        if isinstance(t, TensorType):
+            parent[slot] = ("t", len(leaves))
+            leaves.append(_tensor_arg(v, t, where))
+        elif isinstance(t, TupleType):
+            if not isinstance(v, (tuple, list)) or len(v) != len(t.fields):
+                raise EvaluationError(f"argument {where}: expected a tuple of type "
+                                      f"{_type_text(t)}, got {_value_text(v)}")
+            node = [None] * len(t.fields)
+            parent[slot] = ("tuple", node)
+            for k in reversed(range(len(t.fields))):
+                stack.append((v[k], t.fields[k], f"{where}.{k}", node, k))
+        elif isinstance(t, TypeCall):
+            if not isinstance(v, ConstructorValue) or v.constructor.belong_to is None or \
+                    v.constructor.belong_to.name != t.func.name:
+                raise EvaluationError(f"argument {where}: expected a value of type "
+                                      f"{_type_text(t)}, got {_value_text(v)}")
+            ctor = v.constructor
+            data = ctor.type_data
+            if len(v.fields) != len(ctor.inputs):
+                raise EvaluationError(f"argument {where}: {ctor.name_hint} takes "
+                                      f"{len(ctor.inputs)} field(s), got {len(v.fields)}")
+            subst = dict(zip(data.type_vars, t.args)) if data is not None else {}
+            key.append(ctor)
+            node = [None] * len(ctor.inputs)
+            parent[slot] = ("adt", ctor, node)
+            for k in reversed(range(len(ctor.inputs))):
+                stack.append((v.fields[k], substitute(ctor.inputs[k], subst),
+                              f"{where}.{ctor.name_hint}.{k}", node, k))
+        elif isinstance(t, RefType):
+            if not isinstance(v, RefValue):
+                raise EvaluationError(f"argument {where}: expected a reference (rl.RefValue) of "
+                                      f"type {_type_text(t)}, got {_value_text(v)}")
+            k = ref_ids.get(id(v))
+            if k is not None:
+                key.append(("alias", k))
+                parent[slot] = ("refalias", k)
+                continue
+            k = len(refs)
+            ref_ids[id(v)] = k
+            refs.append(v)
+            key.append("ref")
+            node = [None]
+            parent[slot] = ("ref", k, node)
+            stack.append((v.value, t.value, f"!{where}", node, 0))
+        elif isinstance(t, FuncType):
+            raise CompileError(f"argument {where}: the jax backend takes no function arguments; "
+                               "close over the function inside the program, or use rl.evaluate")
+        else:
+            raise CompileError(f"argument {where}: cannot pass a value of type {_type_text(t)}")
+    return root[0]
+
+
+def _tensor_arg(v, t, where):
+    dtype = np.dtype(t.dtype)
+    if isinstance(v, np.ndarray) or _is_jax_value(v):
+        if tuple(v.shape) != t.shape or np.dtype(v.dtype) != dtype:
+            raise EvaluationError(f"argument {where}: expected {_type_text(t)}, got "
+                                  f"{_value_text(v)}")
+        return v
+    if isinstance(v, (bool, int, float, np.generic, list)):
+        try:
+            arr = np.asarray(v, dtype=dtype)
+        except (TypeError, ValueError):
+            raise EvaluationError(f"argument {where}: cannot convert {v!r} to "
+                                  f"{_type_text(t)}") from None
+        if arr.shape != t.shape:
+            raise EvaluationError(f"argument {where}: expected {_type_text(t)}, got a value "
+                                  f"of shape {arr.shape}")
+        return arr
+    raise EvaluationError(f"argument {where}: expected {_type_text(t)}, got {_value_text(v)}")
+
+
+def _ref_paths(tree, n_params):
+    """For each parameter, the indices of the references it holds."""
+    out = []
+    for node in tree:
+        found, stack = [], [node]
+        while stack:
+            n = stack.pop()
+            if n[0] == "ref":
+                found.append(n[1])
+                stack.append(n[2][0])
+            elif n[0] == "refalias":
+                found.append(n[1])
+            elif n[0] == "tuple":
+                stack.extend(n[1])
+            elif n[0] == "adt":
+                stack.extend(n[2])
+        out.append(found)
+    return out
+
+
+def _leaf_indices(tree, ref_index):
+    """The leaves inside argument reference number `ref_index` (their buffers can be donated)."""
+    stack, out, inside = [(n, False) for n in tree], [], []
+    while stack:
+        n, within = stack.pop()
+        kind = n[0]
+        if kind == "t":
+            if within:
+                out.append(n[1])
+        elif kind == "tuple":
+            stack.extend((c, within) for c in n[1])
+        elif kind == "adt":
+            stack.extend((c, within) for c in n[2])
+        elif kind == "ref":
+            stack.append((n[2][0], within or n[1] == ref_index))
+    return sorted(out)
+
+
+def _build_arg(node, leaves, refs):
+    kind = node[0]
+    if kind == "t":
+        return leaves[node[1]]
+    if kind == "tuple":
+        return tuple(_build_arg(c, leaves, refs) for c in node[1])
+    if kind == "adt":
+        return _JAdt(node[1], [_build_arg(c, leaves, refs) for c in node[2]], -1)
+    if kind == "ref":
+        ref = _JRef(None, -1)
+        while len(refs) <= node[1]:
+            refs.append(None)
+        refs[node[1]] = ref
+        ref.value = _build_arg(node[2][0], leaves, refs)
+        return ref
+    if kind == "refalias":
+        return refs[node[1]]
+    raise CompileError(f"internal: unknown argument node {kind!r}")
+
+
+# ---- results -------------------------------------------------------------------------------------
+
+def _encode(value, leaves, ref_ids, memo=None):
+    """A descriptor of a trace-time result; its tensors are appended to `leaves`."""
+    if memo is None:
+        memo = {}
+    if isinstance(value, tuple):
+        return ("tuple", [_encode(v, leaves, ref_ids, memo) for v in value])
+    if _is_tensor(value):
+        leaves.append(value)
+        return ("t", len(leaves) - 1)
+    if isinstance(value, ConstructorValue):
+        return ("adt", value.constructor, [_encode(v, leaves, ref_ids, memo) for v in value.fields])
+    if isinstance(value, _JUnion):
+        leaves.append(value.index)
+        index = len(leaves) - 1
+        return ("union", index, [_encode(a, leaves, ref_ids, memo) for a in value.alts])
+    if isinstance(value, _JRef):
+        if id(value) in ref_ids:
+            return ("argref", ref_ids[id(value)])
+        if id(value) in memo:
+            return memo[id(value)]
+        node = ["ref", len(memo), None]
+        memo[id(value)] = node
+        node[2] = _encode(value.value, leaves, ref_ids, memo)
+        return node
+    if isinstance(value, (_JClosure, _JPrimFn)):
+        raise CompileError("a compiled program cannot return a function (the jax backend "
+                           "returns tensors, tuples, ADT values and references); call it inside "
+                           "the program, or use rl.evaluate")
+    raise CompileError(f"cannot return a {_describe(value)} from a compiled program")
+
+
+def _is_pure(desc):
+    stack = [desc]
+    while stack:
+        d = stack.pop()
+        if d[0] == "tuple":
+            stack.extend(d[1])
+        elif d[0] != "t":
+            return False
+    return True
+
+
+def _pure_tree(desc, leaves):
+    if desc[0] == "t":
+        return leaves[desc[1]]
+    return tuple(_pure_tree(d, leaves) for d in desc[1])
+
+
+def _decode(desc, leaves, refs, entry, memo=None):
+    if memo is None:
+        memo = {}
+    kind = desc[0]
+    if kind == "t":
+        return leaves[desc[1]]
+    if kind == "tuple":
+        return tuple(_decode(d, leaves, refs, entry, memo) for d in desc[1])
+    if kind == "adt":
+        return ConstructorValue(desc[1], [_decode(d, leaves, refs, entry, memo) for d in desc[2]])
+    if kind == "union":
+        index = int(np.asarray(leaves[desc[1]]))
+        return _decode(desc[2][index], leaves, refs, entry, memo)
+    if kind == "argref":
+        return refs[desc[1]]
+    if kind == "ref":
+        if desc[1] in memo:
+            return memo[desc[1]]
+        ref = RefValue(None)
+        memo[desc[1]] = ref
+        ref.value = _decode(desc[2], leaves, refs, entry, memo)
+        return ref
+    raise CompileError(f"internal: unknown result node {kind!r}")
+
+
+# ---- entry point ---------------------------------------------------------------------------------
+
+def compile_jax(f_or_mod, device="cpu"):
+    """`rl.compile(f_or_mod, backend="jax", device=...)`: see JaxFunction."""
+    from relayish.ir.typecheck import infer_type
+    if isinstance(f_or_mod, Module):
+        mod = f_or_mod
+        if "main" not in mod:
+            raise CompileError("the module has no @main to compile")
+        infer_type(mod)
+        main = mod["main"]
+    elif isinstance(f_or_mod, Expr):
+        func = f_or_mod if isinstance(f_or_mod, Function) else Function([], f_or_mod)
+        mod = Module.from_expr(func)
+        infer_type(func, mod=mod)
+        main = func
+    else:
+        raise RelayishError(f"rl.compile takes a Function or a Module, got "
+                            f"{type(f_or_mod).__name__}")
+    return JaxFunction(mod, main, device)
