@@ -290,7 +290,7 @@ class _Generator:
         unary = SMOOTH_UNARY + (() if o.differentiable else ROUGH_UNARY)
         binary = SMOOTH_BINARY + (() if o.differentiable else ROUGH_BINARY)
         forms = [
-            (4, lambda: self.unary(self.choice(unary), e(t, env, d))),
+            (4, lambda: self.unary(self.choice(unary), e(t, env, d), t.dtype)),
             (4, lambda: self.binary(self.choice(binary), t, env, d)),
             (2, lambda: self.reduction(t, env, d)),
             (1, lambda: rl.where(e(rl.TensorType(t.shape, "bool"), env, d), e(t, env, d),
@@ -318,15 +318,17 @@ class _Generator:
                                                   env, d), t.dtype)))
         return forms
 
-    def unary(self, name, x):
+    def unary(self, name, x, dtype):
+        """name(x); the composite names keep log, sqrt and power on arguments >= 1."""
+        one = rl.const(1.0, dtype)     # explicit dtypes: `1.0 + x` cannot always see x's dtype
         if name == "exp_tanh":
             return rl.exp(rl.tanh(x))
         if name == "log1p_sq":
-            return rl.log(1.0 + x * x)
+            return rl.log(one + x * x)
         if name == "sqrt1p_sq":
-            return rl.sqrt(1.0 + x * x)
+            return rl.sqrt(one + x * x)
         if name == "pow1p_sq":
-            return rl.power(1.0 + x * x, 1.5)
+            return rl.power(one + x * x, rl.const(1.5, dtype))
         return getattr(rl, name)(x)
 
     def binary(self, name, t, env, d):
@@ -338,7 +340,7 @@ class _Generator:
         if self.draw(st.booleans()):
             a, b = b, a
         if name == "safe_divide":
-            return rl.divide(a, 1.5 + rl.tanh(b))
+            return rl.divide(a, rl.const(1.5, t.dtype) + rl.tanh(b))
         return getattr(rl, name)(a, b)
 
     def reduction(self, t, env, d):
