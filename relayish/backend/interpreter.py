@@ -1,5 +1,1035 @@
-from relayish.errors import RelayishError
+"""The reference interpreter: numpy semantics for every construct, at any recursion depth.
+
+    evaluate(f_or_mod, *args) -> value
+
+Scheme. Each Function is COMPILED once (cached per Function object, or per Module) into a
+`Code`: a frame layout and a graph of basic blocks. A block is a tuple of straight-line *steps*
+followed by one *terminator*:
+
+    step(slots)       a Python closure doing one thing with precomputed slot indices:
+                      `slots[3] = impl(numpy, slots[1], slots[2])` for an op call, tuples,
+                      projections, refs, constructor values, closure creation
+    terminator        JUMP | BRANCH (If) | MATCH | CALL | TAILCALL | RETURN
+
+A frame is a flat Python list of slots: [params..., captured values..., locals/constants...];
+constants and globals are written into the frame's template at compile time, so reading them
+costs nothing at run time. Vars are compiled away into slot indices (each slot is written at
+most once per frame: there are no backward jumps, so `let y = x` just aliases x's slot).
+
+IR calls never recurse in Python: CALL pushes (caller slots, return block) on an explicit list
+and jumps to the callee's entry block; RETURN pops; TAILCALL replaces the frame. A 20,000-deep
+non-tail recursion is a 20,000-long Python list. The compiler walks let-chains (and else-if and
+tail chains) with loops and runs under `run_deep` as the safety net for other deep nesting.
+
+Why not a tree-walking evaluator: re-dispatching on node types costs several Python calls per
+node on every execution; here a let-bound op call costs one closure call plus the op's impl.
+Why not plain nested closures (eval = closure(env)): IR calls would then be Python calls, and
+deep recursion would overflow the Python stack.
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from relayish.errors import EvaluationError, RelayishError, TypeCheckError
+from relayish.ir.expr import (Call, Constructor, Expr, Function, If, Let, Match,
+                              PatternConstructor, PatternTuple, PatternVar, PatternWildcard, Var)
+from relayish.ir.module import Module
+from relayish.ir.op import Op
+from relayish.ir.types import (FuncType, RefType, TensorType, TupleType, TypeCall, TypeVar,
+                               substitute)
+from relayish.ir.visitor import ExprFunctor, free_vars, run_deep
+from relayish.backend.values import Closure, ConstructorValue, RefValue
+
+__all__ = ["evaluate", "InterpreterClosure"]
+
+MAX_CALL_DEPTH = 2_000_000          # IR frames on the explicit stack before we give up
+
+_ndarray = np.ndarray
+
+# terminator kinds
+_JUMP, _BRANCH, _MATCH, _CALL, _TAILCALL, _RETURN = range(6)
 
 
-def evaluate(f_or_mod, *args):
-    raise RelayishError("the interpreter is not implemented yet")
+# ---- compiled code ---------------------------------------------------------------------------
+
+class _Block:
+    """Straight-line steps, then one terminator (its fields depend on `kind`)."""
+
+    __slots__ = ("steps", "kind", "src", "args", "dst", "target", "other", "clauses", "node",
+                 "code")
+
+    def __init__(self, code):
+        self.steps = []
+        self.kind = None
+        self.src = None        # BRANCH: cond slot; MATCH: data slot; CALL: callee; RETURN: value
+        self.args = ()         # CALL/TAILCALL: argument slots
+        self.dst = None        # CALL: the slot receiving the result
+        self.target = None     # JUMP/CALL: next block; BRANCH: then-block
+        self.other = None      # BRANCH: else-block
+        self.clauses = ()      # MATCH: ((matcher, block), ...)
+        self.node = None       # the expression, for error messages
+        self.code = code       # the Code it belongs to, for error messages
+
+
+class Code:
+    """A compiled function: its frame layout and entry block."""
+
+    __slots__ = ("name", "func", "nparams", "ncaptures", "rest", "entry", "param_types",
+                 "param_names", "nslots", "__weakref__")
+
+    def __init__(self, name, func):
+        self.name = name
+        self.func = func
+        self.nparams = 0
+        self.ncaptures = 0
+        self.rest = []           # the frame beyond params and captures: constants, then Nones
+        self.entry = None
+        self.param_types = []
+        self.param_names = []
+        self.nslots = 0
+
+    def __repr__(self):
+        return f"<Code {self.name}: {self.nparams} params, {self.nslots} slots>"
+
+
+class InterpreterClosure(Closure):
+    """A function value of the interpreter: compiled code plus its captured values.
+
+    Calling it from Python checks and converts the arguments and runs the function:
+    `rl.evaluate(fn_returning_fn)(np.ones(3))`.
+    """
+
+    __slots__ = ("code", "env")
+
+    def __init__(self, code, env):
+        self.code = code
+        self.env = env
+
+    @property
+    def func(self):
+        return self.code.func
+
+    def __call__(self, *args):
+        code = self.code
+        frame = _convert_args(code, args)
+        frame += self.env
+        frame += code.rest
+        return _execute(code, frame)
+
+    def __repr__(self):
+        return f"<Closure {self.code.name}>"
+
+
+class _ConstructorClosure(Closure):
+    """A constructor used as a first-class function (`map(Some, xs)`)."""
+
+    def __init__(self, ctor):
+        self.ctor = ctor
+
+    def __call__(self, *args):
+        if len(args) != len(self.ctor.inputs):
+            raise EvaluationError(f"constructor {self.ctor.name_hint} takes {len(self.ctor.inputs)} "
+                                  f"field(s), got {len(args)}")
+        return ConstructorValue(self.ctor, list(args))
+
+    def __repr__(self):
+        return f"<Closure {self.ctor.name_hint}>"
+
+
+class _OpClosure(Closure):
+    """An operator used as a first-class function."""
+
+    def __init__(self, op):
+        self.op = op
+        self.attrs = dict(op.attr_defaults)
+
+    def __call__(self, *args):
+        if self.op.impl is None:
+            raise EvaluationError(f"operator '{self.op.name}' has no implementation")
+        return _fix_scalar(self.op.impl(np, *args, **self.attrs))
+
+    def __repr__(self):
+        return f"<Closure {self.op.name}>"
+
+
+# ---- the machine -------------------------------------------------------------------------------
+
+def _execute(code, slots):
+    """Run `code` on the frame `slots` until its outermost RETURN; returns the value."""
+    stack = []                       # (caller slots, CALL block) per active IR call
+    push, pop = stack.append, stack.pop
+    block = code.entry
+    try:
+        while True:
+            for step in block.steps:
+                step(slots)
+            kind = block.kind
+            if kind is _RETURN:
+                value = slots[block.src]
+            elif kind is _CALL or kind is _TAILCALL:
+                fn = slots[block.src]
+                if fn.__class__ is InterpreterClosure:
+                    callee = fn.code
+                    argslots = block.args
+                    if len(argslots) != callee.nparams:
+                        raise _arity_error(callee, len(argslots), block.node)
+                    frame = [slots[i] for i in argslots]
+                    frame += fn.env
+                    frame += callee.rest
+                    if kind is _CALL:
+                        if len(stack) >= MAX_CALL_DEPTH:
+                            raise EvaluationError(f"IR call depth exceeded {MAX_CALL_DEPTH} frames "
+                                                  f"(unbounded recursion?) at {_text(block.node)}")
+                        push((slots, block))
+                    slots = frame
+                    block = callee.entry
+                    continue
+                value = _call_foreign(fn, [slots[i] for i in block.args], block.node)
+                if kind is _CALL:
+                    slots[block.dst] = value
+                    block = block.target
+                    continue
+            elif kind is _JUMP:
+                block = block.target
+                continue
+            elif kind is _BRANCH:
+                block = block.target if slots[block.src] else block.other
+                continue
+            else:  # _MATCH
+                value = slots[block.src]
+                for matcher, target in block.clauses:
+                    if matcher is None or matcher(value, slots):
+                        block = target
+                        break
+                else:
+                    raise EvaluationError(f"no clause matches the value {_value_text(value)} in "
+                                          f"{_text(block.node, 300)}")
+                continue
+            # a RETURN (or a foreign tail call) produced `value`
+            if not stack:
+                return value
+            slots, caller = pop()
+            slots[caller.dst] = value
+            block = caller.target
+    except RelayishError as exc:
+        _add_trace(exc, block, stack)
+        raise
+    except Exception as exc:  # noqa: BLE001 - a fault in a terminator of an ill-typed program
+        error = EvaluationError(f"{type(exc).__name__}: {exc} in {_text(block.node)}")
+        _add_trace(error, block, stack)
+        raise error from exc
+
+
+def _add_trace(exc, block, stack):
+    """Note the IR call stack (innermost first) on an error, once."""
+    if getattr(exc, "_relayish_traced", False):
+        return
+    exc._relayish_traced = True
+    names = [block.code.name] + [caller.code.name for _, caller in reversed(stack[-8:])]
+    more = f" ... ({len(stack) - 8} more)" if len(stack) > 8 else ""
+    exc.add_note("IR call stack (innermost first): " + " <- ".join(names) + more)
+
+
+def _call_foreign(fn, args, node):
+    """Call a function value that is not interpreter code: constructors, ops, other backends."""
+    if not callable(fn):
+        raise EvaluationError(f"cannot call a value of type {_value_type_text(fn)} in {_text(node)}")
+    try:
+        return fn(*args)
+    except RelayishError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a Python callable passed in by the user
+        raise EvaluationError(f"{type(exc).__name__} in the function called by {_text(node)}: "
+                              f"{exc}") from exc
+
+
+def _arity_error(code, n, node):
+    return EvaluationError(f"{code.name} takes {code.nparams} argument(s) "
+                           f"({', '.join(code.param_names)}), got {n} in {_text(node)}")
+
+
+def _fix_scalar(r):
+    """numpy turns 0-d results into numpy scalars; the runtime wants 0-d arrays."""
+    return np.asarray(r) if isinstance(r, np.generic) else r
+
+
+# ---- steps -----------------------------------------------------------------------------------
+
+def _op_failure(node, exc):
+    if isinstance(exc, EvaluationError):
+        return exc
+    return EvaluationError(f"operator '{node.op.name}' failed in {_text(node)}: "
+                           f"{type(exc).__name__}: {exc}")
+
+
+def _op_step(node, dst, srcs):
+    op = node.op
+    impl = op.impl
+    if impl is None:
+        def missing(s):
+            raise EvaluationError(f"operator '{op.name}' has no implementation, in {_text(node)}")
+        return missing
+    attrs = node.attrs
+    xp = np
+    if not attrs and len(srcs) == 2:
+        a, b = srcs
+
+        def step(s):
+            try:
+                r = impl(xp, s[a], s[b])
+            except Exception as exc:  # noqa: BLE001 - reported with the call's text
+                raise _op_failure(node, exc) from exc
+            s[dst] = r if r.__class__ is _ndarray else _fix_scalar(r)
+    elif not attrs and len(srcs) == 1:
+        a, = srcs
+
+        def step(s):
+            try:
+                r = impl(xp, s[a])
+            except Exception as exc:  # noqa: BLE001
+                raise _op_failure(node, exc) from exc
+            s[dst] = r if r.__class__ is _ndarray else _fix_scalar(r)
+    elif len(srcs) == 1:
+        a, = srcs
+
+        def step(s):
+            try:
+                r = impl(xp, s[a], **attrs)
+            except Exception as exc:  # noqa: BLE001
+                raise _op_failure(node, exc) from exc
+            s[dst] = r if r.__class__ is _ndarray else _fix_scalar(r)
+    else:
+        def step(s):
+            try:
+                r = impl(xp, *[s[i] for i in srcs], **attrs)
+            except Exception as exc:  # noqa: BLE001
+                raise _op_failure(node, exc) from exc
+            s[dst] = r if r.__class__ is _ndarray else _fix_scalar(r)
+    return step
+
+
+def _guard(node, what):
+    """An EvaluationError for a fault of a non-op step (only ill-typed programs get here)."""
+    def fail(exc):
+        return EvaluationError(f"{what} failed in {_text(node)}: {type(exc).__name__}: {exc}")
+    return fail
+
+
+def _tuple_step(node, dst, srcs):
+    if len(srcs) == 2:
+        a, b = srcs
+
+        def step(s):
+            s[dst] = (s[a], s[b])
+    else:
+        def step(s):
+            s[dst] = tuple([s[i] for i in srcs])
+    return step
+
+
+def _getitem_step(node, dst, src, index):
+    fail = _guard(node, "tuple projection")
+
+    def step(s):
+        try:
+            s[dst] = s[src][index]
+        except Exception as exc:  # noqa: BLE001
+            raise fail(exc) from exc
+    return step
+
+
+def _move_step(dst, src):
+    def step(s):
+        s[dst] = s[src]
+    return step
+
+
+def _ref_create_step(dst, src):
+    def step(s):
+        s[dst] = RefValue(s[src])
+    return step
+
+
+def _ref_read_step(node, dst, src):
+    fail = _guard(node, "reading a reference")
+
+    def step(s):
+        try:
+            s[dst] = s[src].value
+        except Exception as exc:  # noqa: BLE001
+            raise fail(exc) from exc
+    return step
+
+
+def _ref_write_step(node, dst, ref, src):
+    fail = _guard(node, "writing a reference")
+
+    def step(s):
+        r = s[ref]
+        if r.__class__ is not RefValue:
+            raise fail(TypeError(f"{_value_type_text(r)} is not a reference"))
+        r.value = s[src]
+        s[dst] = ()
+    return step
+
+
+def _constructor_step(ctor, dst, srcs):
+    def step(s):
+        s[dst] = ConstructorValue(ctor, [s[i] for i in srcs])
+    return step
+
+
+def _closure_step(code, dst, srcs):
+    if dst in srcs:
+        # letrec: `let %f = fn(..) { .. %f(..) .. }` captures itself, so the closure must be in
+        # its slot before its environment is read.
+        def step(s):
+            c = InterpreterClosure(code, ())
+            s[dst] = c
+            c.env = tuple([s[i] for i in srcs])
+    elif len(srcs) == 1:
+        a, = srcs
+
+        def step(s):
+            s[dst] = InterpreterClosure(code, (s[a],))
+    else:
+        def step(s):
+            s[dst] = InterpreterClosure(code, tuple([s[i] for i in srcs]))
+    return step
+
+
+# ---- patterns --------------------------------------------------------------------------------
+
+def _same_ctor(c, ctor):
+    return c is ctor or (c.name_hint == ctor.name_hint and c.tag == ctor.tag)
+
+
+def _compile_pattern(p, bind):
+    """A matcher `m(value, slots) -> bool` that stores the pattern's variables (None: always)."""
+    if isinstance(p, PatternWildcard):
+        return None
+    if isinstance(p, PatternVar):
+        slot = bind(p.var)
+
+        def match_var(v, s):
+            s[slot] = v
+            return True
+        return match_var
+    if isinstance(p, PatternConstructor):
+        ctor = p.constructor
+        subs = [(i, _compile_pattern(sub, bind)) for i, sub in enumerate(p.patterns)]
+        subs = [(i, m) for i, m in subs if m is not None]
+        if len(p.patterns) != len(ctor.inputs):
+            raise EvaluationError(f"the pattern for {ctor.name_hint} has {len(p.patterns)} "
+                                  f"sub-pattern(s) but the constructor has {len(ctor.inputs)} "
+                                  f"field(s): {_text(p)}")
+
+        def match_ctor(v, s):
+            c = v.constructor
+            if c is not ctor and not _same_ctor(c, ctor):
+                return False
+            fields = v.fields
+            for i, m in subs:
+                if not m(fields[i], s):
+                    return False
+            return True
+        return match_ctor
+    if isinstance(p, PatternTuple):
+        subs = [(i, _compile_pattern(sub, bind)) for i, sub in enumerate(p.patterns)]
+        subs = [(i, m) for i, m in subs if m is not None]
+        n = len(p.patterns)
+
+        def match_tuple(v, s):
+            if len(v) != n:
+                return False
+            for i, m in subs:
+                if not m(v[i], s):
+                    return False
+            return True
+        return match_tuple
+    raise EvaluationError(f"unknown pattern {type(p).__name__}")
+
+
+# ---- the compiler ----------------------------------------------------------------------------
+
+class _Program:
+    """The compile context of one evaluation target: the module's globals as closures."""
+
+    def __init__(self, mod):
+        self.mod = mod
+        self.globals = {}       # name -> InterpreterClosure (its Code filled by drain())
+        self.pending = []
+
+    def global_closure(self, gv):
+        name = gv.name_hint
+        clo = self.globals.get(name)
+        if clo is None:
+            if self.mod is None or name not in self.mod:
+                where = "no module was given" if self.mod is None else "the module does not define it"
+                raise EvaluationError(f"the program refers to the global @{name}, but {where}")
+            func = self.mod[name]
+            code = Code("@" + name, func)
+            clo = InterpreterClosure(code, ())
+            self.globals[name] = clo
+            self.pending.append((code, func))
+        return clo
+
+    def compile_function(self, func, name, captures=()):
+        code = Code(name, func)
+        _FunctionCompiler(self, code, func.params, captures).compile_body(func.body)
+        return code
+
+    def drain(self):
+        while self.pending:
+            code, func = self.pending.pop()
+            _FunctionCompiler(self, code, func.params, ()).compile_body(func.body)
+
+
+class _FunctionCompiler(ExprFunctor):
+    """Compiles one function body into the blocks of `code`.
+
+    `visit(e)` emits the code computing `e` into the current block and returns the slot holding
+    its value. It does NOT memoize: a node shared by two branches must be computed on each path,
+    and an effectful node (`!r`) shared at two places must run twice.
+    """
+
+    def __init__(self, program, code, params, captures):
+        super().__init__()
+        self.program = program
+        self.code = code
+        self.env = {}                    # id(Var) -> slot
+        self.template = []               # initial frame contents
+        self.atoms = {}                  # id(Constant/GlobalVar/...) -> slot holding its value
+        self.keep = []                   # keeps nodes keyed by id alive while compiling
+        for p in params:
+            self.env[id(p)] = self.new_slot()
+        for v in captures:
+            self.env[id(v)] = self.new_slot()
+        code.nparams = len(params)
+        code.ncaptures = len(captures)
+        code.param_names = ["%" + p.name_hint for p in params]
+        code.param_types = [getattr(p, "_checked_type", None) or p.type_annotation for p in params]
+        self.block = code.entry = _Block(code)
+
+    # ---- helpers -----------------------------------------------------------------------------
+    def visit(self, expr):
+        return self.dispatch(expr)
+
+    def new_slot(self, value=None):
+        self.template.append(value)
+        return len(self.template) - 1
+
+    def atom_slot(self, node, value):
+        slot = self.atoms.get(id(node))
+        if slot is None:
+            slot = self.atoms[id(node)] = self.new_slot(value)
+            self.keep.append(node)
+        return slot
+
+    def emit(self, step):
+        self.block.steps.append(step)
+
+    def new_block(self):
+        return _Block(self.code)
+
+    def end_block(self, kind, node, **fields):
+        block = self.block
+        block.kind = kind
+        block.node = node
+        for name, value in fields.items():
+            setattr(block, name, value)
+
+    def compile_body(self, body):
+        self.compile_tail(body)
+        code = self.code
+        start = code.nparams + code.ncaptures
+        code.rest = self.template[start:]
+        code.nslots = len(self.template)
+        _seal(code.entry)
+
+    # ---- bindings ------------------------------------------------------------------------------
+    def bind(self, var, value):
+        if isinstance(value, Function):
+            slot = self.env[id(var)] = self.new_slot()     # before compiling: it may recurse
+            self.compile_closure(value, slot, "%" + var.name_hint)
+        else:
+            self.env[id(var)] = self.visit(value)
+        self.keep.append(var)
+
+    def compile_closure(self, func, dst, name="fn"):
+        captures = free_vars(func)
+        code = self.program.compile_function(func, name, captures)
+        srcs = [self.visit_Var(v) for v in captures]
+        self.emit(_closure_step(code, dst, srcs))
+
+    # ---- tail position: a loop down let-chains, else-branches and last match clauses -----------
+    def compile_tail(self, e):
+        while True:
+            if isinstance(e, Let):
+                self.bind(e.var, e.value)
+                e = e.body
+            elif isinstance(e, If):
+                cond = self.visit(e.cond)
+                then_b, else_b = self.new_block(), self.new_block()
+                self.end_block(_BRANCH, e, src=cond, target=then_b, other=else_b)
+                self.block = then_b
+                self.compile_tail(e.true_branch)
+                self.block = else_b
+                e = e.false_branch
+            elif isinstance(e, Match) and e.clauses:
+                heads = self.compile_match_head(e)
+                for clause, (block, bindings) in list(zip(e.clauses, heads))[:-1]:
+                    self.block = block
+                    self.env.update(bindings)
+                    self.compile_tail(clause.rhs)
+                self.block, bindings = heads[-1]
+                self.env.update(bindings)
+                e = e.clauses[-1].rhs
+            elif isinstance(e, Call) and not isinstance(e.op, (Op, Constructor)):
+                fn = self.visit(e.op)
+                args = tuple(self.visit(a) for a in e.args)
+                self.end_block(_TAILCALL, e, src=fn, args=args)
+                return
+            else:
+                self.end_block(_RETURN, e, src=self.visit(e))
+                return
+
+    def compile_match_head(self, e):
+        """MATCH on the data; returns one (block, bindings) per clause.
+
+        The same Var may be bound by the patterns of two clauses; each clause body is compiled
+        with its own pattern's slots (`self.env.update(bindings)` before it).
+        """
+        data = self.visit(e.data)
+        clauses, heads = [], []
+        for clause in e.clauses:
+            bindings = {}
+
+            def bind(var, bindings=bindings):
+                slot = bindings[id(var)] = self.new_slot()
+                self.keep.append(var)
+                return slot
+            matcher = _compile_pattern(clause.lhs, bind)
+            block = self.new_block()
+            clauses.append((matcher, block))
+            heads.append((block, bindings))
+        self.end_block(_MATCH, e, src=data, clauses=tuple(clauses))
+        return heads
+
+    # ---- value position ------------------------------------------------------------------------
+    def visit_Var(self, e):
+        slot = self.env.get(id(e))
+        if slot is None:
+            raise EvaluationError(f"free variable %{e.name_hint} in {self.code.name}: "
+                                  "evaluate needs a closed program")
+        return slot
+
+    def visit_GlobalVar(self, e):
+        return self.atom_slot(e, self.program.global_closure(e))
+
+    def visit_Constant(self, e):
+        return self.atom_slot(e, e.data)
+
+    def visit_Op(self, e):
+        return self.atom_slot(e, _OpClosure(e))
+
+    def visit_Constructor(self, e):
+        return self.atom_slot(e, _ConstructorClosure(e))
+
+    def visit_Tuple(self, e):
+        srcs = [self.visit(f) for f in e.fields]
+        if not srcs:
+            return self.atom_slot(e, ())
+        dst = self.new_slot()
+        self.emit(_tuple_step(e, dst, srcs))
+        return dst
+
+    def visit_TupleGetItem(self, e):
+        src = self.visit(e.tuple_value)
+        dst = self.new_slot()
+        self.emit(_getitem_step(e, dst, src, e.index))
+        return dst
+
+    def visit_Function(self, e):
+        dst = self.new_slot()
+        self.compile_closure(e, dst)
+        return dst
+
+    def visit_Call(self, e):
+        op = e.op
+        if isinstance(op, Op):
+            srcs = [self.visit(a) for a in e.args]
+            dst = self.new_slot()
+            self.emit(_op_step(e, dst, srcs))
+            return dst
+        if isinstance(op, Constructor):
+            if len(e.args) != len(op.inputs):
+                raise EvaluationError(f"constructor {op.name_hint} takes {len(op.inputs)} field(s), "
+                                      f"got {len(e.args)} in {_text(e)}")
+            srcs = [self.visit(a) for a in e.args]
+            dst = self.new_slot()
+            self.emit(_constructor_step(op, dst, srcs))
+            return dst
+        fn = self.visit(op)
+        args = tuple(self.visit(a) for a in e.args)
+        dst = self.new_slot()
+        after = self.new_block()
+        self.end_block(_CALL, e, src=fn, args=args, dst=dst, target=after)
+        self.block = after
+        return dst
+
+    def visit_Let(self, e):
+        while isinstance(e, Let):
+            self.bind(e.var, e.value)
+            e = e.body
+        return self.visit(e)
+
+    def visit_If(self, e):
+        cond = self.visit(e.cond)
+        dst = self.new_slot()
+        then_b, else_b, join = self.new_block(), self.new_block(), self.new_block()
+        self.end_block(_BRANCH, e, src=cond, target=then_b, other=else_b)
+        for block, branch in ((then_b, e.true_branch), (else_b, e.false_branch)):
+            self.block = block
+            self.emit(_move_step(dst, self.visit(branch)))
+            self.end_block(_JUMP, e, target=join)
+        self.block = join
+        return dst
+
+    def visit_Match(self, e):
+        dst = self.new_slot()
+        join = self.new_block()
+        heads = self.compile_match_head(e)
+        for clause, (block, bindings) in zip(e.clauses, heads):
+            self.block = block
+            self.env.update(bindings)
+            self.emit(_move_step(dst, self.visit(clause.rhs)))
+            self.end_block(_JUMP, e, target=join)
+        self.block = join
+        return dst
+
+    def visit_RefCreate(self, e):
+        src = self.visit(e.value)
+        dst = self.new_slot()
+        self.emit(_ref_create_step(dst, src))
+        return dst
+
+    def visit_RefRead(self, e):
+        src = self.visit(e.ref)
+        dst = self.new_slot()
+        self.emit(_ref_read_step(e, dst, src))
+        return dst
+
+    def visit_RefWrite(self, e):
+        ref = self.visit(e.ref)
+        src = self.visit(e.value)
+        dst = self.new_slot()
+        self.emit(_ref_write_step(e, dst, ref, src))
+        return dst
+
+    def visit_default(self, node):
+        raise EvaluationError(f"the interpreter cannot evaluate a {type(node).__name__} node")
+
+
+def _seal(entry):
+    """Turn every reachable block's step list into a tuple (faster to iterate)."""
+    seen, work = set(), [entry]
+    while work:
+        b = work.pop()
+        if b is None or id(b) in seen:
+            continue
+        seen.add(id(b))
+        b.steps = tuple(b.steps)
+        work.append(b.target)
+        work.append(b.other)
+        work.extend(block for _, block in b.clauses)
+
+
+# ---- compile cache ---------------------------------------------------------------------------
+
+_FUNCTION_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # Function -> Code
+_EXPR_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_MODULE_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()    # Module -> state
+
+
+def _typed(target, mod=None):
+    """Run type inference when it is available; its errors are the user's errors.
+
+    While the type checker cannot handle a program (not implemented yet, or an internal fault),
+    the interpreter falls back to the parameters' annotations.
+    """
+    try:
+        from relayish.ir.typecheck import infer_type
+        out = infer_type(target) if mod is None else infer_type(target, mod)
+    except TypeCheckError:
+        raise
+    except RelayishError as exc:
+        if "not implemented" in str(exc):
+            return target
+        raise
+    except Exception:  # noqa: BLE001 - a fault inside a half-finished type checker
+        return target
+    return out if isinstance(out, type(target)) else target
+
+
+def _compile_module(mod):
+    """(program, main code) for a Module, recompiled when its functions change."""
+    snapshot = tuple((gv.name_hint, f) for gv, f in mod.functions.items())
+    state = _MODULE_CACHE.get(mod)
+    if state is not None and len(state[0]) == len(snapshot) and all(
+            a[0] == b[0] and a[1] is b[1] for a, b in zip(state[0], snapshot)):
+        return state[1]
+    checked = _typed(mod)
+    program = _Program(checked if isinstance(checked, Module) else mod)
+    run_deep(_compile_program, program)
+    _MODULE_CACHE[mod] = (snapshot, program)
+    return program
+
+
+def _compile_program(program):
+    program.global_closure(program.mod.get_global_var("main"))
+    program.drain()
+
+
+def _compile_closed(func, mod=None):
+    """The Code of a closed Function (globals resolved in `mod`), cached per Function."""
+    if mod is None:
+        code = _FUNCTION_CACHE.get(func)
+        if code is not None:
+            return code
+    checked = _typed(func, mod)
+    program = _Program(mod)
+
+    def build():
+        code = program.compile_function(checked, "fn")
+        program.drain()
+        return code
+    code = run_deep(build)
+    if mod is None:
+        _FUNCTION_CACHE[func] = code
+    return code
+
+
+# ---- entry point -----------------------------------------------------------------------------
+
+def evaluate(f_or_mod, *args, mod=None):
+    """Run a program on the numpy interpreter and return its value.
+
+    - a Module: runs @main on `args`;
+    - a Function: calls it on `args` (globals it names are looked up in `mod=`);
+    - any other closed expression: its value (if that is a function and args are given, it is
+      called on them).
+
+    >>> x = rl.var("x", shape=(2,), dtype="float64")
+    >>> rl.evaluate(rl.Function([x], x * x), [1.0, 2.0])
+    array([1., 4.])
+    """
+    if isinstance(f_or_mod, Module):
+        program = _compile_module(f_or_mod)
+        clo = program.global_closure(program.mod.get_global_var("main"))
+        return clo(*args)
+    if isinstance(f_or_mod, Function):
+        return InterpreterClosure(_compile_closed(f_or_mod, mod), ())(*args)
+    if isinstance(f_or_mod, Expr):
+        code = _EXPR_CACHE.get(f_or_mod) if mod is None else None
+        if code is None:
+            wrapper = Function([], f_or_mod)
+            code = _compile_closed(wrapper, mod)
+            if mod is None:
+                _EXPR_CACHE[f_or_mod] = code
+        value = _execute(code, list(code.rest))
+        if args:
+            if not callable(value):
+                raise EvaluationError(f"evaluate was given {len(args)} argument(s) but the "
+                                      f"expression evaluates to {_value_type_text(value)}, "
+                                      "not a function")
+            return value(*args)
+        return value
+    raise RelayishError(f"evaluate takes a Function, Module or expression, "
+                        f"got {type(f_or_mod).__name__}")
+
+
+# ---- arguments: checked against the parameter types and converted ----------------------------
+
+def _convert_args(code, args):
+    if len(args) != code.nparams:
+        raise EvaluationError(f"{code.name} takes {code.nparams} argument(s) "
+                              f"({', '.join(code.param_names)}), got {len(args)}")
+    return [_to_value(a, t, code, name)
+            for a, t, name in zip(args, code.param_types, code.param_names)]
+
+
+def _path_text(path):
+    parts = []
+    while path is not None:
+        path, label = path
+        parts.append(label)
+    return " of ".join(parts)
+
+
+def _to_value(value, ty, code, param):
+    """Check `value` against `ty` and convert Python scalars/lists; iterative (long ADT lists)."""
+    root = [None]
+    work = [(value, ty, root, 0, None)]
+    tuples = []        # lists standing for tuples, made tuples once their fields are done
+    refs = []          # (RefValue, holder): write converted contents back
+
+    def fail(expected, got, path, why=""):
+        where = f"{_path_text(path)} of " if path is not None else ""
+        raise EvaluationError(f"bad argument for parameter {param} of {code.name}: {where}"
+                              f"expected {_type_text(expected)}, got {got}{why}")
+
+    while work:
+        v, t, box, i, path = work.pop()
+        if isinstance(t, TensorType):
+            box[i] = _to_tensor(v, t, path, fail)
+        elif t is None or isinstance(t, TypeVar):
+            box[i] = _default_value(v, work, box, i, path, tuples)
+        elif isinstance(t, TupleType):
+            if not isinstance(v, (tuple, list)) or len(v) != len(t.fields):
+                fail(t, _value_type_text(v), path)
+            items = list(v)
+            box[i] = items
+            tuples.append((box, i))
+            for k in range(len(items) - 1, -1, -1):
+                work.append((items[k], t.fields[k], items, k, (path, f"field {k}")))
+        elif isinstance(t, TypeCall):
+            if not isinstance(v, ConstructorValue):
+                fail(t, _value_type_text(v), path)
+            ctor = v.constructor
+            if ctor.belong_to is None or ctor.belong_to.name != t.func.name:
+                fail(t, f"a value of constructor {ctor.name_hint}", path)
+            if len(v.fields) != len(ctor.inputs):
+                fail(t, f"{ctor.name_hint} with {len(v.fields)} field(s)", path,
+                     f" (it takes {len(ctor.inputs)})")
+            data = ctor.type_data
+            subst = dict(zip(data.type_vars, t.args)) if data is not None else {}
+            new = ConstructorValue(ctor, list(v.fields))
+            box[i] = new
+            for k in range(len(new.fields) - 1, -1, -1):
+                work.append((new.fields[k], substitute(ctor.inputs[k], subst), new.fields, k,
+                             (path, f"field {k} of {ctor.name_hint}")))
+        elif isinstance(t, RefType):
+            if not isinstance(v, RefValue):
+                fail(t, _value_type_text(v), path)
+            box[i] = v
+            holder = [None]
+            refs.append((v, holder))
+            work.append((v.value, t.value, holder, 0, (path, "the contents")))
+        elif isinstance(t, FuncType):
+            if not callable(v):
+                fail(t, _value_type_text(v), path)
+            if isinstance(v, InterpreterClosure) and v.code.nparams != len(t.arg_types):
+                fail(t, f"a function of {v.code.nparams} parameter(s)", path)
+            box[i] = v
+        else:
+            box[i] = v
+    for box, i in reversed(tuples):
+        box[i] = tuple(box[i])
+    for ref, holder in refs:
+        ref.value = holder[0]
+    return root[0]
+
+
+def _to_tensor(v, t, path, fail):
+    if isinstance(v, _ndarray):
+        arr = v
+    elif isinstance(v, np.generic):
+        arr = np.asarray(v)
+    elif isinstance(v, (bool, int, float, list, tuple)):
+        arr = np.asarray(v)
+        kind = arr.dtype.kind
+        if kind not in "biuf":
+            fail(t, f"{type(v).__name__} {_short(v)}", path)
+        if kind == "f" and not t.is_float:
+            fail(t, f"the float value {_short(v)}", path, " (a float does not convert to "
+                 f"{t.dtype} exactly)")
+        if arr.shape != t.shape:
+            fail(t, f"a Python value of shape {arr.shape}", path)
+        return arr.astype(t.dtype, copy=False)
+    elif hasattr(v, "__array__"):          # jax arrays and other array-likes
+        arr = np.asarray(v)
+    else:
+        fail(t, _value_type_text(v), path)
+    if arr.dtype.name != t.dtype or arr.shape != t.shape:
+        fail(t, _value_type_text(arr), path)
+    return arr
+
+
+def _default_value(v, work, box, i, path, tuples):
+    """An argument of unknown type: Python scalars/lists become arrays as rl.const makes them."""
+    if isinstance(v, (_ndarray, ConstructorValue, RefValue, Closure)):
+        return v
+    if isinstance(v, tuple):
+        items = list(v)
+        tuples.append((box, i))
+        for k in range(len(items) - 1, -1, -1):
+            work.append((items[k], None, items, k, (path, f"field {k}")))
+        return items
+    if isinstance(v, (bool, int, float, list, np.generic)):
+        from relayish.ir.expr import _const_array
+        try:
+            return _const_array(v, None)
+        except RelayishError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - ragged lists and the like
+            raise EvaluationError(f"cannot convert {_short(v)} to a tensor: {exc}") from None
+    return v
+
+
+# ---- texts for error messages ----------------------------------------------------------------
+
+def _text(node, limit=200):
+    """The program text of a node for an error message (shortened)."""
+    try:
+        from relayish.ir.text.printer import astext
+        text = " ".join(astext(node).split())
+    except Exception:  # noqa: BLE001 - error messages must not fail while the printer cannot
+        text = _fallback_text(node)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _fallback_text(node):
+    if isinstance(node, Call):
+        op = node.op
+        name = (op.name if isinstance(op, Op) else getattr(op, "name_hint", None)
+                or type(op).__name__)
+        return f"{name}(...)"
+    if isinstance(node, Var):
+        return "%" + node.name_hint
+    return f"<{type(node).__name__}>"
+
+
+def _type_text(t):
+    try:
+        return str(t)
+    except Exception:  # noqa: BLE001
+        return repr(t)
+
+
+def _short(v, limit=60):
+    text = repr(v)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _value_type_text(v):
+    """A short description of a runtime value's type."""
+    if isinstance(v, _ndarray):
+        return f"Tensor[{v.shape}, {v.dtype.name}]"
+    if isinstance(v, np.generic):
+        return f"numpy scalar {v.dtype.name}"
+    if isinstance(v, tuple):
+        return f"a tuple of {len(v)} field(s)"
+    if isinstance(v, ConstructorValue):
+        return f"a value of constructor {v.constructor.name_hint}"
+    if isinstance(v, RefValue):
+        return "a reference"
+    if isinstance(v, Closure):
+        return "a function"
+    return f"{type(v).__name__} {_short(v)}"
+
+
+def _value_text(v, limit=200):
+    return _short(v, limit)

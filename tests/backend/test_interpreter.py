@@ -1,0 +1,510 @@
+"""The numpy reference interpreter: every construct, closures, recursion depth, argument checks."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import relayish as rl
+from relayish.backend import interpreter as interp
+from relayish.ir.visitor import build_let_chain
+
+
+def f64(name, shape=()):
+    return rl.var(name, shape=shape, dtype="float64")
+
+
+def i32(name):
+    return rl.var(name, dtype="int32")
+
+
+def c64(value):
+    return rl.const(value, "float64")
+
+
+def is_array(v):
+    return isinstance(v, np.ndarray)
+
+
+# ---- basic constructs ------------------------------------------------------------------------
+
+def test_op_calls_match_numpy():
+    x, y = f64("x", (3,)), f64("y", (3,))
+    f = rl.Function([x, y], rl.tanh(x * y) + rl.exp(x) / (y - c64(7.0)))
+    a, b = np.array([0.5, -1.0, 2.0]), np.array([1.5, 2.0, -0.25])
+    out = rl.evaluate(f, a, b)
+    np.testing.assert_allclose(out, np.tanh(a * b) + np.exp(a) / (b - 7.0))
+    assert out.dtype == np.float64
+
+
+def test_scalar_results_are_0d_arrays_never_numpy_scalars():
+    x = f64("x")
+    out = rl.evaluate(rl.Function([x], rl.sum(rl.exp(x))), 1.0)
+    assert type(out) is np.ndarray and out.shape == () and out == np.exp(1.0)
+    assert type(rl.evaluate(c64(3.0))) is np.ndarray
+
+
+def test_constant_tuple_and_projection():
+    x = f64("x")
+    t = rl.Tuple([x, c64(2.0), rl.Tuple([x * x])])
+    f = rl.Function([x], rl.Tuple([t[1], t[2][0], t]))
+    out = rl.evaluate(f, 3.0)
+    assert out[0] == 2.0 and out[1] == 9.0
+    assert isinstance(out[2], tuple) and len(out[2]) == 3 and out[2][2][0] == 9.0
+    assert rl.evaluate(rl.Tuple([])) == ()
+
+
+def test_let_and_let_alias():
+    x = f64("x")
+    a, b, c = rl.Var("a"), rl.Var("b"), rl.Var("c")
+    body = rl.Let(a, x + c64(1.0), rl.Let(b, a, rl.Let(c, b * a, c)))
+    assert rl.evaluate(rl.Function([x], body), 2.0) == 9.0
+
+
+def test_if_in_tail_and_value_positions():
+    x = f64("x")
+    tail = rl.Function([x], rl.If(x > c64(0.0), x, -x))
+    assert rl.evaluate(tail, 2.0) == 2.0 and rl.evaluate(tail, -3.0) == 3.0
+    y = rl.Var("y")
+    value = rl.Function([x], rl.Let(y, rl.If(x > c64(0.0), x * c64(10.0), c64(-1.0)), y + c64(1.0)))
+    assert rl.evaluate(value, 2.0) == 21.0 and rl.evaluate(value, -2.0) == 0.0
+
+
+def test_else_if_chain():
+    x = f64("x")
+    body = c64(-1.0)
+    for k in range(50):
+        body = rl.If(rl.equal(x, c64(float(k))), c64(float(k * k)), body)
+    f = rl.Function([x], body)
+    assert rl.evaluate(f, 7.0) == 49.0 and rl.evaluate(f, 70.0) == -1.0
+
+
+def test_non_function_expression_evaluates_to_a_value():
+    assert rl.evaluate(c64(2.0) * c64(4.0)) == 8.0
+
+
+# ---- closures ----------------------------------------------------------------------------------
+
+def test_closure_captures_environment():
+    x, y = f64("x"), f64("y")
+    g = rl.Var("g")
+    f = rl.Function([x], rl.Let(g, rl.Function([y], x * y), g(c64(3.0)) + g(c64(4.0))))
+    assert rl.evaluate(f, 2.0) == 14.0
+
+
+def test_closure_returned_to_python_is_callable():
+    x, y = f64("x"), f64("y")
+    adder = rl.Function([x], rl.Function([y], x + y))
+    add5 = rl.evaluate(adder, 5.0)
+    assert isinstance(add5, rl.Closure)
+    assert add5(2.0) == 7.0 and add5(np.float64(-5.0)) == 0.0
+    assert add5.func is not None
+    with pytest.raises(rl.EvaluationError, match="%y"):
+        add5(np.ones(2))
+    with pytest.raises(rl.EvaluationError, match="1 argument"):
+        add5(1.0, 2.0)
+
+
+def test_higher_order_compose():
+    x, y = f64("x"), f64("y")
+    fa = rl.var("fa", type=rl.FuncType([rl.TensorType((), "float64")], rl.TensorType((), "float64")))
+    fb = rl.var("fb", type=fa.type_annotation)
+    compose = rl.Function([fa, fb], rl.Function([x], fa(fb(x))))
+    double = rl.Function([y], y * c64(2.0))
+    z = f64("z")
+    inc = rl.Function([z], z + c64(1.0))
+    w = f64("w")
+    main = rl.Function([w], compose(double, inc)(w))
+    assert rl.evaluate(main, 3.0) == 8.0
+
+
+def test_closure_passed_in_from_python_and_python_callables():
+    x = f64("x")
+    t = rl.TensorType((), "float64")
+    g = rl.var("g", type=rl.FuncType([t], t))
+    apply_twice = rl.Function([g, x], g(g(x)))
+    y = f64("y")
+    square = rl.evaluate(rl.Function([f64("u")], rl.Function([y], y * y)), 0.0)
+    assert rl.evaluate(apply_twice, square, 3.0) == 81.0
+    assert rl.evaluate(apply_twice, lambda v: v + 1.0, 3.0) == 5.0
+    with pytest.raises(rl.EvaluationError, match="%g"):
+        rl.evaluate(apply_twice, 2.0, 3.0)
+
+
+def test_local_recursive_closure_letrec():
+    n, acc = i32("n"), i32("acc")
+    loop = rl.Var("loop")
+    body = rl.If(rl.equal(n, rl.const(0)), acc, loop(n - rl.const(1), acc + n))
+    m = i32("m")
+    f = rl.Function([m], rl.Let(loop, rl.Function([n, acc], body), loop(m, rl.const(0))))
+    assert rl.evaluate(f, 100) == 5050
+
+
+# ---- globals and recursion -------------------------------------------------------------------
+
+def sum_to_module():
+    mod = rl.Module()
+    s = rl.GlobalVar("sum_to")
+    n = i32("n")
+    mod[s] = rl.Function([n], rl.If(rl.equal(n, rl.const(0)), rl.const(0),
+                                    n + s(n - rl.const(1))))
+    m = i32("m")
+    mod["main"] = rl.Function([m], s(m))
+    return mod
+
+
+def test_recursion_20000_deep_non_tail():
+    out = rl.evaluate(sum_to_module(), 20000)
+    assert out == 20000 * 20001 // 2 and out.dtype == np.int32
+
+
+def test_tail_recursion_runs_in_constant_stack():
+    mod = rl.Module()
+    loop = rl.GlobalVar("loop")
+    n, acc = i32("n"), rl.var("acc", dtype="int64")
+    mod[loop] = rl.Function([n, acc], rl.If(rl.equal(n, rl.const(0)), acc,
+                                            loop(n - rl.const(1), acc + rl.cast(n, "int64"))))
+    m = i32("m")
+    mod["main"] = rl.Function([m], loop(m, rl.const(0, "int64")))
+    assert rl.evaluate(mod, 100000) == 100000 * 100001 // 2
+
+
+def test_mutual_recursion():
+    mod = rl.Module()
+    even, odd = rl.GlobalVar("even"), rl.GlobalVar("odd")
+    n, k = i32("n"), i32("k")
+    mod[even] = rl.Function([n], rl.If(rl.equal(n, rl.const(0)), rl.const(True),
+                                       odd(n - rl.const(1))))
+    mod[odd] = rl.Function([k], rl.If(rl.equal(k, rl.const(0)), rl.const(False),
+                                      even(k - rl.const(1))))
+    m = i32("m")
+    mod["main"] = rl.Function([m], rl.Tuple([even(m), odd(m)]))
+    assert rl.evaluate(mod, 7) == (False, True)
+    assert rl.evaluate(mod, 10000) == (True, False)
+
+
+def test_global_used_as_a_value():
+    mod = rl.Module()
+    sq = rl.GlobalVar("sq")
+    x = f64("x")
+    mod[sq] = rl.Function([x], x * x)
+    t = rl.TensorType((), "float64")
+    g, y = rl.var("g", type=rl.FuncType([t], t)), f64("y")
+    app = rl.GlobalVar("app")
+    mod[app] = rl.Function([g, y], g(y))
+    z = f64("z")
+    mod["main"] = rl.Function([z], app(sq, z))
+    assert rl.evaluate(mod, 3.0) == 9.0
+
+
+def test_missing_global_is_an_error():
+    x = f64("x")
+    f = rl.Function([x], rl.GlobalVar("nowhere")(x))
+    with pytest.raises(rl.RelayishError, match="nowhere"):
+        rl.evaluate(f, 1.0)
+
+
+# ---- ADTs and match ---------------------------------------------------------------------------
+
+def test_prelude_list_functions():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    t = rl.TensorType((), "float64")
+    lst = rl.var("l", type=rl.TypeCall(p.List, [t]))
+    x, acc, h = f64("x"), f64("acc"), f64("h")
+    mod["main"] = rl.Function([lst], rl.Tuple([
+        p.length(lst),
+        p.map(rl.Function([x], x * c64(2.0)), lst),
+        p.foldl(rl.Function([acc, h], acc + h), c64(0.0), lst),
+    ]))
+    n, doubled, total = rl.evaluate(mod, rl.list_value(mod, [1.0, 2.0, 3.5]))
+    assert n == 3
+    assert [float(v) for v in rl.from_list_value(doubled)] == [2.0, 4.0, 7.0]
+    assert total == 6.5 and total.dtype == np.float64
+
+
+def test_match_constructor_tuple_var_and_wildcard_patterns():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    t = rl.TensorType((), "float64")
+    opt = rl.var("o", type=rl.TupleType([rl.TypeCall(p.Option, [t]), t]))
+    v, w = rl.Var("v"), rl.Var("w")
+    body = rl.Match(opt, [
+        rl.Clause(rl.PatternTuple([rl.PatternConstructor(p.Some, [rl.PatternVar(v)]),
+                                   rl.PatternVar(w)]), v + w),
+        rl.Clause(rl.PatternTuple([rl.PatternWildcard(), rl.PatternVar(w)]), -w),
+    ])
+    mod["main"] = rl.Function([opt], body)
+    some = rl.ConstructorValue(p.Some, [np.array(2.0)])
+    nothing = rl.ConstructorValue(p.Nothing, [])
+    assert rl.evaluate(mod, (some, 3.0)) == 5.0
+    assert rl.evaluate(mod, (nothing, 3.0)) == -3.0
+
+
+def test_nested_constructor_patterns_and_match_in_value_position():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    t = rl.TensorType((), "float64")
+    lst = rl.var("l", type=rl.TypeCall(p.List, [t]))
+    a, b, r = rl.Var("a"), rl.Var("b"), rl.Var("r")
+    second = rl.Match(lst, [
+        rl.Clause(rl.PatternConstructor(p.Cons, [rl.PatternWildcard(), rl.PatternConstructor(
+            p.Cons, [rl.PatternVar(a), rl.PatternWildcard()])]), a),
+        rl.Clause(rl.PatternConstructor(p.Cons, [rl.PatternVar(b), rl.PatternWildcard()]), b),
+        rl.Clause(rl.PatternWildcard(), c64(0.0)),
+    ])
+    mod["main"] = rl.Function([lst], rl.Let(r, second, r * c64(10.0)))
+    assert rl.evaluate(mod, rl.list_value(mod, [1.0, 2.0, 3.0])) == 20.0
+    assert rl.evaluate(mod, rl.list_value(mod, [4.0])) == 40.0
+    assert rl.evaluate(mod, rl.list_value(mod, [])) == 0.0
+
+
+def test_constructors_build_values():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    x = f64("x")
+    mod["main"] = rl.Function([x], p.Cons(x, p.Cons(x * x, p.Nil())))
+    out = rl.evaluate(mod, 3.0)
+    assert isinstance(out, rl.ConstructorValue) and out.constructor is p.Cons
+    assert [float(v) for v in rl.from_list_value(out)] == [3.0, 9.0]
+
+
+def test_match_without_matching_clause_is_an_evaluation_error():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    t = rl.TensorType((), "float64")
+    o = rl.var("o", type=rl.TypeCall(p.Option, [t]))
+    v = rl.Var("v")
+    mod["main"] = rl.Function([o], rl.Match(
+        o, [rl.Clause(rl.PatternConstructor(p.Some, [rl.PatternVar(v)]), v)], complete=False))
+    assert rl.evaluate(mod, rl.ConstructorValue(p.Some, [np.array(1.5)])) == 1.5
+    with pytest.raises(rl.EvaluationError, match="no clause matches the value Nothing") as info:
+        rl.evaluate(mod, rl.ConstructorValue(p.Nothing, []))
+    assert "@main" in "".join(getattr(info.value, "__notes__", []))
+
+
+def test_long_list_argument_is_converted_without_recursion():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    t = rl.TensorType((), "float64")
+    lst = rl.var("l", type=rl.TypeCall(p.List, [t]))
+    acc, h = f64("acc"), f64("h")
+    mod["main"] = rl.Function([lst], p.foldl(rl.Function([acc, h], acc + h), c64(0.0), lst))
+    assert rl.evaluate(mod, rl.list_value(mod, [1.0] * 30000)) == 30000.0
+
+
+# ---- references -------------------------------------------------------------------------------
+
+def test_ref_counter_loop():
+    mod = rl.Module()
+    count = rl.GlobalVar("count")
+    r = rl.var("r", type=rl.RefType(rl.TensorType((), "int32")))
+    n = i32("n")
+    u = rl.Var("u")
+    mod[count] = rl.Function([r, n], rl.If(
+        rl.equal(n, rl.const(0)), rl.RefRead(r),
+        rl.Let(u, rl.RefWrite(r, rl.RefRead(r) + n), count(r, n - rl.const(1)))))
+    m, cell = i32("m"), rl.Var("cell")
+    mod["main"] = rl.Function([m], rl.Let(cell, rl.RefCreate(rl.const(0)), count(cell, m)))
+    assert rl.evaluate(mod, 1000) == 500500
+
+
+def test_ref_write_returns_unit_and_refs_alias():
+    x = f64("x")
+    r, u = rl.Var("r"), rl.Var("u")
+    f = rl.Function([x], rl.Let(r, rl.RefCreate(x), rl.Let(
+        u, rl.RefWrite(r, x * c64(3.0)), rl.Tuple([u, rl.RefRead(r), r]))))
+    unit, value, ref = rl.evaluate(f, 2.0)
+    assert unit == () and value == 6.0
+    assert isinstance(ref, rl.RefValue) and ref.value == 6.0
+
+
+def test_ref_of_closures_chains_backpropagator_style():
+    # bp := fn() { acc := !acc + k; old() }, three times, then (!bp)(): the AD pattern
+    x = f64("x")
+    unit_fn = rl.FuncType([], rl.TupleType([]))
+    bp, acc = rl.Var("bp"), rl.Var("acc")
+    steps = [(bp, rl.RefCreate(rl.Function([], rl.Tuple([])))), (acc, rl.RefCreate(c64(0.0)))]
+    for k in (1.0, 10.0, 100.0):
+        old, u = rl.Var("old"), rl.Var("u")
+        w = rl.Var("w")
+        closure = rl.Function([], rl.Let(w, rl.RefWrite(acc, rl.RefRead(acc) + x * c64(k)), old()))
+        steps += [(old, rl.RefRead(bp)), (u, rl.RefWrite(bp, closure))]
+    done = rl.Var("done")
+    steps.append((done, rl.Call(rl.RefRead(bp), [])))
+    f = rl.Function([x], build_let_chain(steps, rl.RefRead(acc)))
+    assert rl.evaluate(f, 2.0) == 222.0
+    assert unit_fn.arg_types == ()
+
+
+def test_ref_argument_from_python_is_shared():
+    r = rl.var("r", type=rl.RefType(rl.TensorType((), "float64")))
+    f = rl.Function([r], rl.RefWrite(r, rl.RefRead(r) * c64(2.0)))
+    cell = rl.RefValue(np.array(4.0))
+    assert rl.evaluate(f, cell) == ()
+    assert cell.value == 8.0
+    cell = rl.RefValue(1.5)           # Python contents are converted in place
+    rl.evaluate(f, cell)
+    assert cell.value == 3.0 and cell.value.dtype == np.float64
+
+
+# ---- argument checking ------------------------------------------------------------------------
+
+def test_wrong_shape_names_parameter_and_types():
+    x = rl.var("inputs", shape=(3,), dtype="float32")
+    f = rl.Function([x], x * x)
+    with pytest.raises(rl.EvaluationError) as info:
+        rl.evaluate(f, np.ones(4, "float32"))
+    text = str(info.value)
+    assert "%inputs" in text and "(3" in text and "(4" in text
+
+
+def test_wrong_dtype_is_an_error_but_python_values_convert():
+    x = rl.var("x", shape=(2,), dtype="float32")
+    f = rl.Function([x], x + x)
+    with pytest.raises(rl.EvaluationError, match="float64"):
+        rl.evaluate(f, np.ones(2))
+    out = rl.evaluate(f, [1, 2.5])
+    assert out.dtype == np.float32 and list(out) == [2.0, 5.0]
+    n = i32("n")
+    g = rl.Function([n], n + n)
+    assert rl.evaluate(g, 4).dtype == np.int32
+    with pytest.raises(rl.EvaluationError, match="%n"):
+        rl.evaluate(g, 1.5)
+    with pytest.raises(rl.EvaluationError, match="%n"):
+        rl.evaluate(g, "three")
+
+
+def test_wrong_arity():
+    x, y = f64("x"), f64("y")
+    f = rl.Function([x, y], x + y)
+    with pytest.raises(rl.EvaluationError, match=r"2 argument\(s\) \(%x, %y\), got 1"):
+        rl.evaluate(f, 1.0)
+    with pytest.raises(rl.EvaluationError, match="got 3"):
+        rl.evaluate(f, 1.0, 2.0, 3.0)
+
+
+def test_wrong_structure_tuple_and_adt():
+    t = rl.TensorType((), "float64")
+    pair = rl.var("pair", type=rl.TupleType([t, rl.TupleType([t, t])]))
+    f = rl.Function([pair], pair[1][0] + pair[0])
+    assert rl.evaluate(f, (1.0, (2.0, 3.0))) == 3.0
+    with pytest.raises(rl.EvaluationError, match="%pair"):
+        rl.evaluate(f, (1.0, 2.0))
+    with pytest.raises(rl.EvaluationError, match="field 1"):
+        rl.evaluate(f, (1.0, (2.0,)))
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    lst = rl.var("l", type=rl.TypeCall(p.List, [t]))
+    mod["main"] = rl.Function([lst], p.length(lst))
+    with pytest.raises(rl.EvaluationError, match="%l"):
+        rl.evaluate(mod, rl.ConstructorValue(p.Some, [np.array(1.0)]))
+    with pytest.raises(rl.EvaluationError, match="float32"):
+        rl.evaluate(mod, rl.list_value(mod, [np.float32(1.0)]))
+    assert rl.evaluate(mod, rl.list_value(mod, [1.0, 2.0])) == 2
+
+
+def test_evaluate_rejects_non_programs():
+    with pytest.raises(rl.RelayishError):
+        rl.evaluate(42)
+
+
+# ---- errors at run time -----------------------------------------------------------------------
+
+def _register_failing_op():
+    try:
+        return rl.get_op("_interp_test_fail")
+    except rl.RelayishError:
+        pass
+
+    def impl(xp, x):
+        raise FloatingPointError("boom")
+    return rl.register_op("_interp_test_fail", 1, type_rule=lambda types, attrs: types[0],
+                          impl=impl)
+
+
+def test_op_failure_is_an_evaluation_error_naming_the_call():
+    op = _register_failing_op()
+    x = f64("x")
+    f = rl.Function([x], op(x * c64(2.0)))
+    with pytest.raises(rl.EvaluationError, match="_interp_test_fail") as info:
+        rl.evaluate(f, 1.0)
+    assert "boom" in str(info.value)
+
+
+def test_calling_a_non_function_value_is_an_evaluation_error():
+    x = f64("x")
+    # bypass type inference: the interpreter must still report the fault cleanly
+    code = interp._Program(None).compile_function(rl.Function([x], rl.Call(x, [x])), "fn")
+    with pytest.raises(rl.EvaluationError, match="cannot call"):
+        interp.InterpreterClosure(code, ())(1.0)
+
+
+# ---- scale ------------------------------------------------------------------------------------
+
+def test_let_chain_of_100000():
+    x = f64("x")
+    bindings, cur = [], x
+    for i in range(100_000):
+        v = rl.Var(f"t{i}")
+        bindings.append((v, cur + c64(1.0)))
+        cur = v
+    f = rl.Function([x], build_let_chain(bindings, cur))
+    assert rl.evaluate(f, 0.5) == 100_000.5
+
+
+def test_deeply_nested_expression_without_lets():
+    x = f64("x")
+    e = x
+    for _ in range(5000):
+        e = e + c64(1.0)
+    assert rl.evaluate(rl.Function([x], e), 0.0) == 5000.0
+
+
+# ---- caching ----------------------------------------------------------------------------------
+
+def test_compiled_code_is_cached_per_function_and_module():
+    x = f64("x")
+    f = rl.Function([x], x * c64(2.0))
+    rl.evaluate(f, 1.0)
+    code = interp._FUNCTION_CACHE[f]
+    assert rl.evaluate(f, 2.0) == 4.0 and interp._FUNCTION_CACHE[f] is code
+    mod = sum_to_module()
+    rl.evaluate(mod, 3)
+    program = interp._MODULE_CACHE[mod][1]
+    rl.evaluate(mod, 4)
+    assert interp._MODULE_CACHE[mod][1] is program
+    m = i32("m")
+    mod["main"] = rl.Function([m], m * rl.const(2))   # a changed module is compiled again
+    assert rl.evaluate(mod, 4) == 8
+
+
+# ---- random elementwise programs against numpy ------------------------------------------------
+
+_UNARY = {"exp": np.exp, "sin": np.sin, "tanh": np.tanh, "negative": np.negative}
+_BINARY = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply,
+           "maximum": np.maximum}
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(sorted(_UNARY) + sorted(_BINARY)),
+                          st.integers(0, 100), st.integers(0, 100)), min_size=1, max_size=30),
+       st.lists(st.floats(-2, 2), min_size=4, max_size=4))
+def test_random_let_programs_agree_with_numpy(ops, data):
+    x = f64("x", (4,))
+    a = np.array(data)
+    exprs, values, bindings = [x], [a], []
+    for name, i, j in ops:
+        u, w = exprs[i % len(exprs)], exprs[j % len(exprs)]
+        uv, wv = values[i % len(values)], values[j % len(values)]
+        v = rl.Var(f"v{len(bindings)}")
+        if name in _UNARY:
+            bindings.append((v, rl.get_op(name)(u)))
+            values.append(_UNARY[name](uv))
+        else:
+            bindings.append((v, rl.get_op(name)(u, w)))
+            values.append(_BINARY[name](uv, wv))
+        exprs.append(v)
+    f = rl.Function([x], build_let_chain(bindings, rl.Tuple(exprs[1:])))
+    out = rl.evaluate(f, a)
+    for got, want in zip(out, values[1:]):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
