@@ -382,16 +382,17 @@ def _filled_rule(op):
     return rule
 
 
-_filled_attrs = normalizer("zeros", shape=canon_ints, dtype=canon_dtype)
 register_op("zeros", 0, attrs={"shape": (), "dtype": "float32"}, type_rule=_filled_rule("zeros"),
             impl=lambda xp, shape, dtype: xp.zeros(shape, dtype=dtype),
-            normalize_attrs=_filled_attrs, doc="zeros(shape, dtype)")
+            normalize_attrs=normalizer("zeros", shape=canon_ints, dtype=canon_dtype),
+            doc="zeros(shape, dtype)")
 register_gradient("zeros")(_zero_grads)
 register_tangent("zeros")(_zero_tangent)
 
 register_op("ones", 0, attrs={"shape": (), "dtype": "float32"}, type_rule=_filled_rule("ones"),
             impl=lambda xp, shape, dtype: xp.ones(shape, dtype=dtype),
-            normalize_attrs=_filled_attrs, doc="ones(shape, dtype)")
+            normalize_attrs=normalizer("ones", shape=canon_ints, dtype=canon_dtype),
+            doc="ones(shape, dtype)")
 register_gradient("ones")(_zero_grads)
 register_tangent("ones")(_zero_tangent)
 
