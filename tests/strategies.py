@@ -192,13 +192,33 @@ class _Generator:
         return rl.Let(v, e, v)
 
     def leaf(self, t, env):
+        """A variable of type t (or a field of one, or a float variable reshaped to t), else a
+        smallest constructed value."""
         same = [v for v, vt in env if vt == t]
         refs = [v for v, vt in env if vt == rl.RefType(t)]
+        fields = [(v, i) for v, vt in env if isinstance(vt, rl.TupleType)
+                  for i, ft in enumerate(vt.fields) if ft == t]
+        floats = [(v, vt) for v, vt in env if _is_float(t) and _is_float(vt) and vt != t
+                  and (vt.dtype == t.dtype or not self.opts.differentiable)]
         return self.pick([
             same and (8, lambda: self.choice(same)),
             (3, lambda: self.construct(t, env)),
+            floats and (6, lambda: self.adapt(*self.choice(floats), t)),
+            fields and (2, lambda: rl.TupleGetItem(*self.choice(fields))),
             refs and (1, lambda: rl.RefRead(self.choice(refs))),
         ])
+
+    def adapt(self, x, xt, t):
+        """The float tensor x of type xt turned into type t (cast, reduce, broadcast)."""
+        if xt.dtype != t.dtype:
+            x = rl.cast(x, t.dtype)
+        if xt.shape == t.shape:
+            return x
+        if t.shape == ():
+            return getattr(rl, self.choice(("sum", "mean")))(x)
+        if xt.shape != t.shape[len(t.shape) - len(xt.shape):]:
+            x = rl.mean(x)
+        return rl.broadcast_to(x, t.shape)
 
     def construct(self, t, env):
         """A smallest expression of type t built from its constructors (no variables needed)."""
