@@ -2,9 +2,11 @@
 import attrs
 import numpy as np
 import pytest
+from hypothesis import given
 
 import relayish as rl
 from relayish.ir.types import free_type_vars, normalize_dtype, substitute
+from strategies import types
 
 
 def test_tensor_types_equal_by_value_and_hash():
@@ -95,3 +97,47 @@ def test_type_data_numbers_its_constructors():
     data = rl.TypeData(Opt, [a], [some, none])
     assert (some.tag, none.tag) == (0, 1)
     assert some.belong_to == Opt and none.type_data is data
+
+
+def _rebuild(t):
+    """A structurally equal copy of t made of new objects."""
+    if isinstance(t, rl.TensorType):
+        return rl.TensorType(list(t.shape), str(t.dtype))
+    if isinstance(t, rl.TupleType):
+        return rl.TupleType([_rebuild(f) for f in t.fields])
+    if isinstance(t, rl.FuncType):
+        return rl.FuncType([_rebuild(a) for a in t.arg_types], _rebuild(t.ret_type),
+                           [_rebuild(p) for p in t.type_params])
+    if isinstance(t, rl.RefType):
+        return rl.RefType(_rebuild(t.value))
+    if isinstance(t, rl.TypeCall):
+        return rl.TypeCall(rl.GlobalTypeVar(t.func.name), [_rebuild(a) for a in t.args])
+    if isinstance(t, rl.TypeVar):
+        return rl.TypeVar(t.name)
+    raise AssertionError(t)
+
+
+@given(types())
+def test_random_types_equal_their_rebuilt_copies(t_mod):
+    t, _ = t_mod
+    copy = _rebuild(t)
+    assert copy == t and hash(copy) == hash(t) and copy is not t
+    assert {t: 1}[copy] == 1
+    assert substitute(t, {}) is t
+    assert free_type_vars(t) == []
+    assert str(t)
+
+
+@given(types(), types())
+def test_random_types_differ_when_their_text_differs(a_mod, b_mod):
+    a, b = a_mod[0], b_mod[0]
+    assert (a == b) == (str(a) == str(b))
+
+
+def test_type_text():
+    assert str(rl.TensorType((), "float64")) == "float64"
+    assert str(rl.TensorType((2, 3), "float32")) == "Tensor[(2, 3), float32]"
+    f32 = rl.TensorType()
+    assert str(rl.FuncType([f32], f32)) == "fn (float32) -> float32"
+    assert str(rl.TupleType([f32, f32])) == "(float32, float32)"
+    assert str(rl.TypeCall(rl.GlobalTypeVar("List"), [f32])) == "List[float32]"
