@@ -131,7 +131,7 @@ class _Generator:
     def fresh(self, t, annotate=True):
         self.counter += 1
         # sometimes reuse a name: shadowing must survive printing and parsing
-        name = "x" if self.draw(st.integers(0, 9)) == 0 else f"v{self.counter}"
+        name = "x" if self.draw(st.integers(0, 9)) == 9 else f"v{self.counter}"
         return rl.Var(name, t if annotate else None)
 
     # ---- types -------------------------------------------------------------------------------
