@@ -33,7 +33,7 @@ import weakref
 import numpy as np
 
 from relayish.errors import EvaluationError, RelayishError, TypeCheckError
-from relayish.ir.expr import (Call, Constructor, Expr, Function, If, Let, Match,
+from relayish.ir.expr import (Call, Constant, Constructor, Expr, Function, If, Let, Match,
                               PatternConstructor, PatternTuple, PatternVar, PatternWildcard, Var)
 from relayish.ir.module import Module
 from relayish.ir.op import Op
@@ -515,6 +515,13 @@ class _FunctionCompiler(ExprFunctor):
 
     # ---- helpers -----------------------------------------------------------------------------
     def visit(self, expr):
+        cls = expr.__class__
+        if cls is Var:                      # the commonest operands, without dispatch
+            slot = self.env.get(id(expr))
+            return self.visit_Var(expr) if slot is None else slot
+        if cls is Constant:
+            slot = self.atoms.get(id(expr))
+            return self.visit_Constant(expr) if slot is None else slot
         return self.dispatch(expr)
 
     def new_slot(self, value=None):
