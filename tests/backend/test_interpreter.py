@@ -130,6 +130,31 @@ def test_closure_passed_in_from_python_and_python_callables():
         rl.evaluate(apply_twice, 2.0, 3.0)
 
 
+def test_capture_through_intermediate_functions():
+    x, y, z = f64("x"), f64("y"), f64("z")
+    curried = rl.Function([x], rl.Function([y], rl.Function([z], x * c64(100.0) + y * c64(10.0) + z)))
+    assert rl.evaluate(curried, 1.0)(2.0)(3.0) == 123.0
+    w = f64("w")
+    main = rl.Function([w], curried(w)(c64(5.0))(w))
+    assert rl.evaluate(main, 2.0) == 252.0
+
+
+def test_expression_evaluating_to_a_function_is_called_with_args():
+    x = f64("x")
+    g = rl.Var("g")
+    e = rl.Let(g, rl.Function([x], x + c64(1.0)), g)
+    assert rl.evaluate(e, 4.0) == 5.0
+    with pytest.raises(rl.EvaluationError, match="not a function"):
+        rl.evaluate(c64(1.0), 2.0)
+
+
+def test_array_like_arguments_such_as_jax_arrays():
+    import jax.numpy as jnp
+    x = rl.var("x", shape=(2,), dtype="float32")
+    out = rl.evaluate(rl.Function([x], x * x), jnp.asarray([1.0, 3.0], dtype="float32"))
+    assert isinstance(out, np.ndarray) and list(out) == [1.0, 9.0]
+
+
 def test_local_recursive_closure_letrec():
     n, acc = i32("n"), i32("acc")
     loop = rl.Var("loop")
