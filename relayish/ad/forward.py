@@ -39,7 +39,7 @@ from relayish.ir.module import Module
 from relayish.ir.op import Op, make_call
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, TypeCall,
                                TypeData, TypeVar)
-from relayish.ir.visitor import ExprFunctor, ExprMutator, ExprVisitor, run_deep
+from relayish.ir.visitor import ExprFunctor, ExprVisitor, run_deep
 
 __all__ = ["jvp", "hvp_forward_over_reverse", "hessian_forward", "dual_type"]
 
@@ -161,17 +161,46 @@ def _typed(e, t):
     return e
 
 
-class _Substitute(ExprMutator):
-    """Replace one node (by identity) with another inside a small tangent expression."""
+def _substitute(expr, old, new):
+    """`expr` with the node `old` (by identity) replaced by `new`.
 
-    def __init__(self, old, new):
-        super().__init__()
-        self.old, self.new = old, new
-
-    def visit(self, expr):
-        if expr is self.old:
-            return self.new
-        return super().visit(expr)
+    Tangent rules build small expressions of op calls, tuples and projections over the primal
+    arguments, so only those nodes are entered; anything else is kept as it is.
+    """
+    if expr is old:
+        return new
+    if isinstance(expr, Call):
+        args = [_substitute(a, old, new) for a in expr.args]
+        op = _substitute(expr.op, old, new) if not isinstance(expr.op, Op) else expr.op
+        if op is expr.op and all(a is b for a, b in zip(args, expr.args)):
+            return expr
+        out = Call(op, args, expr.attrs)
+    elif isinstance(expr, Tuple):
+        fields = [_substitute(f, old, new) for f in expr.fields]
+        if all(a is b for a, b in zip(fields, expr.fields)):
+            return expr
+        out = Tuple(fields)
+    elif isinstance(expr, TupleGetItem):
+        inner = _substitute(expr.tuple_value, old, new)
+        if inner is expr.tuple_value:
+            return expr
+        out = TupleGetItem(inner, expr.index)
+    elif isinstance(expr, Let):
+        value, body = _substitute(expr.value, old, new), _substitute(expr.body, old, new)
+        if value is expr.value and body is expr.body:
+            return expr
+        out = Let(expr.var, value, body)
+    elif isinstance(expr, If):
+        parts = [_substitute(e, old, new) for e in (expr.cond, expr.true_branch, expr.false_branch)]
+        if all(a is b for a, b in zip(parts, (expr.cond, expr.true_branch, expr.false_branch))):
+            return expr
+        out = If(*parts)
+    else:
+        return expr
+    t = getattr(expr, "_checked_type", None)
+    if t is not None:
+        out._checked_type = t
+    return out
 
 
 class ForwardTransform(ExprFunctor):
@@ -325,7 +354,7 @@ class ForwardTransform(ExprFunctor):
         tangents = [d if d is not None else _zeros_like_value(p, _type_of(a))
                     for d, p, a in zip(tangents, primals, e.args)]
         dz = op.tangent(z, tangents)
-        dz = run_deep(_Substitute(z, zv).visit, dz)
+        dz = _substitute(dz, z, zv)
         dzv = self.emit("dz", dz, out_t)
         return Tuple([zv, dzv])
 
@@ -416,11 +445,14 @@ def _entry(func, body_of, D):
     ftype = _type_of(func)
     xs = [Var(p.name_hint, t) for p, t in zip(func.params, ftype.arg_types)]
     vs = [Var("v_" + p.name_hint, t) for p, t in zip(func.params, ftype.arg_types)]
-    lifted = [lift(x, v, t) for x, v, t in zip(xs, vs, ftype.arg_types)]
+    bindings = [(Var(x.name_hint + "_dual", D(t)), lift(x, v, t))
+                for x, v, t in zip(xs, vs, ftype.arg_types)]
     r = Var("r", None)
-    out = _output(r, ftype.ret_type)
+    body = Let(r, body_of([b for b, _ in bindings]), _output(r, ftype.ret_type))
+    for b, value in reversed(bindings):
+        body = Let(b, value, body)
     ret = TupleType([ftype.ret_type, ftype.ret_type])
-    return Function(xs + vs, Let(r, body_of(lifted), out), ret)
+    return Function(xs + vs, body, ret)
 
 
 def _check_function(func, what):

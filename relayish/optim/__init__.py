@@ -1,6 +1,8 @@
-"""Newton-style optimizers over relayish objectives."""
-from relayish.errors import RelayishError
+"""Newton-style optimizers over relayish objectives: rl.optim.minimize.
 
+Methods: "newton", "newton-cg", "trust-ncg", "bfgs", "gd" (see minimize's docstring).
+"""
+from relayish.optim.methods import METHODS
+from relayish.optim.minimize import OptimizeResult, minimize, minimize_callables
 
-def minimize(f, x0, method="newton", tol=1e-8, max_iter=100, backend="jax", verbose=False):
-    raise RelayishError("rl.optim.minimize is not implemented yet")
+__all__ = ["minimize", "minimize_callables", "OptimizeResult", "METHODS"]
