@@ -108,11 +108,18 @@ def dtype_hint(expr, depth=8):
             return t.dtype if isinstance(t, TensorType) else None
         if isinstance(expr, Constant):
             return expr.data.dtype.name
+        if isinstance(expr, Tuple) and expr.fields:     # concatenate/stack((a, ...)): a's dtype
+            expr = expr.fields[0]
+            continue
+        if isinstance(expr, Call) and type(expr.op).__name__ == "Op" and expr.op.name in (
+                "cast", "zeros", "ones"):
+            return expr.attrs.get("dtype")
         if isinstance(expr, Call) and expr.args and type(expr.op).__name__ == "Op":
             if expr.op.name in ("less", "greater", "less_equal", "greater_equal", "equal",
-                                "not_equal", "logical_and", "logical_or", "logical_not", "cast"):
+                                "not_equal", "logical_and", "logical_or", "logical_not"):
                 return None
-            expr = expr.args[0]
+            # where(cond, x, y) and cast_like(x, like) take their dtype from a later argument
+            expr = expr.args[{"where": 1, "cast_like": 1}.get(expr.op.name, 0)]
             continue
         return None
     return None
