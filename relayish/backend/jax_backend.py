@@ -929,8 +929,9 @@ class JaxFunction:
         self._default_device = self.device == jax.devices()[0]
         self.params = list(main.params)
         self.param_types = [_param_type(p) for p in self.params]
-        if free_vars(main):
-            names = ", ".join("%" + v.name_hint for v in free_vars(main))
+        unbound = run_deep(free_vars, main)
+        if unbound:
+            names = ", ".join("%" + v.name_hint for v in unbound)
             raise CompileError(f"the compiled function has free variables ({names}); compile a "
                                "closed function")
         self.uses_x64 = _program_uses64(mod)
@@ -1333,12 +1334,14 @@ def compile_jax(f_or_mod, device="cpu"):
         mod = f_or_mod
         if "main" not in mod:
             raise CompileError("the module has no @main to compile")
-        infer_type(mod)
+        if not all(getattr(f, "_checked_type", None) is not None for f in mod.functions.values()):
+            infer_type(mod)
         main = mod["main"]
     elif isinstance(f_or_mod, Expr):
         func = f_or_mod if isinstance(f_or_mod, Function) else Function([], f_or_mod)
         mod = Module.from_expr(func)
-        infer_type(func, mod=mod)
+        if getattr(func, "_checked_type", None) is None:
+            infer_type(func, mod=mod)
         main = func
     else:
         raise RelayishError(f"rl.compile takes a Function or a Module, got "
