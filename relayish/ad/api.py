@@ -14,6 +14,8 @@ tensors into a List of (tensor, ref) pairs is a recursive function) gives a Modu
 """
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 
 from relayish.errors import GradientError
@@ -148,7 +150,15 @@ def _prepare(f, mod):
 
 
 def _transform(f, mod, mode, argnums=None):
-    return run_deep(_transform_deep, f, mod, mode, argnums)
+    # The transform allocates many small nodes and frees none: the cyclic collector would rescan
+    # the growing heap again and again (quadratic time on long programs), so it waits.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return run_deep(_transform_deep, f, mod, mode, argnums)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _transform_deep(f, mod, mode, argnums):

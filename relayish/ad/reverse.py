@@ -287,6 +287,7 @@ class ReverseAD:
             self.types.add_type_data(data)
         self.env: dict = {}            # original Var -> lifted atom
         self.inactive: set = set()     # ids of lifted vars known to carry constants
+        self.named: set = set()        # ids of fresh vars renamed after a user's let binder
         self.scopes: list = []
         self.lifted_globals: dict = {}  # name -> lifted GlobalVar
         self.pending: list = []        # original GlobalVars whose lifted body is still to build
@@ -391,11 +392,12 @@ class ReverseAD:
             value = self.lift(e.value)
             bindings = self.scope.bindings
             if isinstance(value, Var) and len(bindings) > n and bindings[-1][0] is value \
-                    and value not in self.env.values():
+                    and id(value) not in self.named:
                 value.name_hint = e.var.name_hint   # keep the user's name on the fresh binding
                 if e.var.type_annotation is not None:
                     value.type_annotation = self.types.lift(e.var.type_annotation)
                 self.env[e.var] = value
+                self.named.add(id(value))
             else:
                 ann = e.var.type_annotation
                 v = self.emit(value, e.var.name_hint)
