@@ -1,0 +1,183 @@
+"""rl.optim.minimize on relayish objectives, on both backends."""
+import numpy as np
+import pytest
+
+import relayish as rl
+from relayish.errors import RelayishError
+
+from optim_problems import (F64, is_local_min, logistic, quadratic, rosenbrock, rosenbrock_module,
+                            rosenbrock_start)
+
+METHODS = ["newton", "newton-cg", "trust-ncg", "bfgs", "gd"]
+BACKENDS = ["interpreter", "jax"]
+MAX_ITER = {"newton": 100, "newton-cg": 200, "trust-ncg": 200, "bfgs": 300, "gd": 3000}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("method", METHODS)
+def test_rosenbrock_2d(method, backend):
+    res = rl.optim.minimize(rosenbrock(2), rosenbrock_start(2), method=method, backend=backend,
+                            max_iter=MAX_ITER[method])
+    assert res.converged, res.message
+    assert res.grad_norm <= 1e-8
+    np.testing.assert_allclose(res.x, [1.0, 1.0], atol=1e-7)
+    assert res.fun < 1e-14
+    assert res.method == method and res.backend == backend
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("method", METHODS)
+def test_rosenbrock_4d(method, backend):
+    from scipy.optimize import rosen_der, rosen_hess
+    res = rl.optim.minimize(rosenbrock(4), rosenbrock_start(4), method=method, backend=backend,
+                            max_iter=MAX_ITER[method], tol=1e-7)
+    assert res.converged, res.message
+    # from (-1.2, 1, 1, 1) the 4-D Rosenbrock function has a local minimum near
+    # (-0.776, 0.613, 0.382, 0.146) besides the global one at (1, 1, 1, 1)
+    assert is_local_min(rosen_hess(res.x), rosen_der(res.x))
+    assert res.fun == pytest.approx(0.0, abs=1e-12) or res.fun == pytest.approx(3.7014, rel=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_newton_solves_a_strictly_convex_quadratic_in_one_step(backend):
+    f, A, b = quadratic()
+    res = rl.optim.minimize(f, np.zeros(5), method="newton", backend=backend)
+    assert res.converged and res.n_iter == 1
+    np.testing.assert_allclose(res.x, np.linalg.solve(A, b), rtol=1e-10)
+
+
+@pytest.mark.parametrize("method", METHODS[1:])
+def test_other_methods_solve_the_quadratic(method):
+    f, A, b = quadratic()
+    res = rl.optim.minimize(f, np.zeros(5), method=method, backend="interpreter", max_iter=500)
+    assert res.converged
+    np.testing.assert_allclose(res.x, np.linalg.solve(A, b), rtol=1e-7)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_newton_on_regularized_logistic_regression(backend):
+    f, X, y, (fun, grad, hess) = logistic()
+    res = rl.optim.minimize(f, np.zeros(X.shape[1]), method="newton", args=(X, y),
+                            backend=backend)
+    assert res.converged and res.n_iter <= 15
+    assert np.linalg.norm(grad(res.x)) < 1e-8
+    assert res.fun == pytest.approx(fun(res.x), rel=1e-12)
+
+
+@pytest.mark.parametrize("method", METHODS[1:])
+def test_other_methods_on_logistic_regression(method):
+    f, X, y, (fun, grad, hess) = logistic()
+    res = rl.optim.minimize(f, np.zeros(X.shape[1]), method=method, args=(X, y),
+                            backend="interpreter", max_iter=500)
+    assert res.converged
+    assert np.linalg.norm(grad(res.x)) < 1e-8
+
+
+def test_module_objective_from_text():
+    res = rl.optim.minimize(rosenbrock_module(), [-1.2, 1.0], backend="interpreter")
+    assert res.converged
+    np.testing.assert_allclose(res.x, [1.0, 1.0], atol=1e-8)
+
+
+def test_history_verbose_and_callback(capsys):
+    seen = []
+    res = rl.optim.minimize(rosenbrock(2), rosenbrock_start(2), backend="interpreter",
+                            verbose=True, callback=seen.append)
+    out = capsys.readouterr().out
+    assert out.count("iter ") == res.n_iter + 1
+    assert "converged" in out
+    assert seen == res.history
+    assert [h["iter"] for h in res.history] == list(range(res.n_iter + 1))
+    funs = [h["fun"] for h in res.history]
+    assert all(b <= a for a, b in zip(funs, funs[1:]))       # Armijo: monotone decrease
+    assert res.nfev >= res.n_iter and res.nhev >= res.n_iter
+
+
+# ---- structured variables ------------------------------------------------------------------
+
+def test_tuple_variable():
+    t = rl.TupleType([rl.TensorType((2,), F64), rl.TensorType((), F64)])
+    p = rl.var("p", type=t)
+    a, s = rl.TupleGetItem(p, 0), rl.TupleGetItem(p, 1)
+    target = rl.const(np.array([1.0, -2.0]))
+    three = rl.const(3.0, F64)
+    f = rl.Function([p], rl.sum((a - target) * (a - target)) + (s - three) * (s - three))
+    for method in ("newton", "trust-ncg"):
+        res = rl.optim.minimize(f, (np.zeros(2), 0.0), method=method, backend="interpreter")
+        assert res.converged
+        assert isinstance(res.x, tuple)
+        np.testing.assert_allclose(res.x[0], [1.0, -2.0], atol=1e-9)
+        assert res.x[1].shape == () and float(res.x[1]) == pytest.approx(3.0)
+
+
+def test_list_variable_with_integer_leaves_fixed():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    item = rl.TupleType([rl.TensorType((2,), F64), rl.TensorType((), "int32")])
+    l = rl.var("l", type=rl.TypeCall(p.List, [item]))
+    acc, h = rl.var("acc", dtype=F64), rl.var("h", type=item)
+    w, k = rl.TupleGetItem(h, 0), rl.cast(rl.TupleGetItem(h, 1), F64)
+    step = rl.Function([acc, h], acc + rl.sum((w - k) * (w - k)))
+    mod["main"] = rl.Function([l], p.foldl(step, rl.const(0.0, F64), l))
+    x0 = [(np.zeros(2), np.asarray(1, "int32")), (np.ones(2) * 5, np.asarray(-2, "int32"))]
+    for backend in BACKENDS:
+        res = rl.optim.minimize(mod, x0, backend=backend)
+        assert res.converged and isinstance(res.x, list) and len(res.x) == 2
+        np.testing.assert_allclose(res.x[0][0], [1.0, 1.0], atol=1e-9)
+        np.testing.assert_allclose(res.x[1][0], [-2.0, -2.0], atol=1e-9)
+        assert int(res.x[1][1]) == -2
+
+
+def test_float32_objective():
+    x = rl.var("x", shape=(2,), dtype="float32")
+    f = rl.Function([x], rl.sum((x - 2.0) * (x - 2.0)))
+    res = rl.optim.minimize(f, [0.0, 0.0], backend="interpreter", tol=1e-4)
+    assert res.converged and res.x.dtype == np.float32
+    np.testing.assert_allclose(res.x, [2.0, 2.0], atol=1e-4)
+
+
+# ---- bad input -----------------------------------------------------------------------------
+
+def test_non_scalar_objective_is_an_error():
+    x = rl.var("x", shape=(2,), dtype=F64)
+    with pytest.raises(RelayishError, match="float scalar"):
+        rl.optim.minimize(rl.Function([x], x * x), np.zeros(2))
+
+
+def test_wrong_shape_x0_is_an_error():
+    with pytest.raises(RelayishError, match=r"shape \(3,\)"):
+        rl.optim.minimize(rosenbrock(2), np.zeros(3))
+    with pytest.raises(RelayishError, match="tensor"):
+        rl.optim.minimize(rosenbrock(2), "hello")
+
+
+def test_nan_objective_gives_a_reason():
+    x = rl.var("x", shape=(2,), dtype=F64)
+    f = rl.Function([x], rl.sum(rl.log(x)))
+    for backend in BACKENDS:
+        res = rl.optim.minimize(f, [-1.0, 2.0], backend=backend)
+        assert not res.converged and "not finite" in res.message
+
+
+def test_nan_met_during_the_search_is_avoided():
+    x = rl.var("x", shape=(1,), dtype=F64)
+    # log(x) - x / 10 ... minimum of -log(x) + x at x = 1; a full Newton step from 0.1 overshoots
+    f = rl.Function([x], rl.sum(x - rl.log(x)))
+    res = rl.optim.minimize(f, [3.0], backend="interpreter")
+    assert res.converged
+    np.testing.assert_allclose(res.x, [1.0], atol=1e-9)
+
+
+def test_bad_arguments():
+    with pytest.raises(RelayishError, match="unknown method"):
+        rl.optim.minimize(rosenbrock(2), np.zeros(2), method="cg")
+    with pytest.raises(RelayishError, match="unknown backend"):
+        rl.optim.minimize(rosenbrock(2), np.zeros(2), backend="torch")
+    with pytest.raises(RelayishError, match="Function or Module"):
+        rl.optim.minimize(lambda x: x, np.zeros(2))
+    with pytest.raises(RelayishError, match="args="):
+        rl.optim.minimize(logistic()[0], np.zeros(8))
+    y = rl.var("y", dtype=F64)
+    with pytest.raises(RelayishError, match="no parameter"):
+        rl.optim.minimize(rl.Function([], rl.const(1.0, F64)), np.zeros(2))
+    del y
