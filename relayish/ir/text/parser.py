@@ -1,9 +1,925 @@
-from relayish.errors import RelayishError
+"""The text parser: Relay-style text (v0.0.5) back into relayish IR.
+
+    parse(text, filename=None) -> Module        type definitions and `def @f(...) { ... }`
+    parse_expr(text, filename=None, mod=None, free_vars=None) -> Expr
+
+A hand-written recursive-descent parser with precedence climbing for infix operators. Blocks
+(`let` chains and `e;` statements) are parsed with a loop, so 10^5-long chains are fine; any
+other nesting deeper than MAX_DEPTH is a ParseError. Every malformed input is a ParseError with
+a 1-based line and column and a caret under the problem. notes/text-format.md has the grammar.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+
+from relayish.errors import ParseError, RelayishError
+from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, GlobalVar, If, Let,
+                              Match, PatternConstructor, PatternTuple, PatternVar,
+                              PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,
+                              Var)
+from relayish.ir.types import (DTYPES, FLOAT_DTYPES, FuncType, GlobalTypeVar, RefType, TensorType,
+                               TupleType, TypeCall, TypeData, TypeVar)
+from relayish.ir.text.lexer import Source, tokenize
+from relayish.ir.text.literals import (DTYPE_OF_SUFFIX, SPECIAL_FLOAT, float_value, int_value,
+                                       is_special_element)
+
+MAX_DEPTH = 3000
+
+# infix operators: symbol -> (precedence, op name); `:=` builds a RefWrite
+BINARY = {":=": (1, None),
+          "<": (2, "less"), ">": (2, "greater"), "<=": (2, "less_equal"),
+          ">=": (2, "greater_equal"), "==": (2, "equal"), "!=": (2, "not_equal"),
+          "+": (3, "add"), "-": (3, "subtract"), "*": (4, "multiply"), "/": (4, "divide")}
+
+KEYWORDS = {"fn", "if", "else", "match", "let", "ref", "ref_read", "ref_write", "const", "def",
+            "type", "True", "False"}
+
+_NUMBER = re.compile(r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)([A-Za-z_][A-Za-z0-9_]*)?")
+_DTYPE_SET = frozenset(DTYPES)
+_SCALAR_TYPES = {d: TensorType((), d) for d in DTYPES}
+_LITERALS: dict = {}           # literal text -> its 0-d array (copied for each Constant)
 
 
 def parse(text, filename=None):
-    raise RelayishError("the parser is not implemented yet")
+    """Parse a whole module: `type` definitions and `def @name(...) { ... }` functions.
+
+        mod = rl.parse('def @main(%x: float32) -> float32 { %x * %x }')
+
+    Types and globals may be used before their definition. Raises ParseError.
+    """
+    from relayish.ir.visitor import run_deep
+    return run_deep(_run, text, filename, lambda p: p.module())
 
 
-def parse_expr(text, filename=None):
-    raise RelayishError("the parser is not implemented yet")
+def parse_expr(text, filename=None, mod=None, free_vars=None):
+    """Parse one expression, e.g. `fn (%x: float32) { %x + 1f }`.
+
+    Constructors, types and globals resolve through `mod` when given. A `%name` that nothing
+    binds is a free variable: the Var of that name in `free_vars` (a list or dict of Vars) if
+    given, else a new Var (one per name).
+    """
+    from relayish.ir.visitor import run_deep
+    return run_deep(_run, text, filename, lambda p: p.single_expr(), mod, free_vars)
+
+
+def _run(text, filename, what, mod=None, free_vars=None):
+    if not isinstance(text, str):
+        raise RelayishError(f"parse takes a str, got {type(text).__name__}")
+    source = Source(text, filename)
+    parser = _Parser(source, tokenize(source), mod, free_vars)
+    try:
+        return what(parser)
+    except RecursionError:
+        raise source.error("the program is nested too deeply", parser.tok[2]) from None
+
+
+class _Parser:
+    def __init__(self, source, tokens, mod=None, free_vars=None):
+        from relayish.ir.module import Module
+        self.source = source
+        self.toks = tokens
+        self.i = 0
+        self.tok = tokens[0]
+        self.depth = 0
+        self.scopes: list[dict] = []         # name -> Expr (a Var, or a graph binding's value)
+        self.type_scopes: list[dict] = []    # name -> TypeVar
+        self.mod = mod if mod is not None else Module()
+        self.module_mode = False
+        self.globals: dict[str, GlobalVar] = {}
+        self.global_uses: dict[str, int] = {}   # name -> offset of first use
+        self.type_names: dict[str, GlobalTypeVar] = dict(getattr(self.mod, "_types", {}))
+        if isinstance(free_vars, dict):
+            self.free = dict(free_vars)
+        else:
+            self.free = {v.name_hint: v for v in (free_vars or [])}
+
+    # ---- token helpers -----------------------------------------------------------------------
+    def error(self, message, tok=None):
+        tok = tok or self.tok
+        return self.source.error(message, tok[2])
+
+    def advance(self):
+        tok = self.tok
+        self.i += 1
+        self.tok = self.toks[self.i] if self.i < len(self.toks) else self.toks[-1]
+        return tok
+
+    def at(self, text, kind=None):
+        tok = self.tok
+        return tok[1] == text and (kind is None or tok[0] == kind) and tok[0] in ("punct", "ident")
+
+    def peek(self, k=1):
+        j = self.i + k
+        return self.toks[j] if j < len(self.toks) else self.toks[-1]
+
+    def expect(self, text, what=None):
+        if not (self.tok[1] == text and self.tok[0] in ("punct", "ident")):
+            raise self.error(f"expected {what or repr(text)}, found {self.describe()}")
+        return self.advance()
+
+    def describe(self, tok=None):
+        tok = tok or self.tok
+        return "the end of the text" if tok[0] == "eof" else repr(tok[1])
+
+    def enter(self):
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise self.error(f"the program is nested too deeply (more than {MAX_DEPTH} levels)")
+
+    # ---- modules -----------------------------------------------------------------------------
+    def header(self):
+        if self.at("#"):
+            self.advance()
+            self.expect("[")
+            if self.tok[1] != "version":
+                raise self.error(f"expected 'version' in the header, found {self.describe()}")
+            self.advance()
+            self.expect("=")
+            if self.tok[0] != "string":
+                raise self.error("expected the version as a string, e.g. \"0.0.5\"")
+            self.advance()
+            self.expect("]")
+
+    def module(self):
+        self.module_mode = True
+        self.header()
+        # pass 1: every type name, so types may be used before their definition
+        depth = 0
+        for k, tok in enumerate(self.toks):
+            if tok[1] in ("{", "(", "[") and tok[0] == "punct":
+                depth += 1
+            elif tok[1] in ("}", ")", "]") and tok[0] == "punct":
+                depth -= 1
+            elif depth == 0 and tok == ("ident", "type", tok[2], tok[3]):
+                name_tok = self.toks[k + 1]
+                if name_tok[0] == "ident" and name_tok[1] not in self.type_names:
+                    self.type_names[name_tok[1]] = GlobalTypeVar(name_tok[1])
+        # pass 2: type definitions, and where each def starts
+        defs = []
+        while self.tok[0] != "eof":
+            if self.at("type", "ident"):
+                self.type_definition()
+            elif self.at("def", "ident"):
+                start = self.i
+                self.advance()
+                if self.tok[0] != "global":
+                    raise self.error(f"expected the function's name (@name), found {self.describe()}")
+                name_tok = self.advance()
+                name = name_tok[1][1:]
+                if name in self.globals:
+                    raise self.error(f"@{name} is defined twice", name_tok)
+                self.globals[name] = GlobalVar(name)
+                defs.append(start)
+                self.skip_definition()
+            else:
+                raise self.error(f"expected 'def' or 'type' at the top level, found {self.describe()}")
+        # pass 3: function bodies (every global and constructor is known now)
+        for start in defs:
+            self.i = start - 1
+            self.advance()
+            gv, func = self.definition()
+            self.mod[gv] = func
+        for name, offset in self.global_uses.items():
+            if name not in self.globals:
+                raise self.source.error(f"unknown global function @{name}", offset)
+        return self.mod
+
+    def skip_definition(self):
+        while not (self.at("{") or self.tok[0] == "eof"):
+            self.advance()
+        if self.tok[0] == "eof":
+            raise self.error("expected '{' and the function body, found the end of the text")
+        open_tok, depth = self.tok, 0
+        while True:
+            if self.tok[0] == "punct" and self.tok[1] == "{":
+                depth += 1
+            elif self.tok[0] == "punct" and self.tok[1] == "}":
+                depth -= 1
+                if depth == 0:
+                    self.advance()
+                    return
+            elif self.tok[0] == "eof":
+                raise self.error("this '{' is never closed", open_tok)
+            self.advance()
+
+    def definition(self):
+        self.expect("def")
+        name = self.advance()[1][1:]
+        type_params = self.type_params()
+        self.type_scopes.append({p.name: p for p in type_params})
+        params = self.params()
+        ret_type = None
+        if self.at("->"):
+            self.advance()
+            ret_type = self.type()
+        body = self.braced_body()
+        self.scopes.pop()
+        self.type_scopes.pop()
+        return self.globals[name], Function(params, body, ret_type, type_params)
+
+    def type_definition(self):
+        start = self.expect("type")
+        if self.tok[0] != "ident":
+            raise self.error(f"expected the type's name, found {self.describe()}")
+        name_tok = self.advance()
+        header = self.type_names[name_tok[1]]
+        type_vars = self.type_params()
+        self.type_scopes.append({v.name: v for v in type_vars})
+        self.expect("{")
+        ctors = []
+        while not self.at("}"):
+            if self.tok[0] != "ident" or self.tok[1] in KEYWORDS:
+                raise self.error(f"expected a constructor name, found {self.describe()}")
+            ctor_name = self.advance()[1]
+            inputs = []
+            if self.at("("):
+                self.advance()
+                while not self.at(")"):
+                    inputs.append(self.type())
+                    if not self.at(")"):
+                        self.expect(",", "',' or ')'")
+                self.advance()
+            ctors.append(Constructor(ctor_name, inputs, header))
+            if not self.at("}"):
+                self.expect(",", "',' or '}'")
+        self.advance()
+        self.type_scopes.pop()
+        try:
+            self.mod.add_type(TypeData(header, type_vars, ctors))
+        except RelayishError as exc:
+            raise self.error(str(exc), start) from None
+
+    def type_params(self):
+        params = []
+        if self.at("["):
+            self.advance()
+            while not self.at("]"):
+                if self.tok[0] != "ident":
+                    raise self.error(f"expected a type parameter name, found {self.describe()}")
+                params.append(TypeVar(self.advance()[1]))
+                if not self.at("]"):
+                    self.expect(",", "',' or ']'")
+            self.advance()
+        return params
+
+    def params(self):
+        """`(%x: T, %y)`; opens the scope of the parameters (the caller pops it)."""
+        self.expect("(")
+        scope, params = {}, []
+        while not self.at(")"):
+            if self.tok[0] != "local":
+                raise self.error(f"expected a parameter (%name), found {self.describe()}")
+            tok = self.advance()
+            if tok[1][1:] in scope:
+                raise self.error(f"parameter {tok[1]} appears twice", tok)
+            var = Var(tok[1][1:], self.annotation())
+            scope[tok[1][1:]] = var
+            params.append(var)
+            if not self.at(")"):
+                self.expect(",", "',' or ')'")
+        self.advance()
+        self.scopes.append(scope)
+        return params
+
+    def annotation(self):
+        if self.at(":"):
+            self.advance()
+            return self.type()
+        return None
+
+    # ---- types -------------------------------------------------------------------------------
+    def type(self):
+        self.enter()
+        try:
+            return self._type()
+        finally:
+            self.depth -= 1
+
+    def _type(self):
+        tok = self.tok
+        if tok[0] == "punct" and tok[1] == "(":
+            self.advance()
+            fields, trailing = [], False
+            while not self.at(")"):
+                fields.append(self.type())
+                trailing = False
+                if not self.at(")"):
+                    self.expect(",", "',' or ')'")
+                    trailing = True
+            self.advance()
+            if len(fields) == 1 and not trailing:
+                return fields[0]
+            return TupleType(fields)
+        if tok[0] != "ident":
+            raise self.error(f"expected a type, found {self.describe()}")
+        name = tok[1]
+        if name == "fn":
+            self.advance()
+            type_params = self.type_params()
+            self.type_scopes.append({p.name: p for p in type_params})
+            self.expect("(")
+            args = []
+            while not self.at(")"):
+                args.append(self.type())
+                if not self.at(")"):
+                    self.expect(",", "',' or ')'")
+            self.advance()
+            self.expect("->")
+            ret = self.type()
+            self.type_scopes.pop()
+            return FuncType(args, ret, type_params)
+        if name == "ref":
+            self.advance()
+            self.expect("(")
+            value = self.type()
+            self.expect(")")
+            return RefType(value)
+        if name == "Tensor" and self.peek()[1] == "[":
+            self.advance()
+            self.advance()
+            shape = self.shape()
+            self.expect(",")
+            if self.tok[1] not in _DTYPE_SET:
+                raise self.error(f"expected a dtype ({', '.join(DTYPES)}), found {self.describe()}")
+            dtype = self.advance()[1]
+            self.expect("]")
+            return TensorType(shape, dtype)
+        if name in _DTYPE_SET:
+            self.advance()
+            return _SCALAR_TYPES[name]
+        for scope in reversed(self.type_scopes):
+            if name in scope:
+                self.advance()
+                return scope[name]
+        gtv = self.type_names.get(name)
+        if gtv is not None:
+            self.advance()
+            if not self.at("["):
+                return gtv
+            self.advance()
+            args = []
+            while not self.at("]"):
+                args.append(self.type())
+                if not self.at("]"):
+                    self.expect(",", "',' or ']'")
+            self.advance()
+            return TypeCall(gtv, args)
+        if self.peek()[1] == "[" or name in KEYWORDS:
+            raise self.error(f"unknown type {name!r}")
+        self.advance()
+        return TypeVar(name)          # a type variable bound further out
+
+    def shape(self):
+        """`(2, 3)`, `(2)`, `(2,)` or `()`."""
+        self.expect("(", "'(' and a shape")
+        dims = []
+        while not self.at(")"):
+            tok = self.tok
+            if tok[0] != "number" or not tok[1].isdigit():
+                raise self.error(f"expected a dimension (a non-negative integer), found {self.describe()}")
+            self.advance()
+            dims.append(int(tok[1]))
+            if not self.at(")"):
+                self.expect(",", "',' or ')'")
+        self.advance()
+        return tuple(dims)
+
+    # ---- blocks ------------------------------------------------------------------------------
+    def braced_body(self):
+        self.expect("{", "'{'")
+        body = self.block()
+        self.expect("}", "'}' or ';'")
+        return body
+
+    def block(self):
+        """`let %x = e; e2; ...; tail` with a loop: 10^5 bindings parse without recursion."""
+        scope = {}
+        self.scopes.append(scope)
+        bindings = []
+        while True:
+            tok = self.tok
+            if tok[0] == "ident" and tok[1] == "let":
+                self.advance()
+                if self.tok[0] != "local":
+                    raise self.error(f"expected a variable (%name) after 'let', found {self.describe()}")
+                name = self.advance()[1][1:]
+                var = Var(name, self.annotation())
+                self.expect("=", "'='")
+                if self.at("fn"):
+                    scope[name] = var          # `let %f = fn ...` may call itself
+                value = self.expr()
+                self.expect(";", "';' after the let binding")
+                scope[name] = var
+                bindings.append((var, value))
+            elif tok[0] == "local" and self.peek()[0] == "punct" and self.peek()[1] == "=":
+                self.advance()
+                self.advance()
+                value = self.expr()
+                self.expect(";", "';' after the binding")
+                scope[tok[1][1:]] = value      # a graph binding names a shared expression
+            else:
+                value = self.expr()
+                if self.at(";"):
+                    self.advance()
+                    bindings.append((Var("_"), value))
+                    continue
+                body = value
+                break
+        self.scopes.pop()
+        for var, value in reversed(bindings):
+            body = Let(var, value, body)
+        return body
+
+    # ---- expressions -------------------------------------------------------------------------
+    def single_expr(self):
+        self.header()
+        e = self.block()
+        if self.tok[0] != "eof":
+            raise self.error(f"unexpected {self.describe()} after the expression")
+        return e
+
+    def expr(self, min_prec=1):
+        self.enter()
+        lhs = self.unary()
+        while True:
+            tok = self.tok
+            info = BINARY.get(tok[1]) if tok[0] == "punct" else None
+            if info is None or info[0] < min_prec:
+                break
+            self.advance()
+            prec, name = info
+            rhs = self.expr(prec + 1)
+            lhs = RefWrite(lhs, rhs) if name is None else self.op_call(name, [lhs, rhs], {}, tok)
+        self.depth -= 1
+        return lhs
+
+    def unary(self):
+        tok = self.tok
+        if tok[0] == "punct" and tok[1] == "-":
+            nxt = self.peek()
+            if nxt[2] == tok[3] and (nxt[0] == "number" or
+                                     (nxt[0] == "ident" and SPECIAL_FLOAT.fullmatch(nxt[1]))):
+                self.advance()
+                return self.postfix(self.literal(negative=True))
+            self.advance()
+            self.enter()
+            operand = self.unary()
+            self.depth -= 1
+            return self.op_call("negative", [operand], {}, tok)
+        if tok[0] == "punct" and tok[1] == "!":
+            self.advance()
+            self.enter()
+            operand = self.unary()
+            self.depth -= 1
+            return RefRead(operand)
+        return self.postfix(self.primary())
+
+    def postfix(self, e):
+        while True:
+            tok = self.tok
+            if tok[0] != "punct":
+                return e
+            if tok[1] == "(":
+                args, attrs = self.call_args()
+                if type(e).__name__ == "Op":
+                    e = self.op_call(e, args, attrs, tok)
+                else:
+                    e = Call(e, args, attrs)
+            elif tok[1] == ".":
+                self.advance()
+                index = self.tok
+                if index[0] != "number" or not re.fullmatch(r"[0-9]+(\.[0-9]+)?", index[1]):
+                    raise self.error(f"expected a tuple index after '.', found {self.describe()}")
+                self.advance()
+                for part in index[1].split("."):      # `%t.0.1` lexes as %t . 0.1
+                    e = TupleGetItem(e, int(part))
+            else:
+                return e
+
+    def op_call(self, op, args, attrs, tok):
+        from relayish.ir.op import get_op, make_call
+        try:
+            if isinstance(op, str):
+                op = get_op(op)
+            return make_call(op, args, attrs)
+        except RelayishError as exc:
+            raise self.error(str(exc), tok) from None
+
+    def call_args(self):
+        self.expect("(")
+        args, attrs = [], {}
+        while not self.at(")"):
+            nxt = self.peek()
+            if self.tok[0] == "ident" and nxt[0] == "punct" and nxt[1] == "=":
+                key = self.advance()[1]
+                self.advance()
+                if key in attrs:
+                    raise self.error(f"attribute {key} is given twice")
+                attrs[key] = self.attr_value()
+            else:
+                if attrs:
+                    raise self.error("positional arguments must come before keyword attributes")
+                args.append(self.expr())
+            if not self.at(")"):
+                self.expect(",", "',' or ')'")
+        self.advance()
+        return args, attrs
+
+    def attr_value(self):
+        self.enter()
+        try:
+            tok = self.tok
+            if tok[0] == "punct" and tok[1] in ("[", "("):
+                close = "]" if tok[1] == "[" else ")"
+                self.advance()
+                values = []
+                while not self.at(close):
+                    values.append(self.attr_value())
+                    if not self.at(close):
+                        self.expect(",", f"',' or '{close}'")
+                self.advance()
+                return tuple(values)
+            negative = tok[0] == "punct" and tok[1] == "-"
+            if negative:
+                self.advance()
+                tok = self.tok
+            if tok[0] == "number":
+                m = _NUMBER.fullmatch(tok[1])
+                if m is None or m.group(2) is not None:
+                    raise self.error(f"expected a plain number as an attribute value, found {tok[1]!r}")
+                self.advance()
+                text = ("-" if negative else "") + m.group(1)
+                if re.fullmatch(r"-?[0-9]+", text):
+                    return int(text)
+                return float(text)
+            if negative:
+                raise self.error(f"expected a number after '-', found {self.describe()}")
+            if tok[0] == "string":
+                self.advance()
+                try:
+                    return json.loads(tok[1])
+                except ValueError:
+                    raise self.error(f"bad string {tok[1]}", tok) from None
+            if tok[0] == "ident":
+                self.advance()
+                return {"True": True, "False": False, "None": None}.get(tok[1], tok[1])
+            raise self.error(f"expected an attribute value, found {self.describe()}")
+        finally:
+            self.depth -= 1
+
+    def primary(self):
+        tok = self.tok
+        kind, text = tok[0], tok[1]
+        if kind == "local":
+            self.advance()
+            return self.lookup(text[1:], tok)
+        if kind == "global":
+            self.advance()
+            return self.global_var(text[1:], tok)
+        if kind == "number":
+            return self.literal()
+        if kind == "punct":
+            if text == "(":
+                return self.paren()
+            if text == "{":
+                self.advance()
+                body = self.block()
+                self.expect("}", "'}' or ';'")
+                return body
+            raise self.error(f"expected an expression, found {self.describe()}")
+        if kind == "ident":
+            method = _KEYWORD_PARSERS.get(text)
+            if method is not None:
+                return method(self)
+            if SPECIAL_FLOAT.fullmatch(text):
+                return self.literal()
+            self.advance()
+            ctor = self.mod._constructors.get(text) if hasattr(self.mod, "_constructors") else None
+            if ctor is not None:
+                return ctor
+            from relayish.ir.op import _REGISTRY
+            op = _REGISTRY.get(text)
+            if op is not None:
+                return op
+            raise self.error(f"unknown operator or constructor {text!r}", tok)
+        if kind == "string":
+            raise self.error("a string is not an expression (strings are attribute values)")
+        raise self.error(f"expected an expression, found {self.describe()}")
+
+    def lookup(self, name, tok):
+        for scope in reversed(self.scopes):
+            e = scope.get(name)
+            if e is not None:
+                return e
+        if self.module_mode:
+            raise self.error(f"unbound variable %{name}", tok)
+        var = self.free.get(name)
+        if var is None:
+            var = self.free[name] = Var(name)
+        return var
+
+    def global_var(self, name, tok):
+        gv = self.globals.get(name)
+        if gv is None:
+            if self.module_mode:
+                self.global_uses.setdefault(name, tok[2])
+            elif name in self.mod:
+                gv = self.mod.get_global_var(name)
+            self.globals[name] = gv = gv or GlobalVar(name)
+        return gv
+
+    def paren(self):
+        self.advance()
+        if self.at(")"):
+            self.advance()
+            return Tuple([])
+        first = self.expr()
+        if self.at(")"):
+            self.advance()
+            return first
+        fields = [first]
+        while self.at(","):
+            self.advance()
+            if self.at(")"):
+                break
+            fields.append(self.expr())
+        self.expect(")", "',' or ')'")
+        return Tuple(fields)
+
+    def literal(self, negative=False):
+        key = ("-" if negative else "") + self.tok[1]
+        data = _LITERALS.get(key)
+        if data is None:
+            data = self._literal(negative).data
+            if len(_LITERALS) > 100_000:
+                _LITERALS.clear()
+            _LITERALS[key] = data
+        else:
+            self.advance()
+        return Constant(data.copy())
+
+    def _literal(self, negative):
+        tok = self.advance()
+        sign = "-" if negative else ""
+        try:
+            if tok[0] == "ident":
+                m = SPECIAL_FLOAT.fullmatch(tok[1])
+                dtype = DTYPE_OF_SUFFIX[m.group(2) or "f"]
+                return Constant(float_value(sign + m.group(1), dtype))
+            m = _NUMBER.fullmatch(tok[1])
+            number, suffix = m.group(1), m.group(2)
+            is_float = "." in number or "e" in number or "E" in number
+            if suffix is None:
+                dtype = "float32" if is_float else "int32"
+            else:
+                dtype = DTYPE_OF_SUFFIX.get(suffix)
+                if dtype is None:
+                    raise self.error(f"unknown literal suffix {suffix!r} in {tok[1]!r}; use f, f16, "
+                                     "f32, f64, i8, i16, i32, i64, u8, u16, u32 or u64", tok)
+            if dtype in FLOAT_DTYPES:
+                return Constant(float_value(sign + number, dtype))
+            if is_float:
+                raise self.error(f"an integer literal has no fraction or exponent: {tok[1]!r}", tok)
+            return Constant(int_value(sign + number, dtype))
+        except ValueError as exc:
+            raise self.error(f"bad literal {sign}{tok[1]}: {exc}", tok) from None
+
+    # ---- keyword forms -----------------------------------------------------------------------
+    def kw_bool(self):
+        return Constant(np.asarray(self.advance()[1] == "True"))
+
+    def kw_fn(self):
+        self.advance()
+        type_params = self.type_params()
+        self.type_scopes.append({p.name: p for p in type_params})
+        params = self.params()
+        ret_type = None
+        if self.at("->"):
+            self.advance()
+            ret_type = self.type()
+        body = self.braced_body()
+        self.scopes.pop()
+        self.type_scopes.pop()
+        return Function(params, body, ret_type, type_params)
+
+    def kw_if(self):
+        self.advance()
+        self.enter()
+        self.expect("(", "'(' after 'if'")
+        cond = self.expr()
+        self.expect(")")
+        then = self.braced_body()
+        self.expect("else", "'else'")
+        if self.at("if"):
+            other = self.kw_if()
+        else:
+            other = self.braced_body()
+        self.depth -= 1
+        return If(cond, then, other)
+
+    def kw_match(self):
+        keyword = self.advance()
+        complete = True
+        if self.at("?") and self.tok[2] == keyword[3]:
+            self.advance()
+            complete = False
+        self.expect("(", "'(' after 'match'")
+        data = self.expr()
+        self.expect(")")
+        self.expect("{")
+        clauses = []
+        while not self.at("}"):
+            scope = {}
+            lhs = self.pattern(scope)
+            self.expect("=>", "'=>'")
+            self.scopes.append(scope)
+            rhs = self.expr()
+            self.scopes.pop()
+            clauses.append(Clause(lhs, rhs))
+            if not self.at("}"):
+                self.expect(",", "',' or '}'")
+        self.advance()
+        return Match(data, clauses, complete)
+
+    def pattern(self, scope):
+        self.enter()
+        try:
+            tok = self.tok
+            if tok[0] == "ident" and tok[1] == "_":
+                self.advance()
+                return PatternWildcard()
+            if tok[0] == "local":
+                self.advance()
+                name = tok[1][1:]
+                if name in scope:
+                    raise self.error(f"{tok[1]} appears twice in one pattern", tok)
+                var = scope[name] = Var(name, self.annotation())
+                return PatternVar(var)
+            if tok[0] == "punct" and tok[1] == "(":
+                self.advance()
+                subs, trailing = [], False
+                while not self.at(")"):
+                    subs.append(self.pattern(scope))
+                    trailing = False
+                    if not self.at(")"):
+                        self.expect(",", "',' or ')'")
+                        trailing = True
+                self.advance()
+                if len(subs) == 1 and not trailing:
+                    return subs[0]
+                return PatternTuple(subs)
+            if tok[0] == "ident":
+                ctor = self.mod._constructors.get(tok[1]) if hasattr(self.mod, "_constructors") else None
+                if ctor is None:
+                    raise self.error(f"unknown constructor {tok[1]!r} in a pattern")
+                self.advance()
+                subs = []
+                if self.at("("):
+                    self.advance()
+                    while not self.at(")"):
+                        subs.append(self.pattern(scope))
+                        if not self.at(")"):
+                            self.expect(",", "',' or ')'")
+                    self.advance()
+                return PatternConstructor(ctor, subs)
+            raise self.error(f"expected a pattern, found {self.describe()}")
+        finally:
+            self.depth -= 1
+
+    def kw_let(self):
+        return self.block()
+
+    def kw_ref(self):
+        self.advance()
+        self.expect("(", "'(' after 'ref'")
+        value = self.expr()
+        self.expect(")")
+        return RefCreate(value)
+
+    def kw_ref_read(self):
+        self.advance()
+        self.expect("(", "'(' after 'ref_read'")
+        ref = self.expr()
+        self.expect(")")
+        return RefRead(ref)
+
+    def kw_ref_write(self):
+        self.advance()
+        self.expect("(", "'(' after 'ref_write'")
+        ref = self.expr()
+        self.expect(",", "',' between the ref and the value")
+        value = self.expr()
+        self.expect(")")
+        return RefWrite(ref, value)
+
+    def kw_misplaced(self):
+        raise self.error(f"{self.tok[1]!r} cannot start an expression")
+
+    def kw_const(self):
+        start = self.advance()
+        self.expect("(", "'(' after 'const'")
+        elements, shape = self.const_data()
+        self.expect(",", "',' and the dtype")
+        if self.tok[1] not in _DTYPE_SET:
+            raise self.error(f"expected a dtype ({', '.join(DTYPES)}), found {self.describe()}")
+        dtype = self.advance()[1]
+        given_shape = None
+        if self.at(","):
+            self.advance()
+            if self.tok[1] != "shape":
+                raise self.error(f"expected 'shape=' or ')', found {self.describe()}")
+            self.advance()
+            self.expect("=")
+            given_shape = self.shape()
+        self.expect(")")
+        if given_shape is not None:
+            if int(np.prod(given_shape)) != len(elements) or (elements and given_shape != shape):
+                raise self.error(f"shape={given_shape} does not match the data of shape {shape}", start)
+            shape = given_shape
+        try:
+            return Constant(_array(elements, dtype, shape))
+        except ValueError as exc:
+            raise self.error(f"bad constant: {exc}", start) from None
+
+    def const_data(self):
+        """Nested `[...]` lists of element texts and their shape, read with an explicit stack."""
+        if not self.at("["):
+            return [self.const_element()], ()
+        elements, counts, opened = [], [], []
+        dims, leaf_depth = {}, None          # children per list at each level; depth of leaves
+        while True:
+            if self.at("["):
+                if counts:
+                    counts[-1] += 1
+                if len(counts) >= MAX_DEPTH:
+                    raise self.error("the constant is nested too deeply")
+                opened.append(self.advance())
+                counts.append(0)
+                continue
+            if self.at("]"):
+                tok, count = opened.pop(), counts.pop()
+                if dims.setdefault(len(counts), count) != count:
+                    raise self.error("the constant's lists have different lengths (a ragged array)", tok)
+                self.advance()
+            else:
+                if not counts:
+                    raise self.error(f"expected '[' or a number, found {self.describe()}")
+                if leaf_depth is None:
+                    leaf_depth = len(counts)
+                elif leaf_depth != len(counts):
+                    raise self.error("the constant's elements sit at different depths")
+                elements.append(self.const_element())
+                counts[-1] += 1
+            if not counts:
+                break
+            if self.at(","):
+                self.advance()
+            elif not self.at("]"):
+                raise self.error(f"expected ',' or ']' in the constant, found {self.describe()}")
+        shape = tuple(dims[level] for level in range(len(dims)))
+        if leaf_depth is not None and leaf_depth != len(shape):
+            raise self.error("the constant's elements sit at different depths")
+        return elements, shape
+
+    def const_element(self):
+        tok = self.tok
+        sign = ""
+        if tok[0] == "punct" and tok[1] == "-":
+            sign = "-"
+            self.advance()
+            tok = self.tok
+        if tok[0] == "number" and _NUMBER.fullmatch(tok[1]).group(2) is None:
+            self.advance()
+            return sign + tok[1]
+        if tok[0] == "ident" and (is_special_element(tok[1]) or (tok[1] in ("True", "False") and not sign)):
+            self.advance()
+            return sign + tok[1]
+        raise self.error(f"expected a number, inf, nan, True or False in the constant, found {self.describe()}")
+
+
+def _array(elements, dtype, shape):
+    if dtype == "bool":
+        if any(e not in ("True", "False") for e in elements):
+            raise ValueError("a bool constant holds True and False")
+        flat = np.array([e == "True" for e in elements], dtype=bool)
+    elif dtype in FLOAT_DTYPES:
+        if any(e in ("True", "False") for e in elements):
+            raise ValueError(f"a {dtype} constant holds numbers")
+        flat = np.array([float_value(e, dtype) for e in elements], dtype=dtype).reshape(-1)
+    else:
+        bad = [e for e in elements if not re.fullmatch(r"-?[0-9]+", e)]
+        if bad:
+            raise ValueError(f"a {dtype} constant holds integers, not {bad[0]}")
+        flat = np.array([int_value(e, dtype) for e in elements], dtype=dtype).reshape(-1)
+    return flat.reshape(shape)
+
+
+_KEYWORD_PARSERS = {
+    "fn": _Parser.kw_fn, "if": _Parser.kw_if, "match": _Parser.kw_match, "let": _Parser.kw_let,
+    "ref": _Parser.kw_ref, "ref_read": _Parser.kw_ref_read, "ref_write": _Parser.kw_ref_write,
+    "const": _Parser.kw_const, "True": _Parser.kw_bool, "False": _Parser.kw_bool,
+    "else": _Parser.kw_misplaced, "def": _Parser.kw_misplaced, "type": _Parser.kw_misplaced,
+}
