@@ -15,72 +15,67 @@ user defined with the same constructors) is reused, never duplicated.
 from __future__ import annotations
 
 from relayish.errors import RelayishError
-from relayish.ir.expr import (Clause, Constructor, Function, GlobalVar, Match, PatternConstructor,
-                              PatternVar, PatternWildcard, Var, const)
+from relayish.ir.expr import PatternConstructor
 from relayish.ir.module import Module
-from relayish.ir.op import make_call
-from relayish.ir.types import FuncType, GlobalTypeVar, TensorType, TypeCall, TypeData, TypeVar
+from relayish.ir.types import TypeData
 from relayish.ir.visitor import ExprMutator
 
 TYPE_NAMES = ("List", "Option", "Tree", "Nat")
 FUNCTION_NAMES = ("map", "foldl", "foldr", "length", "nat_iterate")
 
 
+PRELUDE_TEXT = """
+#[version = "0.0.5"]
+type List[a] { Cons(a, List[a]), Nil }
+type Option[a] { Some(a), Nothing }
+type Tree[a] { Leaf(a), Node(Tree[a], Tree[a]) }
+type Nat { Z, S(Nat[]) }
+
+// map(f, [x1, ..., xn]) = [f(x1), ..., f(xn)]
+def @map[a, b](%f: fn (a) -> b, %l: List[a]) -> List[b] {
+  match (%l) {
+    Cons(%h, %t) => Cons(%f(%h), @map(%f, %t)),
+    Nil => Nil(),
+  }
+}
+
+// foldl(f, acc, [x1, ..., xn]) = f(...f(f(acc, x1), x2)..., xn)
+def @foldl[a, b](%f: fn (b, a) -> b, %acc: b, %l: List[a]) -> b {
+  match (%l) {
+    Cons(%h, %t) => @foldl(%f, %f(%acc, %h), %t),
+    Nil => %acc,
+  }
+}
+
+// foldr(f, acc, [x1, ..., xn]) = f(x1, f(x2, ...f(xn, acc)...))
+def @foldr[a, b](%f: fn (a, b) -> b, %acc: b, %l: List[a]) -> b {
+  match (%l) {
+    Cons(%h, %t) => %f(%h, @foldr(%f, %acc, %t)),
+    Nil => %acc,
+  }
+}
+
+def @length[a](%l: List[a]) -> int32 {
+  match (%l) {
+    Cons(_, %t) => 1 + @length(%t),
+    Nil => 0,
+  }
+}
+
+// nat_iterate(f, n) = fn (x) { f(f(...f(x))) }, with n applications of f
+def @nat_iterate[a](%f: fn (a) -> a, %n: Nat[]) -> fn (a) -> a {
+  match (%n) {
+    Z => fn (%x: a) { %x },
+    S(%m) => fn (%x: a) { %f(@nat_iterate(%f, %m)(%x)) },
+  }
+}
+"""
+
+
 def _prelude_module() -> Module:
     """A fresh module holding exactly the prelude's types and functions."""
-    mod = Module()
-    a, b = TypeVar("a"), TypeVar("b")
-
-    def adt(name, params, ctor_specs):
-        gtv = GlobalTypeVar(name)
-        me = TypeCall(gtv, params)
-        ctors = [Constructor(cname, [me if f == "self" else f for f in fields], gtv)
-                 for cname, fields in ctor_specs]
-        mod.add_type(TypeData(gtv, params, ctors))
-        return gtv, me, ctors
-
-    List, list_a, (cons, nil) = adt("List", [a], [("Cons", [a, "self"]), ("Nil", [])])
-    adt("Option", [a], [("Some", [a]), ("Nothing", [])])
-    adt("Tree", [a], [("Leaf", [a]), ("Node", ["self", "self"])])
-    Nat, nat, (z, s) = adt("Nat", [], [("Z", []), ("S", ["self"])])
-    list_b = TypeCall(List, [b])
-
-    def on_list(lst, cons_case, nil_case):
-        h, t = Var("h"), Var("t")
-        return Match(lst, [Clause(PatternConstructor(cons, [PatternVar(h), PatternVar(t)]),
-                                  cons_case(h, t)),
-                           Clause(PatternConstructor(nil, []), nil_case)])
-
-    gmap, gfoldl, gfoldr, glength, giter = (GlobalVar(n) for n in FUNCTION_NAMES)
-
-    f, l = Var("f", FuncType([a], b)), Var("l", list_a)
-    mod[gmap] = Function([f, l], on_list(l, lambda h, t: cons(f(h), gmap(f, t)), nil()),
-                         list_b, [a, b])
-
-    f, acc, l = Var("f", FuncType([b, a], b)), Var("acc", b), Var("l", list_a)
-    mod[gfoldl] = Function([f, acc, l], on_list(l, lambda h, t: gfoldl(f, f(acc, h), t), acc),
-                           b, [a, b])
-
-    f, acc, l = Var("f", FuncType([a, b], b)), Var("acc", b), Var("l", list_a)
-    mod[gfoldr] = Function([f, acc, l], on_list(l, lambda h, t: f(h, gfoldr(f, acc, t)), acc),
-                           b, [a, b])
-
-    l = Var("l", list_a)
-    t = Var("t")
-    mod[glength] = Function(
-        [l], Match(l, [Clause(PatternConstructor(cons, [PatternWildcard(), PatternVar(t)]),
-                              make_call("add", [const(1), glength(t)])),
-                       Clause(PatternConstructor(nil, []), const(0))]),
-        TensorType((), "int32"), [a])
-
-    f, n, m = Var("f", FuncType([a], a)), Var("n", nat), Var("m")
-    x0, x1 = Var("x", a), Var("x", a)
-    mod[giter] = Function(
-        [f, n], Match(n, [Clause(PatternConstructor(z, []), Function([x0], x0)),
-                          Clause(PatternConstructor(s, [PatternVar(m)]),
-                                 Function([x1], f(giter(f, m)(x1))))]),
-        FuncType([a], a), [a])
-    return mod
+    from relayish.ir.text.parser import parse
+    return parse(PRELUDE_TEXT, filename="<prelude>")
 
 
 class _RebindConstructors(ExprMutator):
