@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import numpy as np
@@ -86,6 +87,12 @@ def main(argv=None):
         _report(args.file, str(e), line, column)
     except CommandError as e:
         _report(args.file, str(e))
+    except BrokenPipeError:                 # `relayish grad f.rly | head`: not an error
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
     except KeyboardInterrupt:
         print("relayish: interrupted", file=sys.stderr)
         return 130

@@ -282,7 +282,7 @@ def run_trust_ncg(problem, x0, tol, max_iter, monitor, initial_radius=1.0, max_r
             return _nonfinite_stop(x, f, g, k, "objective")
         if not _finite(g):
             return _nonfinite_stop(x, f, g, k, "gradient")
-        monitor.record(k, f, gnorm, radius)
+        monitor.record(k, f, gnorm, None, radius=radius)
         if gnorm <= tol:
             return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
         if k == max_iter:

@@ -20,8 +20,9 @@ class OptimizeResult:
 
     x: the minimizer, in the structure of x0; fun: f(x); grad_norm: |grad f(x)| (Euclidean);
     n_iter: iterations taken; converged: grad_norm <= tol; message: why it stopped;
-    history: one dict per iteration {"iter", "fun", "grad_norm", "step"} ("step" is the line
-    search step, or the trust radius for trust-ncg); nfev/ngev/nhev: objective, gradient and
+    history: one dict per iteration {"iter", "fun", "grad_norm", "step"} ("step": the line
+    search step that led there, None at the start and for trust-ncg, whose entries carry the
+    trust "radius" instead); nfev/ngev/nhev: objective, gradient and
     Hessian (or Hessian-vector product) evaluations.
     """
     x: object
@@ -66,6 +67,8 @@ def progress_printer(stream=None):
     def show(entry):
         step = entry["step"]
         step_text = "" if step is None else f"  step {step:.3g}"
+        if "radius" in entry:
+            step_text += f"  radius {entry['radius']:.3g}"
         print(f"iter {entry['iter']:4d}  f {entry['fun']: .12g}  |grad| {entry['grad_norm']:.3e}"
               f"{step_text}", file=stream or sys.stdout, flush=True)
     return show
