@@ -340,6 +340,10 @@ class _Generator:
 
     def unary(self, name, x, dtype):
         """name(x); the composite names keep log, sqrt and power on arguments >= 1."""
+        if name in ("log1p_sq", "sqrt1p_sq", "pow1p_sq") and not isinstance(x, (rl.Var, rl.Constant)):
+            # x is used twice: bind it, so no binder inside x is bound at two places
+            v = self.fresh(None, annotate=False)
+            return rl.Let(v, x, self.unary(name, v, dtype))
         one = rl.const(1.0, dtype)     # explicit dtypes: `1.0 + x` cannot always see x's dtype
         if name == "exp_tanh":
             return rl.exp(rl.tanh(x))
