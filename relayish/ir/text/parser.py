@@ -26,7 +26,7 @@ from relayish.ir.text.lexer import Source, tokenize
 from relayish.ir.text.literals import (DTYPE_OF_SUFFIX, SPECIAL_FLOAT, float_value, int_value,
                                        is_special_element)
 
-MAX_DEPTH = 3000
+MAX_DEPTH = 10000
 
 # infix operators: symbol -> (precedence, op name); `:=` builds a RefWrite
 BINARY = {":=": (1, None),
@@ -124,6 +124,11 @@ class _Parser:
         tok = tok or self.tok
         return "the end of the text" if tok[0] == "eof" else repr(tok[1])
 
+    def small_int(self, text, tok):
+        if len(text) > 18:
+            raise self.error(f"the number {text[:30]} is too large here", tok)
+        return int(text)
+
     def enter(self):
         self.depth += 1
         if self.depth > MAX_DEPTH:
@@ -183,7 +188,7 @@ class _Parser:
             gv, func = self.definition()
             self.mod[gv] = func
         for name, offset in self.global_uses.items():
-            if name not in self.globals:
+            if name not in self.mod:
                 raise self.source.error(f"unknown global function @{name}", offset)
         return self.mod
 
@@ -233,6 +238,8 @@ class _Parser:
         while not self.at("}"):
             if self.tok[0] != "ident" or self.tok[1] in KEYWORDS:
                 raise self.error(f"expected a constructor name, found {self.describe()}")
+            if any(c.name_hint == self.tok[1] for c in ctors):
+                raise self.error(f"the type has two constructors named {self.tok[1]}")
             ctor_name = self.advance()[1]
             inputs = []
             if self.at("("):
@@ -381,7 +388,7 @@ class _Parser:
             if tok[0] != "number" or not tok[1].isdigit():
                 raise self.error(f"expected a dimension (a non-negative integer), found {self.describe()}")
             self.advance()
-            dims.append(int(tok[1]))
+            dims.append(self.small_int(tok[1], tok))
             if not self.at(")"):
                 self.expect(",", "',' or ')'")
         self.advance()
@@ -495,7 +502,7 @@ class _Parser:
                     raise self.error(f"expected a tuple index after '.', found {self.describe()}")
                 self.advance()
                 for part in index[1].split("."):      # `%t.0.1` lexes as %t . 0.1
-                    e = TupleGetItem(e, int(part))
+                    e = TupleGetItem(e, self.small_int(part, index))
             else:
                 return e
 
@@ -505,7 +512,7 @@ class _Parser:
             if isinstance(op, str):
                 op = get_op(op)
             return make_call(op, args, attrs)
-        except RelayishError as exc:
+        except Exception as exc:  # noqa: BLE001 - an op's attribute normalizer may raise anything
             raise self.error(str(exc), tok) from None
 
     def call_args(self):
@@ -553,7 +560,7 @@ class _Parser:
                 self.advance()
                 text = ("-" if negative else "") + m.group(1)
                 if re.fullmatch(r"-?[0-9]+", text):
-                    return int(text)
+                    return self.small_int(text, tok)
                 return float(text)
             if negative:
                 raise self.error(f"expected a number after '-', found {self.describe()}")

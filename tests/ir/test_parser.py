@@ -1,0 +1,388 @@
+"""The text parser: round trips of hand-written programs, the API.md example, error positions,
+fuzzed text raising only ParseError, and 10^5-long let-chains."""
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import relayish as rl
+from relayish.ir.visitor import build_let_chain, free_vars
+
+API_EXAMPLE = """\
+type List[a] { Cons(a, List[a]), Nil }
+def @main(%x: Tensor[(2), float64], %n: int32) -> float64 {   // float64 == Tensor[(), float64]
+  let %a = take(%x, 0);                      // op calls by name; attrs as keywords: sum(%y, axis=1)
+  let %f = fn (%y: float64) { %y * %a };     // closures
+  let %r = ref(%a);  %r := !%r + 1f64;       // refs: ref(e), !e, e1 := e2 (also ref_read/ref_write)
+  if (%a > 0f64) { %f(%a) } else { 2.5f64 }  // literals: 1f / 2.5f32, 1f64, 3 (int32), 3i64, True
+  // match (%l) { Cons(%h, _) => %h, Nil => 0f64 }
+}
+"""
+
+
+def f32(name, shape=()):
+    return rl.var(name, shape=shape, dtype="float32")
+
+
+def list_module():
+    mod = rl.Module()
+    a = rl.TypeVar("a")
+    lst = rl.GlobalTypeVar("List")
+    cons = rl.Constructor("Cons", [a, rl.TypeCall(lst, [a])], lst)
+    nil = rl.Constructor("Nil", [], lst)
+    mod.add_type(rl.TypeData(lst, [a], [cons, nil]))
+    return mod, lst, cons, nil
+
+
+def roundtrip_expr(e, mod=None):
+    text = rl.astext(e)
+    back = rl.parse_expr(text, mod=mod, free_vars=free_vars(e))
+    rl.assert_structural_equal(e, back)
+    assert rl.astext(back) == text
+    return back
+
+
+def roundtrip_module(mod):
+    text = rl.astext(mod)
+    back = rl.parse(text)
+    rl.assert_structural_equal(mod, back)
+    assert rl.astext(back) == text
+    return back
+
+
+# ---- round trips ---------------------------------------------------------------------------------
+
+def expressions():
+    """Hand-written programs covering every construct and every kind of type."""
+    x, y, z = f32("x"), f32("y"), f32("z")
+    m = rl.var("m", shape=(2, 3), dtype="float64")
+    i = rl.var("i", dtype="int64")
+    b = rl.var("b", dtype="bool")
+    t = rl.var("t", type=rl.TupleType([rl.TensorType(), rl.TupleType([rl.TensorType((3,), "int32")])]))
+    r = rl.var("r", type=rl.RefType(rl.TensorType((2,), "float16")))
+    fn_t = rl.var("g", type=rl.FuncType([rl.TensorType()], rl.TupleType([])))
+    a = rl.TypeVar("a")
+    pa = rl.var("p", type=a)
+    u = rl.Var("u")                      # no annotation
+    out = {
+        "arith": rl.Function([x, y, z], (x + y) * z - x / (y - z) + -x * -(y + z)),
+        "compare": rl.Function([x, y], rl.Tuple([x < y, x > y, x <= y, x >= y, rl.equal(x, y),
+                                                 rl.not_equal(x, y), rl.less(x < y, b)])),
+        "ops_attrs": rl.Function([m], rl.Tuple([rl.sum(m, axis=1), rl.sum(m, axis=(0, 1), keepdims=True),
+                                                rl.mean(m), rl.cast(m, "int32"), rl.exp(m),
+                                                rl.transpose(m, axes=(1, 0)), rl.reshape(m, (3, 2))])),
+        "literals": rl.Tuple([rl.const(1.0), rl.const(2.5, "float64"), rl.const(3), rl.const(3, "int64"),
+                              rl.const(True), rl.const(False), rl.const(-0.0), rl.const(np.inf),
+                              rl.const(-np.inf, "float64"), rl.const(np.nan, "float16"),
+                              rl.const(1e-45), rl.const(3.4028235e38), rl.const(0.1, "float64"),
+                              rl.const(255, "uint8"), rl.const(-128, "int8"), rl.const(2**63 - 1, "int64"),
+                              rl.const(2**64 - 1, "uint64"), rl.const(6.1e-5, "float16")]),
+        "arrays": rl.Tuple([rl.const(np.arange(6, dtype="float32").reshape(2, 3) / 7),
+                            rl.const(np.array([[True], [False]])),
+                            rl.const(np.zeros((0, 2), "int32")), rl.const(np.zeros((2, 0), "float64")),
+                            rl.const(np.array([np.nan, -np.inf, -0.0, 1e300])),
+                            rl.const(np.arange(24, dtype="int64").reshape(2, 3, 4))]),
+        "tuples": rl.Function([t], rl.Tuple([rl.TupleGetItem(t, 0), rl.TupleGetItem(rl.TupleGetItem(t, 1), 0),
+                                             rl.Tuple([]), rl.Tuple([x]), rl.TupleGetItem(rl.Tuple([x, y]), 1)])),
+        "lets": rl.Function([x], rl.Let(y, x * x, rl.Let(z, y + x, rl.Let(u, rl.Tuple([y, z]), u)))),
+        "if": rl.Function([x, b], rl.If(b, rl.If(x > rl.const(0.0), x, -x),
+                                        rl.Let(y, x * x, y))),
+        "closures": rl.Function([x], rl.Let(fn_t, rl.Function([y], rl.Tuple([])),
+                                            rl.Call(rl.Function([z], z * x, ret_type=rl.TensorType()), [x]))),
+        "poly": rl.Function([pa], pa, ret_type=a, type_params=[a]),
+        "refs": rl.Function([r], rl.Let(rl.Var("_"), rl.RefWrite(r, rl.RefRead(r) * rl.RefRead(r)),
+                                        rl.RefCreate(rl.RefRead(r)))),
+        "nested_let_value": rl.Function([x], rl.Let(y, rl.Let(z, x + x, z * z), rl.Tuple([rl.Let(u, y, u), y]))),
+        "int_math": rl.Function([i], i * rl.const(2, "int64") - i),
+        "function_type_annotation": rl.Function([fn_t], fn_t(rl.const(1.0))),
+        "free_vars": x * y + rl.Let(z, x, z),
+        "global_call": rl.Function([x], rl.GlobalVar("f")(x, x)),
+        "op_as_value": rl.Let(u, rl.get_op("add"), u(x, x)),
+    }
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(expressions()))
+def test_expression_round_trip(name):
+    roundtrip_expr(expressions()[name])
+
+
+def test_round_trip_of_adts_and_match():
+    mod, lst, cons, nil = list_module()
+    h, tl, lv = rl.Var("h"), rl.Var("t"), rl.var("l", type=rl.TypeCall(lst, [rl.TensorType()]))
+    pair = rl.var("pair", type=rl.TupleType([rl.TensorType(), rl.TensorType()]))
+    a, b2 = rl.Var("a"), rl.Var("b")
+    e = rl.Function([lv, pair], rl.Tuple([
+        rl.Match(lv, [rl.Clause(rl.PatternConstructor(cons, [rl.PatternVar(h), rl.PatternVar(tl)]),
+                                cons(h + rl.const(1.0), tl)),
+                      rl.Clause(rl.PatternConstructor(nil, []), nil())]),
+        rl.Match(pair, [rl.Clause(rl.PatternTuple([rl.PatternVar(a), rl.PatternWildcard()]),
+                                  rl.Let(b2, a * a, b2))], complete=False),
+        rl.Match(lv, [rl.Clause(rl.PatternWildcard(), rl.Function([], lv))]),
+        cons]))
+    roundtrip_expr(e, mod=mod)
+
+
+def test_module_round_trip_with_prelude_and_mutual_recursion():
+    mod = rl.Module()
+    rl.Prelude(mod)
+    n = rl.var("n", dtype="int32")
+    even, odd = rl.GlobalVar("even"), rl.GlobalVar("odd")
+    mod[even] = rl.Function([n], rl.If(rl.equal(n, rl.const(0)), rl.const(True), odd(n - rl.const(1))),
+                            ret_type=rl.TensorType((), "bool"))
+    n2 = rl.var("n", dtype="int32")
+    mod[odd] = rl.Function([n2], rl.If(rl.equal(n2, rl.const(0)), rl.const(False), even(n2 - rl.const(1))))
+    back = roundtrip_module(mod)
+    assert [g.name_hint for g in back.global_vars] == [g.name_hint for g in mod.global_vars]
+    assert set(back.constructors) == set(mod.constructors)
+
+
+def test_types_and_functions_may_be_used_before_their_definition():
+    text = """
+    def @main(%t: Tree[float32]) -> float32 { @size(%t) }
+    def @size(%t: Tree[float32]) -> float32 {
+      match (%t) { Leaf(%x) => %x, Node(%l, %r) => @size(%l) + @size(%r) }
+    }
+    type Tree[a] { Leaf(a), Node(Tree[a], Tree[a]) }
+    """
+    mod = rl.parse(text)
+    assert [g.name_hint for g in mod.global_vars] == ["main", "size"]
+    assert mod["main"].body.op is mod.get_global_var("size")
+    roundtrip_module(mod)
+
+
+def test_parse_api_example_and_evaluate_it():
+    mod = rl.parse(API_EXAMPLE)
+    assert [g.name_hint for g in mod.global_vars] == ["main"]
+    main = mod["main"]
+    assert [p.name_hint for p in main.params] == ["x", "n"]
+    assert main.params[0].type_annotation == rl.TensorType((2,), "float64")
+    assert main.ret_type == rl.TensorType((), "float64")
+    roundtrip_module(mod)
+    assert float(rl.evaluate(mod, np.array([3.0, 4.0]), np.int32(2))) == 9.0
+
+
+def test_precedence_of_parsed_infix():
+    x, y, z = f32("x"), f32("y"), f32("z")
+    free = [x, y, z]
+    cases = {
+        "%x + %y * %z": x + y * z,
+        "%x * %y + %z": x * y + z,
+        "%x - %y - %z": (x - y) - z,
+        "%x / %y / %z": (x / y) / z,
+        "-%x * %y": (-x) * y,
+        "%x + %y < %z * %x": (x + y) < (z * x),
+        "(%x + %y) * %z": (x + y) * z,
+        "%x - -1f": x - rl.const(-1.0),
+        "%x - - 1f": x - rl.negative(rl.const(1.0)),
+        "%x-1f": x - rl.const(1.0),
+    }
+    for text, expected in cases.items():
+        rl.assert_structural_equal(rl.parse_expr(text, free_vars=free), expected)
+
+
+def test_alternative_spellings():
+    r = rl.var("r", type=rl.RefType(rl.TensorType()))
+    a = rl.parse_expr("ref_write(%r, ref_read(%r)); %r", free_vars=[r])
+    b = rl.parse_expr("%r := !%r; %r", free_vars=[r])
+    rl.assert_structural_equal(a, b)
+    assert isinstance(a, rl.Let) and isinstance(a.value, rl.RefWrite)
+    assert rl.parse_expr("2.5f32").data.dtype == np.float32
+    assert rl.parse_expr("2.5").data.dtype == np.float32
+    assert rl.parse_expr("(1f)").data.dtype == np.float32
+    t = rl.parse_expr("fn (%x: Tensor[(3,), float32], %y: Tensor[(), int32]) { %x }")
+    assert t.params[0].type_annotation == rl.TensorType((3,))
+    assert t.params[1].type_annotation == rl.TensorType((), "int32")
+    e = rl.parse_expr("if (True) { 1 } else if (False) { 2 } else { 3 }")
+    assert isinstance(e.false_branch, rl.If)
+
+
+def test_comments_and_header_are_ignored():
+    text = '#[version = "0.0.5"]\n/* a\nblock */ def @main() { // line\n 1f /* inline */ }\n'
+    mod = rl.parse(text)
+    assert mod["main"].body.data == np.float32(1)
+    assert rl.parse_expr("// c\n1 /* d */").data == 1
+
+
+def test_let_bound_function_may_call_itself():
+    e = rl.parse_expr("let %f = fn (%n: int32) -> int32 { %f(%n) }; %f")
+    assert e.value.body.op is e.var
+
+
+def test_graph_bindings_share_the_expression():
+    e = rl.parse_expr("fn (%x: float32) { %0 = %x * %x; %0 + %0 }")
+    assert e.body.args[0] is e.body.args[1]
+
+
+def test_free_variables_of_parse_expr():
+    x = f32("x")
+    e = rl.parse_expr("%x + %y * %y", free_vars={"x": x})
+    assert e.args[0] is x
+    assert e.args[1].args[0] is e.args[1].args[1]
+    assert e.args[1].args[0].type_annotation is None
+
+
+def test_parse_expr_resolves_constructors_and_globals_through_mod():
+    mod, lst, cons, nil = list_module()
+    mod["f"] = rl.Function([], nil())
+    e = rl.parse_expr("Cons(1f, @f())", mod=mod)
+    assert e.op is cons and e.args[1].op is mod.get_global_var("f")
+
+
+def test_shadowing_in_hand_written_text():
+    e = rl.parse_expr("let %x = 1f; let %x = %x + 1f; %x")
+    inner = e.body
+    assert inner.value.args[0] is e.var and inner.body is inner.var
+
+
+# ---- errors --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, line, column, fragment", [
+    ("def @main() {\n  let %x = 1f\n  %x\n}", 3, 3, "';'"),
+    ("def @main() { %y }", 1, 15, "unbound variable %y"),
+    ("def @main() {\n  foo(1f)\n}", 2, 3, "unknown operator or constructor 'foo'"),
+    ("def @main() { @g() }", 1, 15, "unknown global function @g"),
+    ("def @main(%x: Lsit[float32]) { %x }", 1, 15, "unknown type 'Lsit'"),
+    ("def @main() { 1q }", 1, 15, "suffix"),
+    ("def @main() { 300u8 }", 1, 15, "out of range"),
+    ("def @main() { match (1f) { Foo => 1f } }", 1, 28, "unknown constructor 'Foo'"),
+    ("def @main() { sum(1f, axs=1) }", 1, 18, "no attribute"),
+    ("def @main() {\n  1f $ 2f\n}", 2, 6, "unexpected character"),
+    ("def @main() { 1f", 1, 13, "never closed"),
+    ("def @f() { 1f }\ndef @f() { 2f }", 2, 5, "defined twice"),
+    ("let %x = 1f", 1, 1, ""),
+    ("type T { A, A }", 1, 13, "two constructors named A"),
+    ("1f 2f", 1, 4, "after the expression"),
+    ("const([[1, 2], [3]], float32)", 1, 16, "ragged"),
+    ("const([1, 2], float32, shape=(3,))", 1, 1, "does not match"),
+    ("/* open", 1, 1, "unterminated comment"),
+])
+def test_parse_errors_have_line_column_and_caret(text, line, column, fragment):
+    parse = rl.parse if text.startswith(("def", "type", "let %x = 1f")) else rl.parse_expr
+    with pytest.raises(rl.ParseError) as info:
+        parse(text)
+    err = info.value
+    assert (err.line, err.column) == (line, column), str(err)
+    assert fragment in str(err)
+    lines = str(err).split("\n")
+    assert lines[-2] == "  " + text.split("\n")[line - 1]
+    assert lines[-1] == "  " + " " * (column - 1) + "^"
+
+
+def test_parse_error_carries_the_filename():
+    with pytest.raises(rl.ParseError) as info:
+        rl.parse("def @main() { %x }", filename="prog.rly")
+    assert str(info.value).startswith("prog.rly:1:15: ")
+
+
+def test_deep_nesting_is_a_parse_error_not_a_crash():
+    for text in ["(" * 50_000, "-" * 50_000 + "%x", "fn (%x: " + "(" * 50_000, "const(" + "[" * 50_000]:
+        with pytest.raises(rl.ParseError, match="nested too deeply"):
+            rl.parse_expr(text)
+    depth = 2000                     # but reasonable nesting parses
+    e = rl.parse_expr("(" * depth + "1f" + ")" * depth)
+    assert isinstance(e, rl.Constant)
+
+
+def test_huge_line_errors_show_an_excerpt_with_the_right_column():
+    text = "(" + "1f + " * 10_000 + "$)"
+    with pytest.raises(rl.ParseError) as info:
+        rl.parse_expr(text)
+    assert info.value.column == len(text) - 1
+    assert len(str(info.value)) < 600
+
+
+# ---- fuzzing: only ParseError, whatever the input -------------------------------------------------
+
+def _sample_texts():
+    mod = rl.Module()
+    rl.Prelude(mod)
+    texts = [API_EXAMPLE, rl.astext(mod)]
+    for e in expressions().values():
+        texts.append(rl.astext(e))
+    return texts
+
+
+SAMPLES = _sample_texts()
+ALPHABET = st.sampled_from(list("%@()[]{},;:.=<>!-+*/?#\"_ \n0123456789afinxuTF") +
+                           ["let ", "fn ", "if ", "else ", "match ", "def ", "type ", "ref", "/*", "//",
+                            "const(", "1e400f", "nanx1f", "True", "Cons", "@main", "%x", "\u00e9", "\x00"])
+
+
+def _parse_any(text):
+    try:
+        if "def " in text or "type " in text:
+            rl.parse(text)
+        else:
+            rl.parse_expr(text)
+    except rl.ParseError:
+        pass
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=60))
+def test_random_strings_raise_only_parse_errors(text):
+    _parse_any(text)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(ALPHABET, max_size=40).map("".join))
+def test_random_token_soup_raises_only_parse_errors(text):
+    _parse_any(text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(SAMPLES), st.lists(st.tuples(st.sampled_from(["del", "ins", "swap"]),
+                                                    st.floats(0, 1), ALPHABET), min_size=1, max_size=4))
+def test_mutated_programs_raise_only_parse_errors(text, edits):
+    chars = list(text)
+    for kind, where, piece in edits:
+        k = int(where * len(chars)) if chars else 0
+        k = min(k, max(len(chars) - 1, 0))
+        if kind == "del" and chars:
+            del chars[k]
+        elif kind == "ins":
+            chars.insert(k, piece)
+        elif kind == "swap" and len(chars) > 1:
+            j = min(k + 1, len(chars) - 1)
+            chars[k], chars[j] = chars[j], chars[k]
+    _parse_any("".join(chars))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(SAMPLES), st.floats(0, 1))
+def test_truncated_programs_raise_only_parse_errors(text, fraction):
+    _parse_any(text[: int(fraction * len(text))])
+
+
+# ---- long programs -------------------------------------------------------------------------------
+
+def test_long_let_chain_parses_with_a_loop():
+    x = f32("x")
+    bindings, prev = [], x
+    for _ in range(100_000):
+        v = rl.Var("x", rl.TensorType())
+        bindings.append((v, prev * rl.const(2.0)))
+        prev = v
+    func = rl.Function([x], build_let_chain(bindings, prev))
+    text = rl.astext(func)
+    start = time.perf_counter()
+    back = rl.parse_expr(text)
+    elapsed = time.perf_counter() - start
+    assert isinstance(back, rl.Function)
+    rl.assert_structural_equal(func, back)
+    print(f"parsed a 10^5-binding let-chain in {elapsed:.2f}s")
+
+
+def test_long_statement_sequence_and_long_flat_infix_chain():
+    text = "let %r = ref(0f);\n" + "%r := !%r + 1f;\n" * 50_000 + "!%r"
+    e = rl.parse_expr(text)
+    n = 0
+    while isinstance(e, rl.Let):
+        n += 1
+        e = e.body
+    assert n == 50_001
+    flat = rl.parse_expr("1f" + " + 1f" * 50_000)
+    assert flat.op.name == "add"
