@@ -48,7 +48,7 @@ from relayish.ir.module import Module
 from relayish.ir.op import Op, gradient_rule, make_call
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, TypeCall,
                                TypeData, TypeVar, substitute)
-from relayish.ir.visitor import ExprMutator, build_let_chain
+from relayish.ir.visitor import ExprMutator, ExprVisitor, build_let_chain, run_deep
 
 UNIT = TupleType(())
 BP_TYPE = RefType(FuncType([], UNIT))
@@ -295,6 +295,14 @@ class ReverseAD:
         self.generated = False         # whether any global function was added to out_mod
         self._keep = []
 
+    def register_adts(self, expr):
+        """Make the ADTs of the constructors used in expr known (for inputs of ADT type)."""
+        seen = _Constructors()
+        run_deep(seen.visit, expr)
+        for c in seen.found:
+            if c.type_data is not None:
+                self.types.add_type_data(c.type_data)
+
     # -- scopes and emission ---------------------------------------------------------------
     @property
     def scope(self) -> _Scope:
@@ -540,22 +548,23 @@ class ReverseAD:
         Returns the lifted atom and the reference structure (for read_and_reset)."""
         if is_float_tensor(t):
             zr = self.emit(RefCreate(make_call("zeros_like", [z])), "r")
-            return self.emit(Tuple([z, zr]), "d"), (zr, z)
+            return self.emit(Tuple([z, zr]), "d"), ("ref", zr, t)
         if isinstance(t, TupleType):
             parts = [self.fresh_lift(self.emit(TupleGetItem(z, i), "f", ft), ft)
                      for i, ft in enumerate(t.fields)]
-            return self.emit(Tuple([p[0] for p in parts]), "d"), parts
-        return z, ("const", z)
+            return self.emit(Tuple([p[0] for p in parts]), "d"), ("tuple", [p[1] for p in parts], t)
+        return z, ("const", z, t)
 
     def read_and_reset(self, refs):
-        if isinstance(refs, tuple) and len(refs) == 2 and refs[0] == "const":
-            return make_call("zeros_like", [refs[1]])
-        if isinstance(refs, tuple):
-            zr, _ = refs
-            g = self.emit(RefRead(zr), "g")
-            self.emit(RefWrite(zr, make_call("zeros_like", [g])), "u")
+        """The output cotangent from the reference structure of fresh_lift; zeroes the refs."""
+        kind, what, t = refs
+        if kind == "const":
+            return self.emit(make_call("zeros_like", [what]), "g", t)
+        if kind == "ref":
+            g = self.emit(RefRead(what), "g", t)
+            self.emit(RefWrite(what, make_call("zeros_like", [g])), "u")
             return g
-        return self.emit(Tuple([self.read_and_reset(r) for r in refs]), "g")
+        return self.emit(Tuple([self.read_and_reset(r) for r in what]), "g", t)
 
     def accumulate(self, a, t, g):
         """Add the cotangent g into the references of the lifted value a (of original type t)."""
@@ -704,6 +713,20 @@ class ReverseAD:
         return gv
 
 
+class _Constructors(ExprVisitor):
+    def __init__(self):
+        super().__init__()
+        self.found = []
+
+    def visit_Constructor(self, e):
+        self.found.append(e)
+
+    def visit_pattern(self, p):
+        if isinstance(p, PatternConstructor):
+            self.found.append(p.constructor)
+        super().visit_pattern(p)
+
+
 def _seedable(t):
     if isinstance(t, TensorType):
         return True
@@ -744,6 +767,8 @@ def build_entry(ad: ReverseAD, func: Function, mode: str, argnums=None) -> Funct
     _check_output(func, out_t, mode)
     if argnums is not None:
         argnums = _normalize_argnums(argnums, len(params))
+
+    ad.register_adts(func)
 
     def body():
         bp = ad.emit(RefCreate(Function([], Tuple([]))), "bp")
