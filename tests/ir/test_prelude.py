@@ -260,3 +260,20 @@ def test_prelude_round_trips_through_text(prelude):
     for name in ("@map", "@foldl", "@foldr", "@length", "@nat_iterate", "List", "Cons"):
         assert name in text
     rl.assert_structural_equal(rl.parse(text), mod)
+
+
+def test_user_text_names_nat_without_brackets(prelude):
+    """`Nat` and `Nat[]` name the same (parameterless) type in program text."""
+    text = rl.astext(prelude.mod) + """
+def @twice(%n: Nat) -> Nat { S(S(%n)) }
+def @main() -> int32 { match (@twice(Z())) { S(_) => 1, Z => 0 } }
+"""
+    mod = rl.parse(text)
+    assert int(rl.evaluate(mod)) == 1
+
+
+def test_prelude_text_parses_on_its_own():
+    from relayish.ir.prelude import PRELUDE_TEXT
+    mod = rl.parse(PRELUDE_TEXT)
+    assert set(mod.type_definitions) == {rl.GlobalTypeVar(n) for n in ("List", "Option", "Tree", "Nat")}
+    rl.infer_type(mod)
