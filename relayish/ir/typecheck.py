@@ -21,9 +21,8 @@ from __future__ import annotations
 import itertools
 
 from relayish.errors import RelayishError, TypeCheckError
-from relayish.ir.expr import (Call, Constructor, Expr, Function, GlobalVar, Let, Match,
-                              PatternConstructor, PatternTuple, PatternVar, PatternWildcard, Var,
-                              _short_text)
+from relayish.ir.expr import (Clause, Constructor, Expr, Function, Let, PatternConstructor,
+                              PatternTuple, PatternVar, PatternWildcard, Var, _short_text)
 from relayish.ir.module import Module
 from relayish.ir.op import Op
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, Type,
@@ -142,6 +141,7 @@ class TypeChecker(ExprFunctor):
         self.global_types = dict(global_types or {})   # global name -> type
         self.signatures: dict = {}          # id(global Function) -> its FuncType signature
         self.pending: list = []             # deferred constraints: (kind, node, data, result)
+        self._cache_keep: list = []         # keeps the types _final_type caches by id alive
 
     # ---- the solver: holes, resolve, zonk, unify -----------------------------------------------
     def fresh(self) -> IncompleteType:
@@ -464,6 +464,9 @@ class TypeChecker(ExprFunctor):
         if data is None:
             raise TypeCheckError(f"constructor {ctor.name_hint} belongs to no type definition "
                                  "(build a TypeData with it)")
+        for t in ctor.inputs:
+            if not isinstance(t, Type):
+                raise TypeCheckError(f"field type {t!r} of constructor {ctor.name_hint} is not a type")
         ret = TypeCall(data.header, data.type_vars)
         t = FuncType(ctor.inputs, ret, data.type_vars)
         ctor._checked_type = t
@@ -490,6 +493,7 @@ class TypeChecker(ExprFunctor):
         return self.project(e, t)
 
     def visit_Function(self, e):
+        check_type_params(e)
         sig = self.signatures.get(id(e))
         if sig is not None:
             param_types, ret = list(sig.arg_types), sig.ret_type
@@ -568,6 +572,8 @@ class TypeChecker(ExprFunctor):
         data = self.visit(e.data)
         result = self.fresh()
         for clause in e.clauses:
+            if not isinstance(clause, Clause):
+                raise TypeCheckError(f"a match clause must be a Clause, got {clause!r} in {_text(e)}")
             self.check_pattern(clause.lhs, data, e)
             self.expect(clause.rhs, result, self.visit(clause.rhs),
                         "every clause of a match must have the same type")
@@ -624,15 +630,45 @@ class TypeChecker(ExprFunctor):
         """Solve what is left, then store every node's complete type in `_checked_type`."""
         self.solve(final=True)
         unknown = None
+        cache: dict = {}
         for node in self._keep:
-            t = self.complete(self.memo[id(node)])
-            if t is None:
+            t, holes = self._final_type(self.memo[id(node)], cache)
+            if holes:
                 if unknown is None or (isinstance(node, Var) and not isinstance(unknown, Var)):
                     unknown = node
                 continue
             node._checked_type = t
         if unknown is not None:
             raise self.unknown_error(unknown)
+
+    def _final_type(self, t, cache):
+        """(zonked t, whether it has holes), memoized by type object: nodes share their types."""
+        key = id(t)
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+        r = self.resolve(t)
+        if isinstance(r, IncompleteType):
+            out = (r, True)
+        elif isinstance(r, TupleType):
+            parts = [self._final_type(f, cache) for f in r.fields]
+            out = (TupleType([p[0] for p in parts]), any(p[1] for p in parts))
+        elif isinstance(r, FuncType):
+            parts = [self._final_type(a, cache) for a in (*r.arg_types, r.ret_type)]
+            out = (FuncType([p[0] for p in parts[:-1]], parts[-1][0], r.type_params),
+                   any(p[1] for p in parts))
+        elif isinstance(r, RefType):
+            v, holes = self._final_type(r.value, cache)
+            out = (RefType(v), holes)
+        elif isinstance(r, TypeCall):
+            parts = [self._final_type(a, cache) for a in r.args]
+            out = (TypeCall(r.func, [p[0] for p in parts]), any(p[1] for p in parts))
+        else:
+            out = (r, False)
+        cache[key] = out
+        cache[id(r)] = out
+        self._cache_keep.append(t)
+        return out
 
     def unknown_error(self, node):
         t = type_str(self.zonk(self.memo[id(node)]))
@@ -641,6 +677,14 @@ class TypeChecker(ExprFunctor):
         if site is not None:
             msg += f", bound in {_text(site)}"
         return TypeCheckError(msg + "; add a type annotation")
+
+
+def check_type_params(func):
+    for p in func.type_params:
+        if not isinstance(p, TypeVar):
+            raise TypeCheckError(f"the type parameters of {_text(func)} must be TypeVars, got {p!r}")
+    if len(set(func.type_params)) != len(func.type_params):
+        raise TypeCheckError(f"{_text(func)} declares a type parameter twice")
 
 
 # ---- exhaustiveness ----------------------------------------------------------------------------
@@ -780,6 +824,7 @@ def _check_module(mod) -> Module:
     _check_type_definitions(mod)
     checker = TypeChecker(mod)
     for gv, func in mod.functions.items():
+        check_type_params(func)
         if func.ret_type is not None:
             checker.check_annotation(func.ret_type, func)
         sig = FuncType([checker.binder_type(p) for p in func.params],
