@@ -12,16 +12,16 @@ from relayish.errors import ParseError
 
 _TOKEN = re.compile(r"""
     \s*(?:
-    (?P<comment>//[^\n]*)
+    (?P<local>%[A-Za-z0-9_]+)
+  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<number>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?(?:[A-Za-z_][A-Za-z0-9_]*)?)
+  | (?P<comment>//[^\n]*)
   | (?P<bcomment>/\*.*?\*/)
   | (?P<badcomment>/\*)
-  | (?P<local>%[A-Za-z0-9_]+)
+  | (?P<punct>:=|=>|->|==|!=|<=|>=|[-+*/<>=!(){}\[\],;:.\#?])
   | (?P<global>@[A-Za-z0-9_]+)
-  | (?P<number>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?(?:[A-Za-z_][A-Za-z0-9_]*)?)
-  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<badstring>")
-  | (?P<punct>:=|=>|->|==|!=|<=|>=|[-+*/<>=!(){}\[\],;:.\#?])
   | (?P<bad>.)
   | (?P<end>$)
   )""", re.VERBOSE | re.DOTALL)
@@ -63,14 +63,14 @@ def tokenize(source: Source) -> list:
             continue
         if kind == "end":
             break
-        start = m.start(kind)
+        start, end = m.span(kind)
         if kind == "bad":
             raise source.error(f"unexpected character {m.group(kind)!r}", start)
         if kind == "badcomment":
             raise source.error("unterminated comment: '/*' without '*/'", start)
         if kind == "badstring":
             raise source.error("unterminated string", start)
-        append((kind, m.group(kind), start, m.end()))
+        append((kind, m.group(kind), start, end))
     n = len(source.text)
     append(("eof", "", n, n))
     return tokens

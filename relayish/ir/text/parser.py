@@ -10,6 +10,7 @@ a 1-based line and column and a caret under the problem. notes/text-format.md ha
 """
 from __future__ import annotations
 
+import gc
 import json
 import re
 
@@ -69,11 +70,19 @@ def _run(text, filename, what, mod=None, free_vars=None):
     if not isinstance(text, str):
         raise RelayishError(f"parse takes a str, got {type(text).__name__}")
     source = Source(text, filename)
-    parser = _Parser(source, tokenize(source), mod, free_vars)
+    # the parser allocates millions of small objects that all stay alive: pausing the cyclic
+    # garbage collector meanwhile saves its repeated full scans of them
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
-        return what(parser)
-    except RecursionError:
-        raise source.error("the program is nested too deeply", parser.tok[2]) from None
+        parser = _Parser(source, tokenize(source), mod, free_vars)
+        try:
+            return what(parser)
+        except RecursionError:
+            raise source.error("the program is nested too deeply", parser.tok[2]) from None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
 class _Parser:
@@ -511,6 +520,8 @@ class _Parser:
         try:
             if isinstance(op, str):
                 op = get_op(op)
+            if not attrs and op.normalize_attrs is None and op.num_inputs == len(args):
+                return Call(op, args, dict(op.attr_defaults))     # what make_call would build
             return make_call(op, args, attrs)
         except Exception as exc:  # noqa: BLE001 - an op's attribute normalizer may raise anything
             raise self.error(str(exc), tok) from None
