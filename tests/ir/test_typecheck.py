@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 import relayish as rl
 from relayish.errors import TypeCheckError
 from relayish.ir.expr import _short_text
-from relayish.ir.op import get_op, register_op
+from relayish.ir.op import Op, get_op as registered_op
 from relayish.ir.typecheck import infer_type, typeof, uncovered_cases
 from relayish.ir.visitor import ExprVisitor, build_let_chain
 
@@ -20,17 +20,24 @@ def _tensor(shape=(), dtype="float32"):
     return rl.TensorType(shape, dtype)
 
 
-# Private test operators: a rule that reports a mistake, and one that breaks on odd input.
+# Private test operators, built without registering them (other test files go through the
+# registry): a rule that reports a mistake, one that breaks on odd input, one without a rule...
 def _picky_rule(types, attrs):
     if types[0] != F32:
         raise TypeCheckError(f"tc_picky wants float32, got {types[0]}")
     return _tensor((2,), "float32")
 
 
-register_op("tc_picky", 1, type_rule=_picky_rule)
-register_op("tc_broken", 1, type_rule=lambda types, attrs: {}["boom"])
-register_op("tc_norule", 1)
-register_op("tc_first", 1, attrs={"k": 0}, type_rule=lambda types, attrs: types[0].fields[attrs["k"]])
+_OPS = {
+    "tc_picky": Op("tc_picky", 1, type_rule=_picky_rule),
+    "tc_broken": Op("tc_broken", 1, type_rule=lambda types, attrs: {}["boom"]),
+    "tc_norule": Op("tc_norule", 1),
+    "tc_first": Op("tc_first", 1, {"k": 0}, type_rule=lambda types, attrs: types[0].fields[attrs["k"]]),
+}
+
+
+def get_op(name):
+    return _OPS[name] if name in _OPS else registered_op(name)
 
 
 def f32(value=1.0):
