@@ -313,6 +313,7 @@ class _Generator:
             (4, lambda: self.unary(self.choice(unary), e(t, env, d), t.dtype)),
             (4, lambda: self.binary(self.choice(binary), t, env, d)),
             (2, lambda: self.reduction(t, env, d)),
+            (1, lambda: getattr(rl, self.choice(("zeros_like", "ones_like")))(e(t, env, d))),
             (1, lambda: rl.where(e(rl.TensorType(t.shape, "bool"), env, d), e(t, env, d),
                                  e(t, env, d))),
         ]
@@ -322,6 +323,8 @@ class _Generator:
             forms.append((1, lambda: rl.transpose(e(rl.TensorType((n, m), t.dtype), env, d))))
             forms.append((1, lambda: rl.stack(
                 [e(rl.TensorType((n,), t.dtype), env, d) for _ in range(m)], axis=0)))
+            forms.append((1, lambda: rl.reshape(
+                e(rl.TensorType(self.choice([(m * n,), (n, m)]), t.dtype), env, d), t.shape)))
         if t.ndim == 1 and t.shape[0] >= 2:
             k = t.shape[0] - 1
             forms.append((1, lambda: rl.concatenate(
