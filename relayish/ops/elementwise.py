@@ -8,7 +8,10 @@ back to each input's shape with collapse_sum_like (skipped when the shapes are k
 """
 from __future__ import annotations
 
+import numpy as np
+
 from relayish.errors import TypeCheckError
+from relayish.ir.expr import Constant
 from relayish.ir.op import register_gradient, register_op, register_tangent
 from relayish.ir.types import FLOAT_DTYPES, TensorType
 from relayish.ops import api
@@ -134,10 +137,19 @@ def _safe_log(x):
     return api.log(api.where(api.equal(x, api.zeros_like(x)), api.ones_like(x), x))
 
 
+def _power_minus_one(x, y):
+    """x ** (y - 1); a constant exponent stays a constant, so its rules skip log(x) again."""
+    if isinstance(y, Constant):
+        return api.power(x, Constant(np.asarray(y.data - 1, dtype=y.data.dtype)))
+    return api.power(x, y - api.ones_like(y))
+
+
 @register_gradient("power")
 def power_grad(orig, g):
     x, y = orig.args
-    dx = g * y * api.power(x, y - api.ones_like(y))
+    dx = g * y * _power_minus_one(x, y)
+    if isinstance(y, Constant):          # x ** 2.0: no log(x) (nan for x < 0) for a constant
+        return [unbroadcast(dx, x, orig), api.zeros_like(y)]
     dy = g * orig * _safe_log(x)
     return [unbroadcast(dx, x, orig), unbroadcast(dy, y, orig)]
 
@@ -145,7 +157,10 @@ def power_grad(orig, g):
 @register_tangent("power")
 def power_tangent(orig, ts):
     x, y = orig.args
-    return ts[0] * y * api.power(x, y - api.ones_like(y)) + ts[1] * orig * _safe_log(x)
+    tx = ts[0] * y * _power_minus_one(x, y)
+    if isinstance(y, Constant):
+        return tx
+    return tx + ts[1] * orig * _safe_log(x)
 
 
 register_op("maximum", 2, type_rule=binary_rule("maximum"),

@@ -234,3 +234,18 @@ def test_gradients_keep_float64():
         _, call = setup(name, [T((2,), "float64"), T((), "float64")])
         grads = rl.get_op(name).grad(call, rl.Var("g", T((2,), "float64")))
         assert infer(*grads) == [T((2,), "float64"), T((), "float64")]
+
+
+def test_power_with_constant_exponent_skips_log():
+    from opcheck import infer, run
+    x = rl.var("x", shape=(2,), dtype="float64")
+    call = rl.power(x, 2.0)
+    infer(call)
+    g = rl.Var("g", T((2,), "float64"))
+    gx, gy = rl.get_op("power").grad(call, g)
+    assert gy.op.name == "zeros_like"
+    with np.errstate(all="raise"):
+        (got,) = run([gx], {x: np.array([-3.0, 2.0]), g: np.ones(2)})
+    np.testing.assert_allclose(got, [-6.0, 4.0])
+    t = rl.get_op("power").tangent(call, [rl.Var("t", T((2,), "float64")), rl.Var("u", T((), "float64"))])
+    infer(t)
