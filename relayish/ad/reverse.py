@@ -286,8 +286,10 @@ class ReverseAD:
         for data in src_mod.type_definitions.values():
             self.types.add_type_data(data)
         self.env: dict = {}            # original Var -> lifted atom
-        self.inactive: set = set()     # ids of lifted vars known to carry constants
-        self.named: set = set()        # ids of fresh vars renamed after a user's let binder
+        # ids of lifted values known to carry constants, and of fresh vars renamed after a
+        # user's let binder; the dicts keep the objects alive so that their ids stay unique
+        self.inactive: dict = {}
+        self.named: dict = {}
         self.scopes: list = []
         self.lifted_globals: dict = {}  # name -> lifted GlobalVar
         self.pending: list = []        # original GlobalVars whose lifted body is still to build
@@ -302,6 +304,9 @@ class ReverseAD:
         for c in seen.found:
             if c.type_data is not None:
                 self.types.add_type_data(c.type_data)
+
+    def mark_inactive(self, v):
+        self.inactive[id(v)] = v
 
     # -- scopes and emission ---------------------------------------------------------------
     @property
@@ -369,7 +374,7 @@ class ReverseAD:
         if e.data.dtype.kind != "f":
             return e
         pair = self.emit(Tuple([e, RefCreate(Constant(np.zeros_like(e.data)))]), "c")
-        self.inactive.add(id(pair))
+        self.mark_inactive(pair)
         return pair
 
     def visit_Tuple(self, e):
@@ -405,14 +410,14 @@ class ReverseAD:
                 if e.var.type_annotation is not None:
                     value.type_annotation = self.types.lift(e.var.type_annotation)
                 self.env[e.var] = value
-                self.named.add(id(value))
+                self.named[id(value)] = value
             else:
                 ann = e.var.type_annotation
                 v = self.emit(value, e.var.name_hint)
                 if ann is not None:
                     v.type_annotation = self.types.lift(ann)
                 if id(value) in self.inactive:
-                    self.inactive.add(id(v))
+                    self.mark_inactive(v)
                 self.env[e.var] = v
             e = e.body
         return self.lift(e)
@@ -499,7 +504,7 @@ class ReverseAD:
                   if has_float(t) and id(a) not in self.inactive]
         if not op.differentiable or op.name in _ZERO_GRAD_OPS or not active:
             result, _ = self.fresh_lift(z, out_type)
-            self.inactive.add(id(result))
+            self.mark_inactive(result)
             return result
         rule = gradient_rule(call)
         result, out_refs = self.fresh_lift(z, out_type)
@@ -778,7 +783,7 @@ def build_entry(ad: ReverseAD, func: Function, mode: str, argnums=None) -> Funct
                 continue
             t = getattr(fv, "_checked_type", None) or fv.type_annotation
             lifted = ad.lift_input(fv, t, f"free variable %{fv.name_hint}")
-            ad.inactive.add(id(lifted))
+            ad.mark_inactive(lifted)
             ad.env[fv] = lifted
         lifted_params = []
         for p, new, t in zip(func.params, params, ptypes):
