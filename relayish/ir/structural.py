@@ -84,7 +84,7 @@ def _path_text(path):
             out[-1][1] += 1
         else:
             out.append([step, 1])
-    return "".join(step if n == 1 else f"{step}*{n}" for step, n in out)
+    return "".join(step * n if n <= 2 else f"{step}*{n}" for step, n in out)
 
 
 class _Mismatch(Exception):
