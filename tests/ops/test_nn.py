@@ -65,3 +65,21 @@ def test_softmax_large_inputs_and_errors():
         type_of_call("softmax", [T((3,))], {"axis": 1})
     with pytest.raises(TypeCheckError, match="floating-point"):
         type_of_call("log_softmax", [T((3,), "int32")])
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 3), min_size=1, max_size=4),
+       st.lists(st.integers(1, 3), min_size=1, max_size=4))
+def test_matmul_shape_rule_matches_numpy(sa, sb):
+    a, b = np.ones(sa), np.ones(sb)
+    try:
+        expected = np.matmul(a, b).shape
+    except ValueError:
+        with pytest.raises(TypeCheckError):
+            type_of_call("matmul", [T(tuple(sa)), T(tuple(sb))])
+        return
+    assert type_of_call("matmul", [T(tuple(sa)), T(tuple(sb))]).shape == expected

@@ -92,3 +92,26 @@ def test_mean_gradient_without_static_types():
     infer(gx)
     (got,) = run([gx], {x: np.zeros((2, 4)), g: np.array([4.0, 8.0])})
     np.testing.assert_allclose(got, [[1.0] * 4, [2.0] * 4])
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 3), min_size=0, max_size=3), st.data(), st.booleans(),
+       st.sampled_from(list(NP)))
+def test_reduce_shape_rule_matches_numpy(shape, data, keepdims, name):
+    ndim = len(shape)
+    axis = data.draw(st.one_of(st.none(), st.integers(-ndim - 1, ndim),
+                               st.lists(st.integers(-ndim, max(ndim - 1, 0)), max_size=ndim).map(tuple)))
+    x = np.arange(int(np.prod(shape)), dtype="float64").reshape(shape)
+    try:
+        if ndim == 0 and axis not in (None, ()):
+            raise ValueError("numpy accepts axis 0/-1 on 0-d arrays; relayish (like jax) does not")
+        expected = NP[name](x, axis=axis, keepdims=keepdims)
+    except (ValueError, TypeError, np.exceptions.AxisError):
+        with pytest.raises(TypeCheckError):
+            type_of_call(name, [T(tuple(shape), "float64")], {"axis": axis, "keepdims": keepdims})
+        return
+    check_impl(name, [x], {"axis": axis, "keepdims": keepdims}, expected=expected)

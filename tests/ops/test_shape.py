@@ -207,3 +207,20 @@ def test_take_api_index_constants_are_int32():
     with pytest.raises(rl.RelayishError, match="indices must be integers"):
         rl.take(x, 1.5)
     assert infer(call)[0] == T((), "float64")
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 3), min_size=1, max_size=4), st.randoms(use_true_random=False))
+def test_transpose_and_reshape_match_numpy(shape, rnd):
+    x = np.arange(int(np.prod(shape)), dtype="float32").reshape(shape)
+    axes = list(range(len(shape)))
+    rnd.shuffle(axes)
+    axes = [a - len(shape) if rnd.random() < 0.3 else a for a in axes]
+    check_impl("transpose", [x], {"axes": tuple(axes)}, expected=np.transpose(x, axes))
+    new = list(reversed(shape))
+    new[rnd.randrange(len(new))] = -1
+    check_impl("reshape", [x], {"newshape": tuple(new)}, expected=np.reshape(x, new))
