@@ -864,8 +864,14 @@ def _convert_args(code, args):
     if len(args) != code.nparams:
         raise EvaluationError(f"{code.name} takes {code.nparams} argument(s) "
                               f"({', '.join(code.param_names)}), got {len(args)}")
-    return [_to_value(a, t, code, name)
-            for a, t, name in zip(args, code.param_types, code.param_names)]
+    out = []
+    for a, t, name in zip(args, code.param_types, code.param_names):
+        if (a.__class__ is _ndarray and t.__class__ is TensorType and a.shape == t.shape
+                and a.dtype.name == t.dtype):
+            out.append(a)                  # the common case, without the general walk
+        else:
+            out.append(_to_value(a, t, code, name))
+    return out
 
 
 def _path_text(path):
