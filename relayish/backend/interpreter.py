@@ -28,6 +28,7 @@ deep recursion would overflow the Python stack.
 """
 from __future__ import annotations
 
+import gc
 import weakref
 
 import numpy as np
@@ -781,6 +782,22 @@ def _typed(target, mod=None):
     return out if isinstance(out, type(target)) else target
 
 
+def _compile_quietly(fn, *args):
+    """run_deep(fn) with the cyclic garbage collector paused.
+
+    Compiling allocates one closure per node and frees almost nothing, which makes CPython's
+    collector rescan the whole (large) program repeatedly: about half the compile time of a
+    10^5-node program. Nothing cyclic becomes garbage while compiling.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return run_deep(fn, *args)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _compile_module(mod):
     """(program, main code) for a Module, recompiled when its functions change."""
     snapshot = tuple((gv.name_hint, f) for gv, f in mod.functions.items())
@@ -790,7 +807,7 @@ def _compile_module(mod):
         return state[1]
     checked = _typed(mod)
     program = _Program(checked if isinstance(checked, Module) else mod)
-    run_deep(_compile_program, program)
+    _compile_quietly(_compile_program, program)
     _MODULE_CACHE[mod] = (snapshot, program)
     return program
 
@@ -813,7 +830,7 @@ def _compile_closed(func, mod=None):
         code = program.compile_function(checked, "fn")
         program.drain()
         return code
-    code = run_deep(build)
+    code = _compile_quietly(build)
     if mod is None:
         _FUNCTION_CACHE[func] = code
     return code
