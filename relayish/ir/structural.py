@@ -21,7 +21,7 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Functio
                               Let, Match, Pattern, PatternConstructor, PatternTuple, PatternVar,
                               PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,
                               Var)
-from relayish.ir.types import Type, TypeData
+from relayish.ir.types import FuncType, GlobalTypeVar, RefType, TupleType, Type, TypeCall, TypeData
 
 
 class StructuralMismatch(RelayishError, AssertionError):
@@ -108,7 +108,7 @@ class _Comparer:
             elif isinstance(a, TypeData) or isinstance(b, TypeData):
                 self.type_data(a, b, None)
             elif isinstance(a, Type) or isinstance(b, Type):
-                if a != b:
+                if not types_equal(a, b):
                     raise _Mismatch(None, a, b, "different types")
             else:
                 self.walk([(a, b, None)])
@@ -144,7 +144,7 @@ class _Comparer:
         if len(a.constructors) != len(b.constructors):
             raise _Mismatch(path, a, b, "different numbers of constructors")
         for ca, cb in zip(a.constructors, b.constructors):
-            if ca.name_hint != cb.name_hint or list(ca.inputs) != list(cb.inputs):
+            if ca.name_hint != cb.name_hint or not _types_equal_lists(ca.inputs, cb.inputs):
                 raise _Mismatch((path, "." + ca.name_hint), ca, cb, "different constructors")
 
     # ---- the walk ----------------------------------------------------------------------------
@@ -153,7 +153,7 @@ class _Comparer:
         if not (isinstance(va, Var) and isinstance(vb, Var)):
             raise _Mismatch(path, va, vb, "a binder is not a Var")
         ta, tb = va.type_annotation, vb.type_annotation
-        if ta is not tb and ta != tb:
+        if ta is not tb and not types_equal(ta, tb):
             raise _Mismatch(path, va, vb, "different type annotations on the bound variable")
         self.lhs_to_rhs[id(va)] = vb
         self.rhs_to_lhs[id(vb)] = va
@@ -168,7 +168,7 @@ class _Comparer:
         if a is b:
             return
         if self.map_free_vars:
-            if a.type_annotation != b.type_annotation:
+            if not types_equal(a.type_annotation, b.type_annotation):
                 raise _Mismatch(path, a, b, "free variables with different type annotations")
             self.lhs_to_rhs[id(a)] = b
             self.rhs_to_lhs[id(b)] = a
@@ -237,7 +237,7 @@ class _Comparer:
             elif ta is Function:
                 if len(a.params) != len(b.params):
                     raise _Mismatch(path, a, b, "different numbers of parameters")
-                if a.ret_type != b.ret_type:
+                if not types_equal(a.ret_type, b.ret_type):
                     raise _Mismatch(path, a, b, "different return types")
                 if list(a.type_params) != list(b.type_params):
                     raise _Mismatch(path, a, b, "different type parameters")
@@ -269,7 +269,7 @@ class _Comparer:
             elif isinstance(a, Pattern):
                 self.pattern(a, b, path)
             elif isinstance(a, Type):
-                if a != b:
+                if not types_equal(a, b):
                     raise _Mismatch(path, a, b, "different types")
             else:
                 raise _Mismatch(path, a, b, f"cannot compare {ta.__name__} values")
@@ -298,11 +298,37 @@ class _Comparer:
                 raise _Mismatch(path, a, b, f"cannot compare {type(a).__name__} patterns")
 
 
+def types_equal(a, b) -> bool:
+    """Types are values, except that an ADT name without arguments (`Nat`) and its call with
+    none (`Nat[]`) are the same type."""
+    return a is b or a == b or _canonical_type(a) == _canonical_type(b)
+
+
+def _canonical_type(t):
+    if isinstance(t, TypeCall):
+        if not t.args:
+            return t.func
+        return TypeCall(t.func, [_canonical_type(x) for x in t.args])
+    if isinstance(t, TupleType):
+        return TupleType([_canonical_type(x) for x in t.fields])
+    if isinstance(t, FuncType):
+        return FuncType([_canonical_type(x) for x in t.arg_types], _canonical_type(t.ret_type),
+                        t.type_params)
+    if isinstance(t, RefType):
+        return RefType(_canonical_type(t.value))
+    return t
+
+
+def _types_equal_lists(a, b):
+    a, b = list(a), list(b)
+    return len(a) == len(b) and all(types_equal(x, y) for x, y in zip(a, b))
+
+
 def _same_constructor(a, b):
     if a is b:
         return True
     name = lambda c: getattr(c.belong_to, "name", None)  # noqa: E731
-    return a.name_hint == b.name_hint and name(a) == name(b) and list(a.inputs) == list(b.inputs)
+    return a.name_hint == b.name_hint and name(a) == name(b) and _types_equal_lists(a.inputs, b.inputs)
 
 
 def _constants_equal(x, y):

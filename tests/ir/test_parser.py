@@ -386,3 +386,14 @@ def test_long_statement_sequence_and_long_flat_infix_chain():
     assert n == 50_001
     flat = rl.parse_expr("1f" + " + 1f" * 50_000)
     assert flat.op.name == "add"
+
+
+def test_bare_name_of_a_type_without_parameters_is_its_type_call():
+    mod = rl.parse("type Nat { Z, S(Nat) }\ndef @f(%n: Nat[], %m: Nat) { %n }\n"
+                   "type Box[a] { B(a) }\ndef @g(%b: Box[Nat]) { %b }")
+    nat = mod.get_global_type_var("Nat")
+    f = mod["f"]
+    assert f.params[0].type_annotation == rl.TypeCall(nat, [])
+    assert f.params[1].type_annotation == rl.TypeCall(nat, [])
+    assert mod.get_constructor("S").inputs == [rl.TypeCall(nat, [])]
+    assert "def @f(%n: Nat, %m: Nat)" in rl.astext(mod)

@@ -81,7 +81,7 @@ def test_golden_types():
         (rl.FuncType([a], a, [a]), "fn [a](a) -> a"),
         (rl.RefType(rl.TensorType((3,))), "ref(Tensor[(3), float32])"),
         (rl.TypeCall(lst, [rl.TensorType()]), "List[float32]"),
-        (rl.TypeCall(lst, []), "List[]"),
+        (rl.TypeCall(lst, []), "List"),
         (lst, "List"),
         (rl.FuncType([], rl.FuncType([a], a)), "fn () -> fn (a) -> a"),
     ]

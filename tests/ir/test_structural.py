@@ -193,3 +193,12 @@ def test_shared_subexpressions_are_compared_once():
     for _ in range(200):            # 2^200 paths as a tree: only a DAG walk finishes
         e1, e2 = e1 + e1, e2 + e2
     assert rl.structural_equal(e1, e2)
+
+
+def test_nullary_adt_name_equals_its_call_without_arguments():
+    nat = rl.GlobalTypeVar("Nat")
+    assert rl.structural_equal(rl.TypeCall(nat, []), nat)
+    assert rl.structural_equal(rl.FuncType([rl.TypeCall(nat, [])], nat), rl.FuncType([nat], nat))
+    n1, n2 = rl.var("n", type=nat), rl.var("n", type=rl.TypeCall(nat, []))
+    assert rl.structural_equal(rl.Function([n1], n1), rl.Function([n2], n2))
+    assert not rl.structural_equal(rl.TypeCall(nat, [rl.TensorType()]), nat)

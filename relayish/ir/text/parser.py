@@ -100,6 +100,9 @@ class _Parser:
         self.globals: dict[str, GlobalVar] = {}
         self.global_uses: dict[str, int] = {}   # name -> offset of first use
         self.type_names: dict[str, GlobalTypeVar] = dict(getattr(self.mod, "_types", {}))
+        # ADTs without type parameters: a bare `Nat` means the type `Nat[]`
+        self.nullary_types = {g.name for g, d in getattr(self.mod, "type_definitions", {}).items()
+                              if not d.type_vars}
         if isinstance(free_vars, dict):
             self.free = dict(free_vars)
         else:
@@ -171,6 +174,8 @@ class _Parser:
                 name_tok = self.toks[k + 1]
                 if name_tok[0] == "ident" and name_tok[1] not in self.type_names:
                     self.type_names[name_tok[1]] = GlobalTypeVar(name_tok[1])
+                    if self.toks[k + 2][1] != "[":
+                        self.nullary_types.add(name_tok[1])
         # pass 2: type definitions, and where each def starts
         defs = []
         while self.tok[0] != "eof":
@@ -374,7 +379,7 @@ class _Parser:
         if gtv is not None:
             self.advance()
             if not self.at("["):
-                return gtv
+                return TypeCall(gtv, []) if name in self.nullary_types else gtv
             self.advance()
             args = []
             while not self.at("]"):

@@ -94,6 +94,8 @@ def type_text(t) -> str:
     if isinstance(t, (TypeVar, GlobalTypeVar)):
         return t.name
     if isinstance(t, TypeCall):
+        if not t.args:
+            return t.func.name          # `Nat`: the parser reads it back as Nat[]
         return f"{t.func.name}[{', '.join(type_text(a) for a in t.args)}]"
     if t is None:
         return "?"
