@@ -460,15 +460,29 @@ def _check_function(func, what):
         raise RelayishError(f"{what} takes a relayish Function or Module, got {type(func).__name__}")
 
 
-def jvp(f):
+def _with_module(f, mod):
+    """A Function that calls globals comes with its module: f becomes that module's @main."""
+    if mod is None:
+        return f
+    if not isinstance(mod, Module):
+        raise RelayishError(f"mod= must be a relayish Module, got {type(mod).__name__}")
+    _check_function(f, "forward mode")
+    out = mod.copy()
+    out["main"] = f
+    return out
+
+
+def jvp(f, mod=None):
     """Forward mode: `rl.jvp(f)` is fn(x1..xn, v1..vn) -> (f(x), J(x) v).
 
         x = rl.var("x", shape=(3,), dtype="float64")
         j = rl.jvp(rl.Function([x], rl.sum(rl.sin(x))))
         value, tangent = rl.evaluate(j, np.ones(3), np.arange(3.0))
 
-    A Module gives a Module whose @main is that function (globals become @<name>_jvp).
+    A Module (or a Function with mod=) gives a Module whose @main is that function (globals
+    become @<name>_jvp).
     """
+    f = _with_module(f, mod)
     if isinstance(f, Module):
         return run_deep(_jvp_module, f)
     _check_function(f, "jvp")
@@ -549,12 +563,13 @@ def _gradient(f):
     return api.gradient(f)
 
 
-def hvp_forward_over_reverse(f):
+def hvp_forward_over_reverse(f, mod=None):
     """fn(x, v) -> H(x) v, as jvp of the gradient program (Pearlmutter's trick).
 
     f: fn(x) -> float scalar (one parameter; with several, the result is the tuple of the
-    blocks of H v, one per parameter). A Module gives a Module.
+    blocks of H v, one per parameter). A Module (or a Function with mod=) gives a Module.
     """
+    f = _with_module(f, mod)
     if isinstance(f, Module):
         return run_deep(_hvp_module, f)
     _check_function(f, "hvp")
@@ -615,9 +630,10 @@ def _stack_hvps(xt, hv_of):
     return Function([x], make_call("stack", [Tuple(rows)], {"axis": 0}))
 
 
-def hessian_forward(f):
+def hessian_forward(f, mod=None):
     """fn(x) -> H(x) for f: fn(Tensor[(n), float]) -> float scalar: the rows H e_i by
     forward-over-reverse, stacked (n Hessian-vector products in one program)."""
+    f = _with_module(f, mod)
     if isinstance(f, Module):
         def build(mod):
             mod = _infer(mod)

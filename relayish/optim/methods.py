@@ -5,7 +5,9 @@ offers (see problem.py, and CallableProblem below for plain numpy functions):
 
     fun(x) -> float                          every method (line searches, trust-region ratios)
     value_and_grad(x) -> (float, ndarray)    every method
-    value_grad_hess(x) -> (float, g, H)      newton (one call: the backend fuses the three)
+    value_grad_hess(x) -> (f, g, H, p)       newton (one call: the backend fuses them); p is the
+                                             Newton direction -H^-1 g if the backend computed
+                                             it (H positive definite), else None
     hvp(x, v) -> ndarray                     newton-cg, trust-ncg
 
 Stopping: the Euclidean norm of the gradient is at most `tol` (converged), `max_iter` steps were
@@ -50,7 +52,7 @@ class CallableProblem:
 
     def value_grad_hess(self, x):
         f, g = self.value_and_grad(x)
-        return f, g, np.asarray(self._hess(x), dtype=np.float64)
+        return f, g, np.asarray(self._hess(x), dtype=np.float64), None
 
     def hvp(self, x, v):
         return np.asarray(self._hvp(x, v), dtype=np.float64)
@@ -114,21 +116,20 @@ def _line_search_failed(x, f, g, k, gnorm, tol):
 def modified_cholesky_direction(H, g):
     """Solve (H + tau I) p = -g with the smallest tau >= 0 (found by doubling) that makes the
     matrix positive definite (Nocedal & Wright, Algorithm 3.3). Returns (p, tau)."""
-    H = 0.5 * (H + H.T)
     n = H.shape[0]
-    scale = max(1.0, float(np.max(np.abs(np.diag(H))))) if n else 1.0
+    diag = np.diagonal(H)
+    scale = max(1.0, float(np.max(np.abs(diag)))) if n else 1.0
     beta = 1e-3 * scale
-    min_diag = float(np.min(np.diag(H))) if n else 1.0
+    min_diag = float(np.min(diag)) if n else 1.0
     tau = 0.0 if min_diag > 0 else beta - min_diag
-    eye = np.eye(n)
     for _ in range(100):
+        shifted = H if tau == 0.0 else H + tau * np.eye(n)
         try:
-            L = np.linalg.cholesky(H + tau * eye)
+            np.linalg.cholesky(shifted)      # the positive-definiteness test
         except np.linalg.LinAlgError:
             tau = max(2.0 * tau, beta)
             continue
-        y = np.linalg.solve(L, -g)  # triangular solves: small n, numpy's solve is fine
-        return np.linalg.solve(L.T, y), tau
+        return np.linalg.solve(shifted, -g), tau
     return -g, math.inf
 
 
@@ -140,7 +141,7 @@ def run_newton(problem, x0, tol, max_iter, monitor):
     data, so each iteration costs one fused evaluation.
     """
     x = x0
-    f, g, H = problem.value_grad_hess(x)
+    f, g, H, p = problem.value_grad_hess(x)
     step = None
     for k in range(max_iter + 1):
         gnorm = float(np.linalg.norm(g))
@@ -153,22 +154,25 @@ def run_newton(problem, x0, tol, max_iter, monitor):
             return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
         if k == max_iter:
             break
-        if not _finite(H):
-            return _nonfinite_stop(x, f, g, k, "Hessian")
-        p, tau = modified_cholesky_direction(H, g)
-        if not (g @ p < 0):
-            p = -g
+        if p is None or not _finite(p):
+            H = np.asarray(H, dtype=np.float64)
+            if not _finite(H):
+                return _nonfinite_stop(x, f, g, k, "Hessian")
+            p, _ = modified_cholesky_direction(H, g)
+        slope = float(g @ p)
+        if not slope < 0:
+            p, slope = -g, -float(g @ g)
         x_full = x + p
-        f_full, g_full, H_full = problem.value_grad_hess(x_full)
-        if math.isfinite(f_full) and f_full <= f + ARMIJO_C1 * float(g @ p):
-            x, f, g, H, step = x_full, f_full, g_full, H_full, 1.0
+        f_full, g_full, H_full, p_full = problem.value_grad_hess(x_full)
+        if math.isfinite(f_full) and f_full <= f + ARMIJO_C1 * slope:
+            x, f, g, H, p, step = x_full, f_full, g_full, H_full, p_full, 1.0
         else:
             found = backtrack(problem.fun, x, f, g, p, f_trial=f_full if math.isfinite(f_full) else math.inf)
             if found is None:
                 return _line_search_failed(x, f, g, k, gnorm, tol)
             step, _ = found
             x = x + step * p
-            f, g, H = problem.value_grad_hess(x)
+            f, g, H, p = problem.value_grad_hess(x)
     return Outcome(x, f, g, max_iter, False, f"stopped: max_iter={max_iter} iterations reached")
 
 

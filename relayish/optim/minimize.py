@@ -9,7 +9,7 @@ import numpy as np
 
 from relayish.errors import RelayishError
 from relayish.optim.methods import METHODS, CallableProblem, Monitor
-from relayish.optim.problem import RelayishProblem, flat_objective
+from relayish.optim.problem import HESSIANS, RelayishProblem, flat_objective
 
 BACKENDS = ("jax", "interpreter")
 
@@ -75,7 +75,7 @@ def progress_printer(stream=None):
 
 
 def minimize(f, x0, method="newton", tol=1e-8, max_iter=100, backend="jax", verbose=False,
-             device="cpu", args=(), callback=None):
+             device="cpu", args=(), callback=None, hessian="forward"):
     """Minimize a relayish objective.
 
         x = rl.var("x", shape=(2,), dtype="float64")
@@ -93,10 +93,16 @@ def minimize(f, x0, method="newton", tol=1e-8, max_iter=100, backend="jax", verb
     Hessian (or Hessian-vector product) once; "interpreter" evaluates them with rl.evaluate.
     Stops when |grad| <= tol (converged=True) or with converged=False and a `message`.
     verbose=True prints one line per iteration; callback(entry) receives each history entry.
+    hessian (newton): "forward" builds the Hessian from n forward-over-reverse Hessian-vector
+    products, "reverse" uses rl.hessian (reverse over reverse).
     """
     _check_options(method, tol, max_iter, backend, device)
+    if hessian not in HESSIANS:
+        raise RelayishError(f"unknown hessian {hessian!r}; choose one of {', '.join(HESSIANS)}")
     obj, spec, x_flat = flat_objective(f, x0, args)
-    problem = RelayishProblem(obj, x_flat.size, method, backend, device)
+    problem = RelayishProblem(obj, x_flat.size, method, backend, device, hessian)
+    if backend == "jax":
+        problem.warm_up(x_flat)
     return _run(problem, x_flat, spec.value, method, tol, max_iter, verbose, callback, backend)
 
 

@@ -255,7 +255,14 @@ def _gradient(obj):
     return api.gradient(obj)
 
 
-def _hessian(obj):
+HESSIANS = ("forward", "reverse")
+
+
+def _hessian(obj, mode="forward"):
+    """The Hessian program: forward-over-reverse (n HVPs) or rl.hessian (reverse-over-reverse)."""
+    if mode == "reverse":
+        from relayish.ad import api
+        return api.hessian(obj)
     from relayish.ad.forward import hessian_forward
     return hessian_forward(obj)
 
@@ -265,9 +272,9 @@ def _hvp(obj):
     return hvp_forward_over_reverse(obj)
 
 
-def _fused_value_grad_hess(obj):
+def _fused_value_grad_hess(obj, mode="forward"):
     """fn(x) -> (f, g, H) in one program (one compiled call per Newton iteration)."""
-    g_prog, h_prog = _gradient(obj), _hessian(obj)
+    g_prog, h_prog = _gradient(obj), _hessian(obj, mode)
     if not (isinstance(g_prog, Function) and isinstance(h_prog, Function)):
         return None
     x = Var("x", g_prog.params[0].type_annotation)
@@ -277,10 +284,60 @@ def _fused_value_grad_hess(obj):
     return Function([x], body)
 
 
+def _pure_jax_function(run, example_args):
+    """The jax function behind a compiled relayish program, for jax transformations.
+
+    rl.compile's JaxFunction traces the program under jax.jit once per argument structure; for
+    tensor arguments and a result without references the traced function is pure jax, so
+    jax.vmap applies to it. None when that does not hold (or the backend changed shape).
+    """
+    try:
+        run(*example_args)
+        leaves, key, tree, refs = run._flatten_args(example_args)
+        entry = run._cache[key]
+        if refs or not entry.pure or entry.written or not run.uses_x64:
+            return None
+        return lambda *leaves: entry.jitted(*leaves)[0]
+    except Exception:  # noqa: BLE001 - an optimization only: the caller falls back
+        return None
+
+
+def _batched_value_grad_hess(vg_run, hvp_run, n):
+    """fn(x) -> (f, g, H) as one jitted jax computation: the relayish gradient program, and the
+    relayish forward-over-reverse HVP program vmapped over the n basis vectors (the batched
+    form of hessian_forward's n HVPs; jax.hessian batches its own HVPs the same way)."""
+    import jax
+    x = np.zeros(n)
+    vg, hv = _pure_jax_function(vg_run, (x,)), _pure_jax_function(hvp_run, (x, x))
+    if vg is None or hv is None:
+        return None
+    eye = np.eye(n)
+
+    def fgh(x):
+        import jax.numpy as jnp
+        from jax.scipy.linalg import cho_solve
+        f, (g,) = vg(x)
+        H = jax.vmap(lambda e: hv(x, e))(eye)
+        # the Newton direction when H is positive definite (NaN from cholesky otherwise:
+        # then the optimizer falls back to its modified Cholesky on H)
+        L = jnp.linalg.cholesky(0.5 * (H + H.T))
+        return f, g, H, -cho_solve((L, True), g)
+    jitted = jax.jit(fgh)
+
+    def call(x):
+        with jax.enable_x64(True):
+            return jitted(x)
+    try:
+        call(x)
+    except Exception:  # noqa: BLE001 - fall back to the relayish Hessian program
+        return None
+    return call
+
+
 class RelayishProblem:
     """The callables of methods.py, from compiled (jax) or interpreted relayish programs."""
 
-    def __init__(self, obj, n, method, backend="jax", device="cpu"):
+    def __init__(self, obj, n, method, backend="jax", device="cpu", hessian="forward"):
         self.n = n
         self.backend, self.device = backend, device
         self.nfev = self.ngev = self.nhev = 0
@@ -288,13 +345,23 @@ class RelayishProblem:
         self._vg = self._run(_gradient(obj))
         self._vgh = self._hess = self._hvp = None
         if method == "newton":
-            fused = _fused_value_grad_hess(obj)
+            if backend == "jax" and hessian == "forward" and device == "cpu":
+                self._vgh = _batched_value_grad_hess(self._vg, self._run(_hvp(obj)), n)
+            fused = None if self._vgh is not None else _fused_value_grad_hess(obj, hessian)
             if fused is not None:
                 self._vgh = self._run(fused)
-            else:
-                self._hess = self._run(_hessian(obj))
+            elif self._vgh is None:
+                self._hess = self._run(_hessian(obj, hessian))
         elif method in ("newton-cg", "trust-ncg"):
             self._hvp = self._run(_hvp(obj))
+
+    def warm_up(self, x):
+        """Run every compiled program once at x, so that tracing and XLA compilation happen
+        before the first iteration (and iteration timings measure iterations)."""
+        for fn, args in ((self._fun, (x,)), (self._vg, (x,)), (self._vgh, (x,)),
+                         (self._hess, (x,)), (self._hvp, (x, x))):
+            if fn is not None:
+                self._call(fn, *args)
 
     def _run(self, prog):
         if self.backend == "interpreter":
@@ -322,12 +389,18 @@ class RelayishProblem:
         self.nfev += 1
         self.ngev += 1
         self.nhev += 1
+        p = None
         if self._vgh is not None:
-            f, g, H = self._call(self._vgh, x)
+            out = self._call(self._vgh, x)
+            f, g, H = out[:3]
+            if len(out) == 4:
+                p = _vector(out[3], self.n)
         else:
             f, g = self.value_and_grad(x)
             H = self._call(self._hess, x)
-        return _scalar(f), _vector(g, self.n), np.asarray(H, dtype=np.float64).reshape(self.n, self.n)
+        if p is None:
+            H = np.asarray(H, dtype=np.float64).reshape(self.n, self.n)
+        return _scalar(f), _vector(g, self.n), H, p
 
     def hvp(self, x, v):
         self.nhev += 1

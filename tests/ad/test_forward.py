@@ -363,3 +363,17 @@ def test_long_let_chain_values():
     for i in range(n):
         y, dy = (y * 1.0001, dy * 1.0001) if i % 2 else (np.sin(y), dy * np.cos(y))
     assert value == pytest.approx(y, rel=1e-12) and tangent == pytest.approx(dy, rel=1e-10)
+
+
+def test_function_with_mod_calls_globals():
+    mod = recursive_module()
+    y = vec("y")
+    f = rl.Function([y], rl.sum(rl.GlobalVar("power")(y, rl.const(2))))
+    x, v = np.array([1.0, 2.0, -1.0]), np.array([0.5, 1.0, 2.0])
+    value, tangent = run(jvp(f, mod=mod), x, v)
+    assert value == pytest.approx(np.sum(x * x))
+    assert tangent == pytest.approx(np.sum(2 * x * v))
+    hv = run(hvp_forward_over_reverse(f, mod=mod), x, v)
+    np.testing.assert_allclose(hv, 2 * v)
+    with pytest.raises(RelayishError, match="mod= must be"):
+        jvp(f, mod=42)
