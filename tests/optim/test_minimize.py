@@ -181,3 +181,25 @@ def test_bad_arguments():
     with pytest.raises(RelayishError, match="no parameter"):
         rl.optim.minimize(rl.Function([], rl.const(1.0, F64)), np.zeros(2))
     del y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reverse_hessian_option(backend):
+    f, A, b = quadratic(4)
+    res = rl.optim.minimize(f, np.zeros(4), hessian="reverse", backend=backend)
+    assert res.converged and res.n_iter == 1
+    np.testing.assert_allclose(res.x, np.linalg.solve(A, b), rtol=1e-10)
+    with pytest.raises(RelayishError, match="unknown hessian"):
+        rl.optim.minimize(f, np.zeros(4), hessian="exact")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_newton_with_an_indefinite_hessian(backend):
+    # f = a^4/4 - a^2/2 + b^2: at a = 0.1 the Hessian is indefinite; the modified Cholesky
+    # still gives a descent direction and Newton ends at a minimum (|a| = 1, b = 0)
+    x = rl.var("x", shape=(2,), dtype=F64)
+    a, b = rl.take(x, 0), rl.take(x, 1)
+    f = rl.Function([x], a * a * a * a / 4.0 - a * a / 2.0 + b * b)
+    res = rl.optim.minimize(f, [0.1, 1.0], backend=backend)
+    assert res.converged
+    np.testing.assert_allclose(np.abs(res.x), [1.0, 0.0], atol=1e-8)
