@@ -504,6 +504,7 @@ class _FunctionCompiler(ExprFunctor):
         self.template = []               # initial frame contents
         self.atoms = {}                  # id(Constant/GlobalVar/...) -> slot holding its value
         self.keep = []                   # keeps nodes keyed by id alive while compiling
+        self.tuple_fields = {}           # slot of a tuple built in this frame -> its field slots
         for p in params:
             self.env[id(p)] = self.new_slot()
         for v in captures:
@@ -652,10 +653,16 @@ class _FunctionCompiler(ExprFunctor):
             return self.atom_slot(e, ())
         dst = self.new_slot()
         self.emit(_tuple_step(e, dst, srcs))
+        self.tuple_fields[dst] = srcs
         return dst
 
     def visit_TupleGetItem(self, e):
         src = self.visit(e.tuple_value)
+        fields = self.tuple_fields.get(src)
+        if fields is not None and 0 <= e.index < len(fields):
+            # a projection of a tuple built in this frame is its field's slot: slots are written
+            # once per frame and the tuple's step dominates every use of its variable
+            return fields[e.index]
         dst = self.new_slot()
         self.emit(_getitem_step(e, dst, src, e.index))
         return dst
