@@ -5,9 +5,9 @@ differentiable value travels with a reference that accumulates its gradient, and
 `bp : Ref[fn () -> ()]` holds the backpropagator built so far. An op call `z = op(x, y)` becomes
 
     let z   = op(x.0, y.0);
-    let zr  = ref(zeros_like(z));
+    let zr  = ref(zeros(shape of z));
     let old = !bp;
-    bp := fn () { let g = !zr; zr := zeros_like(g);          // read, then reset (multi-use)
+    bp := fn () { let g = !zr; zr := zeros(..);     // read, then reset (vjp only: multi-use)
                   let gs = GRAD_op(op(x.0, y.0), g);
                   x.1 := !x.1 + gs.0;  y.1 := !y.1 + gs.1;  old() };
     (z, zr)
@@ -247,12 +247,15 @@ def _fresh(name, taken):
 # ---- the transform ---------------------------------------------------------------------------
 
 class _Scope:
-    __slots__ = ("bindings", "memo", "bp")
+    """A let-chain being built: its bindings, its memo (shared subexpressions), the bp in effect,
+    and the backward steps of its op calls not yet pushed onto bp (see ReverseAD.flush)."""
+    __slots__ = ("bindings", "memo", "bp", "pending")
 
     def __init__(self, bp):
         self.bindings = []
         self.memo = {}
         self.bp = bp
+        self.pending = []
 
 
 class _Replace(ExprMutator):
@@ -292,9 +295,13 @@ class ReverseAD:
         self.named: dict = {}
         self.scopes: list = []
         self.lifted_globals: dict = {}  # name -> lifted GlobalVar
-        self.pending: list = []        # original GlobalVars whose lifted body is still to build
+        self.todo_globals: list = []   # original GlobalVars whose lifted body is still to build
         self.helpers: dict = {}        # (kind, type) -> helper GlobalVar
         self.generated = False         # whether any global function was added to out_mod
+        # Zero each gradient reference after reading it, so that the backpropagator can run
+        # again (vjp). A gradient program runs its backpropagator once per forward run (every
+        # run creates fresh references), so it skips the resets.
+        self.reset = True
         self._keep = []
 
     def register_adts(self, expr):
@@ -337,12 +344,33 @@ class ReverseAD:
         self.scopes.append(_Scope(self.scope.bp if bp is None and self.scopes else bp))
         try:
             result = fn()
+            self.flush()
             bindings = self.scope.bindings
             if bindings and bindings[-1][0] is result and result.type_annotation is None:
                 result = bindings.pop()[1]      # `let v = e; v` is just `e`
             return build_let_chain(bindings, result)
         finally:
             self.scopes.pop()
+
+    def flush(self):
+        """Push the pending backward steps of this scope onto bp as one closure.
+
+        Consecutive op calls share one backpropagator closure (their steps run in reverse order
+        inside it): fewer closures, reads and writes of bp. Anything that may extend bp itself
+        (a call of a function, a branch, the end of a scope) flushes first, so the chain of
+        closures still runs every step after the steps of the values' later uses."""
+        steps = self.scope.pending
+        if not steps:
+            return
+        self.scope.pending = []
+        bp = self.scope.bp
+        old = self.emit(RefRead(bp), "prev")
+
+        def backward():
+            for step in reversed(steps):
+                step()
+            return Call(old, [])
+        self.emit(RefWrite(bp, Function([], self.in_scope(backward))), "u")
 
     # -- dispatch (the visit_<Node> idiom, memoized per scope) ------------------------------
     def lift(self, e):
@@ -373,7 +401,7 @@ class ReverseAD:
     def visit_Constant(self, e):
         if e.data.dtype.kind != "f":
             return e
-        pair = self.emit(Tuple([e, RefCreate(Constant(np.zeros_like(e.data)))]), "c")
+        pair = self.emit(Tuple([e, RefCreate(zeros_of(_const_type(e)))]), "c")
         self.mark_inactive(pair)
         return pair
 
@@ -424,12 +452,14 @@ class ReverseAD:
 
     def visit_If(self, e):
         cond = self.lift(e.cond)
+        self.flush()
         then = self.in_scope(lambda: self.lift(e.true_branch))
         other = self.in_scope(lambda: self.lift(e.false_branch))
         return self.emit(If(cond, then, other), "if")
 
     def visit_Match(self, e):
         data = self.lift(e.data)
+        self.flush()
         clauses = []
         for c in e.clauses:
             lhs = self.lift_pattern(c.lhs)
@@ -484,6 +514,7 @@ class ReverseAD:
             return self.emit(Call(self.types.ctor(op), args), "adt")
         callee = self.lift(op)
         args = [self.lift(a) for a in e.args]
+        self.flush()
         return self.emit(Call(callee, args + [self.scope.bp]), "call")
 
     # -- op calls: the heart of the transform -----------------------------------------------
@@ -508,8 +539,6 @@ class ReverseAD:
             return result
         rule = gradient_rule(call)
         result, out_refs = self.fresh_lift(z, out_type)
-        bp = self.scope.bp
-        old = self.emit(RefRead(bp), "prev")
 
         def backward():
             g = self.read_and_reset(out_refs)
@@ -532,10 +561,8 @@ class ReverseAD:
                 if not isinstance(gi, (Var, Constant)):
                     gi = self.emit(gi, "g")
                 self.accumulate(args[i], arg_types[i], gi)
-            return Call(old, [])
 
-        closure = Function([], self.in_scope(backward))
-        self.emit(RefWrite(bp, closure), "u")
+        self.scope.pending.append(backward)
         return result
 
     def primal_atom(self, a, t):
@@ -552,7 +579,7 @@ class ReverseAD:
 
         Returns the lifted atom and the reference structure (for read_and_reset)."""
         if is_float_tensor(t):
-            zr = self.emit(RefCreate(make_call("zeros_like", [z])), "r")
+            zr = self.emit(RefCreate(zeros_of(t)), "r")
             return self.emit(Tuple([z, zr]), "d"), ("ref", zr, t)
         if isinstance(t, TupleType):
             parts = [self.fresh_lift(self.emit(TupleGetItem(z, i), "f", ft), ft)
@@ -564,10 +591,11 @@ class ReverseAD:
         """The output cotangent from the reference structure of fresh_lift; zeroes the refs."""
         kind, what, t = refs
         if kind == "const":
-            return self.emit(make_call("zeros_like", [what]), "g", t)
+            return self.emit(zeros_of(t), "g", t)
         if kind == "ref":
             g = self.emit(RefRead(what), "g", t)
-            self.emit(RefWrite(what, make_call("zeros_like", [g])), "u")
+            if self.reset:
+                self.emit(RefWrite(what, zeros_of(t)), "u")
             return g
         return self.emit(Tuple([self.read_and_reset(r) for r in what]), "g", t)
 
@@ -594,22 +622,17 @@ class ReverseAD:
                 | {g.name_hint for g in self.lifted_globals.values()} | {"main"}
             lifted = GlobalVar(_fresh(name + "_ad", taken))
             self.lifted_globals[name] = lifted
-            self.pending.append(self.src.get_global_var(name))
+            self.todo_globals.append(self.src.get_global_var(name))
         return lifted
 
     def finish_globals(self):
         """Build the lifted body of every global reached so far (and those they reach)."""
-        while self.pending:
-            gv = self.pending.pop()
+        while self.todo_globals:
+            gv = self.todo_globals.pop()
             func = self.src[gv]
             params = [self.lifted_param(p) for p in func.params]
             bp = Var("bp", BP_TYPE)
-            self.scopes.append(_Scope(bp))
-            try:
-                result = self.lift(func.body)
-                body = build_let_chain(self.scope.bindings, result)
-            finally:
-                self.scopes.pop()
+            body = self.in_scope(lambda: self.lift(func.body), bp=bp)
             ret = self.types.lift(func.ret_type) if func.ret_type is not None else None
             self.out[self.lifted_globals[gv.name_hint]] = Function(params + [bp], body, ret,
                                                                    func.type_params)
@@ -619,7 +642,7 @@ class ReverseAD:
     def lift_input(self, x, t, what):
         """The lifted value of input x of type t, with fresh zero references."""
         if is_float_tensor(t):
-            return self.emit(Tuple([x, RefCreate(make_call("zeros_like", [x]))]), "d")
+            return self.emit(Tuple([x, RefCreate(zeros_of(t))]), "d")
         if isinstance(t, TensorType):
             return x
         if isinstance(t, TupleType):
@@ -653,10 +676,11 @@ class ReverseAD:
         if is_float_tensor(t):
             r = self.emit(TupleGetItem(x, 1), "r")
             g = self.emit(RefRead(r), "grad")
-            self.emit(RefWrite(r, make_call("zeros_like", [g])), "u")
+            if self.reset:
+                self.emit(RefWrite(r, zeros_of(t)), "u")
             return g
         if isinstance(t, TensorType):
-            return self.emit(make_call("zeros_like", [x]), "grad")
+            return self.emit(zeros_of(t), "grad")
         if isinstance(t, TupleType):
             return self.emit(Tuple([self.read_grad(self.emit(TupleGetItem(x, i), "f"), ft, what)
                                     for i, ft in enumerate(t.fields)]), "grad")
@@ -732,6 +756,23 @@ class _Constructors(ExprVisitor):
         super().visit_pattern(p)
 
 
+def zeros_of(t: TensorType):
+    """A zero tensor of static type t: a literal for scalars, else a `zeros` call (small text)."""
+    if t.shape == ():
+        return Constant(np.zeros((), t.dtype))
+    return make_call("zeros", [], {"shape": t.shape, "dtype": t.dtype})
+
+
+def ones_of(t: TensorType):
+    if t.shape == ():
+        return Constant(np.ones((), t.dtype))
+    return make_call("ones", [], {"shape": t.shape, "dtype": t.dtype})
+
+
+def _const_type(c: Constant) -> TensorType:
+    return TensorType(c.data.shape, c.data.dtype.name)
+
+
 def _seedable(t):
     if isinstance(t, TensorType):
         return True
@@ -774,6 +815,9 @@ def build_entry(ad: ReverseAD, func: Function, mode: str, argnums=None) -> Funct
         argnums = _normalize_argnums(argnums, len(params))
 
     ad.register_adts(func)
+    ad.reset = mode == "vjp"
+    wanted = range(len(params)) if argnums is None else \
+        ([argnums] if isinstance(argnums, int) else argnums)
 
     def body():
         bp = ad.emit(RefCreate(Function([], Tuple([]))), "bp")
@@ -786,34 +830,40 @@ def build_entry(ad: ReverseAD, func: Function, mode: str, argnums=None) -> Funct
             ad.mark_inactive(lifted)
             ad.env[fv] = lifted
         lifted_params = []
-        for p, new, t in zip(func.params, params, ptypes):
+        for i, (p, new, t) in enumerate(zip(func.params, params, ptypes)):
             lp = ad.lift_input(new, t, f"parameter %{p.name_hint}")
             ad.env[p] = lp
+            if argnums is not None and i not in wanted:
+                ad.mark_inactive(lp)     # no gradient asked for: treated as a constant
             lifted_params.append(lp)
         out = ad.lift(func.body)
+        ad.flush()
 
         def backward(ct=None):
             if ct is None:          # seed the (first) float output with ones
                 first, first_t = out, out_t
                 if isinstance(out_t, TupleType):
                     first, first_t = ad.emit(TupleGetItem(out, 0), "out"), out_t.fields[0]
-                ad.seed(first, first_t, make_call("ones_like", [ad.primal(first, first_t, "")]),
-                        "the output")
+                ad.seed(first, first_t, ones_of(first_t), "the output")
             else:
                 ad.seed(out, out_t, ct, "the output")
             ad.emit(Call(RefRead(bp), []), "u")
-            return [ad.read_grad(lp, t, f"parameter %{p.name_hint}")
-                    for lp, t, p in zip(lifted_params, ptypes, func.params)]
+            grads = {}
+            for i in wanted:       # only the gradients asked for are read back
+                if i not in grads:
+                    grads[i] = ad.read_grad(lifted_params[i], ptypes[i],
+                                            f"parameter %{func.params[i].name_hint}")
+            return grads
 
         if mode == "vjp":
             ct = Var("ct", out_t)
-            back = Function([ct], ad.in_scope(lambda: Tuple(backward(ct))))
+            back = Function([ct], ad.in_scope(lambda: Tuple(list(backward(ct).values()))))
             value = ad.primal(out, out_t, "the output")
             return Tuple([value, back])
         value = ad.primal(out, out_t, "the output")
         grads = backward()
         if mode == "gradient":
-            return Tuple([value, Tuple(grads)])
+            return Tuple([value, Tuple(list(grads.values()))])
         picked = grads[argnums] if isinstance(argnums, int) else Tuple([grads[i] for i in argnums])
         if mode == "grad":
             return picked
