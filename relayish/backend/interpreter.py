@@ -46,6 +46,7 @@ from relayish.backend.values import Closure, ConstructorValue, RefValue
 __all__ = ["evaluate", "InterpreterClosure"]
 
 MAX_CALL_DEPTH = 2_000_000          # IR frames on the explicit stack before we give up
+_MAX_EXTRA_CAPTURES = 16            # tuple fields a closure may capture besides its free vars
 
 _ndarray = np.ndarray
 
@@ -477,9 +478,10 @@ class _Program:
             self.pending.append((code, func))
         return clo
 
-    def compile_function(self, func, name, captures=()):
+    def compile_function(self, func, name, captures=(), ncaptures=None, tuple_fields=None):
         code = Code(name, func)
-        _FunctionCompiler(self, code, func.params, captures).compile_body(func.body)
+        _FunctionCompiler(self, code, func.params, captures, ncaptures,
+                          tuple_fields).compile_body(func.body)
         return code
 
     def drain(self):
@@ -496,7 +498,9 @@ class _FunctionCompiler(ExprFunctor):
     and an effectful node (`!r`) shared at two places must run twice.
     """
 
-    def __init__(self, program, code, params, captures):
+    def __init__(self, program, code, params, captures, ncaptures=None, tuple_fields=None):
+        """`captures`: the captured Vars, then (up to `ncaptures`) captured tuple fields that
+        `tuple_fields` ({capture index: [capture indices of its fields]}) describes."""
         super().__init__()
         self.program = program
         self.code = code
@@ -509,8 +513,14 @@ class _FunctionCompiler(ExprFunctor):
             self.env[id(p)] = self.new_slot()
         for v in captures:
             self.env[id(v)] = self.new_slot()
+        ncaptures = len(captures) if ncaptures is None else ncaptures
+        while len(self.template) < len(params) + ncaptures:
+            self.new_slot()
+        base = len(params)
+        for i, fields in (tuple_fields or {}).items():
+            self.tuple_fields[base + i] = [base + j for j in fields]
         code.nparams = len(params)
-        code.ncaptures = len(captures)
+        code.ncaptures = ncaptures
         code.param_names = ["%" + p.name_hint for p in params]
         code.param_types = [getattr(p, "_checked_type", None) or p.type_annotation for p in params]
         self.block = code.entry = _Block(code)
@@ -569,8 +579,18 @@ class _FunctionCompiler(ExprFunctor):
 
     def compile_closure(self, func, dst, name="fn"):
         captures = free_vars(func)
-        code = self.program.compile_function(func, name, captures)
         srcs = [self.visit_Var(v) for v in captures]
+        # A captured tuple built in this frame also passes its fields, so that projections of it
+        # inside the closure (the backpropagators of reverse AD read `%d.1`) cost nothing.
+        inner_fields = {}
+        i = 0
+        while i < len(srcs) and len(srcs) <= len(captures) + _MAX_EXTRA_CAPTURES:
+            fields = self.tuple_fields.get(srcs[i])
+            if fields is not None and len(fields) <= _MAX_EXTRA_CAPTURES:
+                inner_fields[i] = list(range(len(srcs), len(srcs) + len(fields)))
+                srcs.extend(fields)
+            i += 1
+        code = self.program.compile_function(func, name, captures, len(srcs), inner_fields)
         self.emit(_closure_step(code, dst, srcs))
 
     # ---- tail position: a loop down let-chains, else-branches and last match clauses -----------

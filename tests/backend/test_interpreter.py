@@ -139,6 +139,18 @@ def test_capture_through_intermediate_functions():
     assert rl.evaluate(main, 2.0) == 252.0
 
 
+def test_projections_of_tuples_built_in_frame_and_captured_by_closures():
+    x = f64("x")
+    d, f, u, k = rl.Var("d"), rl.Var("f"), rl.Var("u"), rl.Var("k")
+    inner = rl.Tuple([x * c64(2.0), rl.RefCreate(x)])
+    body = rl.Let(d, rl.Tuple([x, inner]), rl.Let(
+        f, rl.Function([], d[1][0] + rl.RefRead(d[1][1]) + d[0]), rl.Let(
+            u, rl.RefWrite(d[1][1], c64(10.0)), rl.Let(k, f(), rl.Tuple([k, d[1][0], d])))))
+    total, doubled, whole = rl.evaluate(rl.Function([x], body), 3.0)
+    assert total == 6.0 + 10.0 + 3.0 and doubled == 6.0
+    assert whole[0] == 3.0 and whole[1][1].value == 10.0
+
+
 def test_expression_evaluating_to_a_function_is_called_with_args():
     x = f64("x")
     g = rl.Var("g")
