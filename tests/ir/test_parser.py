@@ -397,3 +397,32 @@ def test_bare_name_of_a_type_without_parameters_is_its_type_call():
     assert f.params[1].type_annotation == rl.TypeCall(nat, [])
     assert mod.get_constructor("S").inputs == [rl.TypeCall(nat, [])]
     assert "def @f(%n: Nat, %m: Nat)" in rl.astext(mod)
+
+
+def test_round_trip_of_shared_subexpressions_keeps_the_sharing():
+    x, y, c = f32("x"), f32("y"), rl.var("c", dtype="bool")
+    shared = x + x
+    inner = y * x
+    v = f32("v")
+    programs = [
+        rl.Function([x, c], rl.If(c, shared * shared, shared - shared)),
+        rl.Function([x], rl.If(shared > x, shared, x)),
+        rl.Function([x], rl.Tuple([rl.Function([y], inner + inner), shared, shared])),
+        rl.Function([x], rl.Let(v, shared, v + shared)),
+    ]
+    e = x
+    for _ in range(100):
+        e = e * e
+    programs.append(rl.Function([x], e))
+    for program in programs:
+        back = roundtrip_expr(program)
+    top = back.body
+    assert top.args[0] is top.args[1]
+    mod, lst, cons, nil = list_module()
+    h, t = rl.Var("h"), rl.Var("t")
+    l = rl.var("l", type=rl.TypeCall(lst, [rl.TensorType()]))
+    hh = h * h
+    m = rl.Function([l], rl.Match(l, [
+        rl.Clause(rl.PatternConstructor(cons, [rl.PatternVar(h), rl.PatternVar(t)]), hh + hh),
+        rl.Clause(rl.PatternWildcard(), rl.const(0.0))]))
+    roundtrip_expr(m, mod=mod)

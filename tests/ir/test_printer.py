@@ -232,3 +232,35 @@ def test_deeply_nested_non_let_expression_prints():
     for _ in range(3000):
         e = rl.negative(e)
     assert rl.astext(e) == "-" * 3000 + "%x"
+
+
+def test_shared_subexpressions_print_once_as_graph_bindings():
+    x = f32("x")
+    e = x
+    for _ in range(3):
+        e = e * e
+    assert rl.astext(rl.Function([x], e)) == (
+        "fn (%x: float32) {\n"
+        "  %0 = %x * %x;\n"
+        "  %1 = %0 * %0;\n"
+        "  %1 * %1\n"
+        "}")
+    for _ in range(200):             # 2^200 leaves as a tree: the DAG prints in linear size
+        e = e * e
+    assert len(rl.astext(e)) < 10_000
+
+
+def test_a_shared_node_is_named_only_inside_the_block_that_binds_it():
+    x, c = f32("x"), rl.var("c", dtype="bool")
+    shared = x + x
+    f = rl.Function([x, c], rl.If(c, shared * shared, shared - shared))
+    assert rl.astext(f) == (
+        "fn (%x: float32, %c: bool) {\n"
+        "  if (%c) {\n"
+        "    %0 = %x + %x;\n"
+        "    %0 * %0\n"
+        "  } else {\n"
+        "    %1 = %x + %x;\n"
+        "    %1 - %1\n"
+        "  }\n"
+        "}")

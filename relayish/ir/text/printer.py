@@ -165,8 +165,65 @@ def _const_text(data: np.ndarray) -> str:
     return f"const({flat[0]}, {dtype})"
 
 
+class _Block:
+    """A block being printed: graph bindings wait in `pending` for the next line."""
+    __slots__ = ("ind", "pending", "open")
+
+    def __init__(self, ind):
+        self.ind, self.pending, self.open = ind, [], True
+
+
+_ATOMS = (Var, GlobalVar, Constant, Constructor)
+
+
+def _shared_nodes(root) -> set:
+    """ids of the non-atomic nodes that more than one parent refers to (an explicit stack)."""
+    seen, shared = set(), set()
+    stack = [root]
+    while stack:
+        e = stack.pop()
+        for child in _children(e):
+            if isinstance(child, _ATOMS) or type(child).__name__ == "Op":
+                continue
+            key = id(child)
+            if key in seen:
+                shared.add(key)
+            else:
+                seen.add(key)
+                stack.append(child)
+    return shared
+
+
+def _children(e):
+    if isinstance(e, Let):
+        return (e.value, e.body)
+    if isinstance(e, Call):
+        return (e.op, *e.args)
+    if isinstance(e, Tuple):
+        return e.fields
+    if isinstance(e, TupleGetItem):
+        return (e.tuple_value,)
+    if isinstance(e, Function):
+        return (e.body,)
+    if isinstance(e, If):
+        return (e.cond, e.true_branch, e.false_branch)
+    if isinstance(e, Match):
+        return (e.data, *(c.rhs for c in e.clauses))
+    if isinstance(e, RefCreate):
+        return (e.value,)
+    if isinstance(e, RefRead):
+        return (e.ref,)
+    if isinstance(e, RefWrite):
+        return (e.ref, e.value)
+    return ()
+
+
 class _Printer:
     def __init__(self):
+        self.blocks: list[_Block] = []
+        self.shared: set = set()
+        self.hoisted: dict = {}
+        self.graph_counter = 0
         self.names: dict[int, str] = {}
         self.taken: set[str] = set()
         self.counters: dict[str, int] = {}   # next suffix to try per base name
@@ -200,7 +257,8 @@ class _Printer:
         if isinstance(node, Pattern):
             return head + self.pattern(node)
         if isinstance(node, Clause):
-            return head + self.pattern(node.lhs) + " => " + self.expr(node.rhs, "")
+            return head + self.pattern(node.lhs) + " => " + self.braced(node.rhs, "")
+        self.shared = _shared_nodes(node)
         return head + self.block(node, "")
 
     def module(self, mod, show_version):
@@ -209,6 +267,7 @@ class _Printer:
             parts.append(self.type_data(data))
         for gv, func in mod.functions.items():
             self.names, self.taken, self.keep, self.counters = {}, set(), [], {}
+            self.shared, self.hoisted, self.graph_counter = _shared_nodes(func), {}, 0
             parts.append(self.function(func, "", "def @" + gv.name_hint))
         text = "\n".join(parts)
         if show_version:
@@ -233,10 +292,17 @@ class _Printer:
         """A let-chain, one binding per line at indentation `ind` (a loop down the chain).
 
         `let %_ = e;` prints as the statement `e;` unless the body turns out to use `%_`.
+        Shared subexpressions first met in this block print as graph bindings `%0 = e;` just
+        before the line that uses them first.
         """
+        ctx = _Block(ind)
+        self.blocks.append(ctx)
         lines, statements = [], []
         while isinstance(e, Let):
             value = self.expr(e.value, ind)
+            if ctx.pending:
+                lines.extend(ctx.pending)
+                ctx.pending.clear()
             v = e.var
             if v.name_hint == "_" and v.type_annotation is None and id(v) not in self.names:
                 statements.append((len(lines), v, value))
@@ -244,7 +310,11 @@ class _Printer:
             else:
                 lines.append(f"{ind}let {self.binder(v)} = {value};")
             e = e.body
-        lines.append(ind + self.expr(e, ind, 0))
+        tail = self.expr(e, ind, 0)
+        lines.extend(ctx.pending)
+        lines.append(ind + tail)
+        ctx.open = False
+        self.blocks.pop()
         for index, v, value in statements:
             if id(v) in self.names:          # used after all: print the binding
                 lines[index] = f"{ind}let {self.var_name(v)} = {value};"
@@ -261,6 +331,8 @@ class _Printer:
     # ---- expressions -------------------------------------------------------------------------
     def expr(self, e, ind, need=0) -> str:
         """The text of `e`, parenthesized if its precedence is below `need`."""
+        if id(e) in self.shared:
+            return self.graph_binding(e)
         text, prec = self.expr_prec(e, ind)
         if prec < need:
             if prec == PREC_BLOCK and isinstance(e, Let):
@@ -308,7 +380,25 @@ class _Printer:
                     f"{self.expr(e.value, ind, PREC_ASSIGN + 1)}"), PREC_ASSIGN
         raise RelayishError(f"cannot print a {type(e).__name__} node")
 
+    def graph_binding(self, e) -> str:
+        """A node used more than once: named by `%N = e;` in the innermost open block the first
+        time, by `%N` while that block is open (printed anew where it is closed)."""
+        bound = self.hoisted.get(id(e))
+        if bound is not None and bound[1].open:
+            return bound[0]
+        ctx = self.blocks[-1]
+        text, _ = self.expr_prec(e, ctx.ind)
+        while str(self.graph_counter) in self.taken:
+            self.graph_counter += 1
+        name = str(self.graph_counter)
+        self.taken.add(name)
+        ctx.pending.append(f"{ctx.ind}%{name} = {text};")
+        self.hoisted[id(e)] = ("%" + name, ctx)
+        return "%" + name
+
     def postfix_target(self, e, ind):
+        if id(e) in self.shared:
+            return self.graph_binding(e)
         text, prec = self.expr_prec(e, ind)
         if prec < PREC_POSTFIX or isinstance(e, Constant):
             return "(" + text + ")"
@@ -358,10 +448,8 @@ class _Printer:
         lines = [f"{keyword} ({self.expr(m.data, ind)}) {{"]
         for c in m.clauses:
             lhs = self.pattern(c.lhs)
-            if isinstance(c.rhs, Let):
-                rhs = self.braced(c.rhs, inner)
-            else:
-                rhs = self.expr(c.rhs, inner)
+            body = self.block(c.rhs, inner + INDENT)     # a block: it binds the pattern's vars
+            rhs = "{\n" + body + "\n" + inner + "}" if "\n" in body else body.strip()
             lines.append(f"{inner}{lhs} => {rhs},")
         lines.append(ind + "}")
         return "\n".join(lines)
