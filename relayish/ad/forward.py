@@ -28,6 +28,9 @@ Let-chains are transformed with a loop; other nesting runs under `run_deep`.
 """
 from __future__ import annotations
 
+import functools
+import gc
+
 import numpy as np
 
 from relayish.errors import GradientError, RelayishError
@@ -460,6 +463,22 @@ def _check_function(func, what):
         raise RelayishError(f"{what} takes a relayish Function or Module, got {type(func).__name__}")
 
 
+def _no_gc(fn):
+    """Run a whole transform with the cyclic garbage collector paused: the transform allocates
+    millions of long-lived nodes of a big program, and the collector's repeated full passes
+    over them would cost more than the transform itself (it frees nothing meanwhile)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if was_enabled:
+                gc.enable()
+    return wrapper
+
+
 def _with_module(f, mod):
     """A Function that calls globals comes with its module: f becomes that module's @main."""
     if mod is None:
@@ -484,9 +503,9 @@ def jvp(f, mod=None):
     """
     f = _with_module(f, mod)
     if isinstance(f, Module):
-        return run_deep(_jvp_module, f)
+        return run_deep(_no_gc(_jvp_module), f)
     _check_function(f, "jvp")
-    return run_deep(_jvp_function, f)
+    return run_deep(_no_gc(_jvp_function), f)
 
 
 class _Constructors(ExprVisitor):
