@@ -49,6 +49,7 @@ MAX_CALL_DEPTH = 2_000_000          # IR frames on the explicit stack before we 
 _MAX_EXTRA_CAPTURES = 16            # tuple fields a closure may capture besides its free vars
 
 _ndarray = np.ndarray
+_new_object = object.__new__
 
 # terminator kinds
 _JUMP, _BRANCH, _MATCH, _CALL, _TAILCALL, _RETURN = range(6)
@@ -349,8 +350,11 @@ def _move_step(dst, src):
 
 
 def _ref_create_step(dst, src):
+    # object.__new__ plus one attribute store skips the Python-level __init__ call
     def step(s):
-        s[dst] = RefValue(s[src])
+        r = _new_object(RefValue)
+        r.value = s[src]
+        s[dst] = r
     return step
 
 
@@ -388,17 +392,24 @@ def _closure_step(code, dst, srcs):
         # letrec: `let %f = fn(..) { .. %f(..) .. }` captures itself, so the closure must be in
         # its slot before its environment is read.
         def step(s):
-            c = InterpreterClosure(code, ())
+            c = _new_object(InterpreterClosure)
+            c.code = code
             s[dst] = c
             c.env = tuple([s[i] for i in srcs])
     elif len(srcs) == 1:
         a, = srcs
 
         def step(s):
-            s[dst] = InterpreterClosure(code, (s[a],))
+            c = _new_object(InterpreterClosure)
+            c.code = code
+            c.env = (s[a],)
+            s[dst] = c
     else:
         def step(s):
-            s[dst] = InterpreterClosure(code, tuple([s[i] for i in srcs]))
+            c = _new_object(InterpreterClosure)
+            c.code = code
+            c.env = tuple([s[i] for i in srcs])
+            s[dst] = c
     return step
 
 
