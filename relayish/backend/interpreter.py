@@ -80,7 +80,7 @@ class Code:
     """A compiled function: its frame layout and entry block."""
 
     __slots__ = ("name", "func", "nparams", "ncaptures", "rest", "entry", "param_types",
-                 "param_names", "nslots", "__weakref__")
+                 "param_names", "param_tensors", "nslots", "__weakref__")
 
     def __init__(self, name, func):
         self.name = name
@@ -91,6 +91,7 @@ class Code:
         self.entry = None
         self.param_types = []
         self.param_names = []
+        self.param_tensors = []    # per param: (shape, numpy dtype) of a tensor type, else None
         self.nslots = 0
 
     def __repr__(self):
@@ -534,6 +535,8 @@ class _FunctionCompiler(ExprFunctor):
         code.ncaptures = ncaptures
         code.param_names = ["%" + p.name_hint for p in params]
         code.param_types = [getattr(p, "_checked_type", None) or p.type_annotation for p in params]
+        code.param_tensors = [(t.shape, np.dtype(t.dtype)) if isinstance(t, TensorType) else None
+                              for t in code.param_types]
         self.block = code.entry = _Block(code)
 
     # ---- helpers -----------------------------------------------------------------------------
@@ -920,9 +923,8 @@ def _convert_args(code, args):
         raise EvaluationError(f"{code.name} takes {code.nparams} argument(s) "
                               f"({', '.join(code.param_names)}), got {len(args)}")
     out = []
-    for a, t, name in zip(args, code.param_types, code.param_names):
-        if (a.__class__ is _ndarray and t.__class__ is TensorType and a.shape == t.shape
-                and a.dtype.name == t.dtype):
+    for a, t, name, fast in zip(args, code.param_types, code.param_names, code.param_tensors):
+        if fast is not None and a.__class__ is _ndarray and a.shape == fast[0] and a.dtype == fast[1]:
             out.append(a)                  # the common case, without the general walk
         else:
             out.append(_to_value(a, t, code, name))
@@ -1021,7 +1023,7 @@ def _to_tensor(v, t, path, fail):
         arr = np.asarray(v)
     else:
         fail(t, _value_type_text(v), path)
-    if arr.dtype.name != t.dtype or arr.shape != t.shape:
+    if arr.dtype != np.dtype(t.dtype) or arr.shape != t.shape:
         fail(t, _value_type_text(arr), path)
     return arr
 
