@@ -679,6 +679,10 @@ class _FunctionCompiler(ExprFunctor):
         return self.atom_slot(e, _OpClosure(e))
 
     def visit_Constructor(self, e):
+        # as the type checker has it: a bare nullary constructor is a value (`Nil`), any other
+        # constructor used as a value is a function
+        if not e.inputs:
+            return self.atom_slot(e, ConstructorValue(e, []))
         return self.atom_slot(e, _ConstructorClosure(e))
 
     def visit_Tuple(self, e):

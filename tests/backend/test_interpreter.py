@@ -579,3 +579,36 @@ def _agree_with_numpy(ops, x, a, exprs, values, bindings):
     out = rl.evaluate(f, a)
     for got, want in zip(out, values[1:]):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+
+
+# ---- programs written as text ------------------------------------------------------------------
+
+_TEXT_PROGRAM = """
+type MyList[a] { MyCons(a, MyList[a]), MyNil }
+def @total(%l: MyList[float64], %acc: ref(float64)) -> float64 {
+  match (%l) {
+    MyCons(%h, %t) => { %acc := !%acc + %h; @total(%t, %acc) },
+    MyNil => !%acc,
+  }
+}
+def @main(%x: Tensor[(2), float64], %n: int32) -> float64 {
+  let %a = take(%x, 0);
+  let %f = fn (%y: float64) { %y * %a };
+  let %r = ref(%a);
+  %r := !%r + 1f64;
+  let %l = MyCons(%f(2f64), MyCons(!%r, MyNil));
+  if (%a > 0f64) { @total(%l, ref(0f64)) } else { 2.5f64 }
+}
+"""
+
+
+def test_parsed_program_with_adts_refs_closures_and_globals():
+    mod = rl.parse(_TEXT_PROGRAM)
+    assert rl.evaluate(mod, [3.0, 4.0], 1) == 3.0 * 2.0 + (3.0 + 1.0)
+    assert rl.evaluate(mod, [-3.0, 4.0], 1) == 2.5
+
+
+def test_bare_nullary_constructor_is_a_value():
+    mod = rl.parse("type T { A, B(float64) }\ndef @main() -> T { A }")
+    out = rl.evaluate(mod)
+    assert isinstance(out, rl.ConstructorValue) and out.constructor.name_hint == "A"
