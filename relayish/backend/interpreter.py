@@ -951,8 +951,8 @@ def _to_value(value, ty, code, param):
     refs = []          # (RefValue, holder): write converted contents back
 
     def fail(expected, got, path, why=""):
-        where = f"{_path_text(path)} of " if path is not None else ""
-        raise EvaluationError(f"bad argument for parameter {param} of {code.name}: {where}"
+        where = f" ({_path_text(path)})" if path is not None else ""
+        raise EvaluationError(f"bad argument for parameter {param} of {code.name}{where}: "
                               f"expected {_type_text(expected)}, got {got}{why}")
 
     while work:
@@ -1091,7 +1091,10 @@ def _short(v, limit=60):
 def _value_type_text(v):
     """A short description of a runtime value's type."""
     if isinstance(v, _ndarray):
-        return f"Tensor[{v.shape}, {v.dtype.name}]"
+        try:
+            return _type_text(TensorType(v.shape, v.dtype.name))
+        except RelayishError:                 # a dtype relayish has no name for
+            return f"an array of shape {v.shape} and dtype {v.dtype}"
     if isinstance(v, np.generic):
         return f"numpy scalar {v.dtype.name}"
     if isinstance(v, tuple):
