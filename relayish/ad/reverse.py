@@ -249,13 +249,34 @@ def _fresh(name, taken):
 class _Scope:
     """A let-chain being built: its bindings, its memo (shared subexpressions), the bp in effect,
     and the backward steps of its op calls not yet pushed onto bp (see ReverseAD.flush)."""
-    __slots__ = ("bindings", "memo", "bp", "pending")
+    __slots__ = ("bindings", "memo", "bp", "pending", "segment", "produced")
 
     def __init__(self, bp):
         self.bindings = []
         self.memo = {}
         self.bp = bp
         self.pending = []
+        self.segment = 0        # bumped by each flush
+        self.produced = []      # the deferred pairs of the pending segment
+
+
+class _Deferred:
+    """The lifted value `(z, ref)` of a float op result (or constant), not built yet.
+
+    Most op results are used only by later op calls of the same straight-line segment: their
+    gradient then flows through a local variable of the segment's backpropagator, and the pair
+    and its reference are never built. Any other use (a tuple field, a call argument, a result,
+    a use from an inner scope, a use after the segment's flush) builds the pair (`force`)."""
+    __slots__ = ("z", "t", "home", "segment", "remaining", "pair", "ref", "contribs", "inactive",
+                 "hint")
+
+    def __init__(self, z, t, home, remaining, inactive, hint):
+        self.z, self.t, self.home, self.segment = z, t, home, home.segment
+        self.remaining = remaining    # uses still to come in the original program
+        self.pair = self.ref = None
+        self.contribs = []            # cotangents from consumers in the same segment
+        self.inactive = inactive      # a constant: no gradient wanted
+        self.hint = hint
 
 
 class _Replace(ExprMutator):
@@ -303,6 +324,7 @@ class ReverseAD:
         # run creates fresh references), so it skips the resets.
         self.reset = True
         self._keep = []
+        self.uses: dict = {}           # id(original node) -> number of references to it
 
     def register_adts(self, expr):
         """Make the ADTs of the constructors used in expr known (for inputs of ADT type)."""
@@ -359,34 +381,89 @@ class ReverseAD:
         inside it): fewer closures, reads and writes of bp. Anything that may extend bp itself
         (a call of a function, a branch, the end of a scope) flushes first, so the chain of
         closures still runs every step after the steps of the values' later uses."""
-        steps = self.scope.pending
+        scope = self.scope
+        for v in scope.produced:        # values used after this point keep a real reference
+            if v.remaining > 0 and v.pair is None:
+                self.materialize(v)
+        scope.produced = []
+        scope.segment += 1
+        steps = scope.pending
         if not steps:
             return
-        self.scope.pending = []
-        bp = self.scope.bp
-        old = self.emit(RefRead(bp), "prev")
+        scope.pending = []
+        bp = scope.bp
+        old = Var("prev")
+        emitted = []
 
         def backward():
             for step in reversed(steps):
                 step()
+            emitted.append(bool(self.scope.bindings))
             return Call(old, [])
-        self.emit(RefWrite(bp, Function([], self.in_scope(backward))), "u")
+        body = self.in_scope(backward)
+        if emitted[0]:                  # steps whose results nobody used emit nothing
+            self.scope.bindings.append((old, RefRead(bp)))
+            self.emit(RefWrite(bp, Function([], body)), "u")
 
     # -- dispatch (the visit_<Node> idiom, memoized per scope) ------------------------------
     def lift(self, e):
+        """The lifted atom of e (a Var, a non-float Constant, a lifted GlobalVar)."""
+        v = self.lift_raw(e)
+        if isinstance(v, _Deferred):
+            v.remaining -= 1
+            return self.force(v)
+        return v
+
+    def lift_raw(self, e):
+        """Like lift, but float op results and constants may come back as _Deferred.
+
+        The caller consumes the value: it decrements `remaining` once it has used it (until
+        then a flush keeps the value's reference, see flush)."""
         key = id(e)
+        result = None
         for s in reversed(self.scopes):
             hit = s.memo.get(key)
             if hit is not None:
-                return hit
-        method = getattr(self, "visit_" + type(e).__name__, None)
-        if method is None:
-            raise GradientError(f"cannot differentiate {type(e).__name__} nodes: {_text(e)}")
-        result = method(e)
-        if not isinstance(e, Var):
-            self.scope.memo[key] = result
-            self._keep.append(e)
+                result = hit
+                break
+        if result is None:
+            method = getattr(self, "visit_" + type(e).__name__, None)
+            if method is None:
+                raise GradientError(f"cannot differentiate {type(e).__name__} nodes: {_text(e)}")
+            result = method(e)
+            if not isinstance(e, Var):
+                self.scope.memo[key] = result
+                self._keep.append(e)
         return result
+
+    def force(self, v):
+        if not isinstance(v, _Deferred):
+            return v
+        if v.pair is None:
+            self.materialize(v)
+        return v.pair
+
+    def materialize(self, v):
+        """Build `(z, ref(zeros))` for a deferred value, in the scope that computed it."""
+        home = v.home
+        r = Var("r")
+        d = Var(v.hint if v.hint else "d")
+        home.bindings.append((r, RefCreate(zeros_of(v.t))))
+        home.bindings.append((d, Tuple([v.z, r])))
+        v.pair, v.ref = d, r
+        if v.inactive:
+            self.mark_inactive(d)
+
+    def deferred(self, z, t, node, inactive, hint=None):
+        v = _Deferred(z, t, self.scope, self.uses.get(id(node), 1), inactive, hint)
+        if not inactive:
+            self.scope.produced.append(v)
+        self._keep.append(v)
+        return v
+
+    def count_uses(self, func):
+        counter = _UseCounter(self.uses)
+        run_deep(counter.visit, func)
 
     def visit_Var(self, e):
         try:
@@ -401,9 +478,7 @@ class ReverseAD:
     def visit_Constant(self, e):
         if e.data.dtype.kind != "f":
             return e
-        pair = self.emit(Tuple([e, RefCreate(zeros_of(_const_type(e)))]), "c")
-        self.mark_inactive(pair)
-        return pair
+        return self.deferred(e, _const_type(e), e, inactive=True, hint="c")
 
     def visit_Tuple(self, e):
         return self.emit(Tuple([self.lift(f) for f in e.fields]), "tup")
@@ -430,9 +505,15 @@ class ReverseAD:
     def visit_Let(self, e):
         while isinstance(e, Let):               # a loop down the chain
             n = len(self.scope.bindings)
-            value = self.lift(e.value)
+            value = self.lift_raw(e.value)
             bindings = self.scope.bindings
-            if isinstance(value, Var) and len(bindings) > n and bindings[-1][0] is value \
+            if isinstance(value, _Deferred):
+                # the let consumes the value once; its variable's references will use it
+                value.remaining += self.uses.get(id(e.var), 1) - 1 - 1   # binder, let
+                if value.hint is None or value.hint == "c":
+                    value.hint = e.var.name_hint
+                self.env[e.var] = value
+            elif isinstance(value, Var) and len(bindings) > n and bindings[-1][0] is value \
                     and id(value) not in self.named:
                 value.name_hint = e.var.name_hint   # keep the user's name on the fresh binding
                 if e.var.type_annotation is not None:
@@ -520,9 +601,17 @@ class ReverseAD:
     # -- op calls: the heart of the transform -----------------------------------------------
     def lift_op_call(self, call):
         op = call.op
-        args = [self.lift(a) for a in call.args]
+        args = [self.lift_raw(a) for a in call.args]
         arg_types = [_type_of(a) for a in call.args]
         out_type = _type_of(call)
+        # a deferred argument from another scope, or from a segment already flushed, needs
+        # its reference: its gradient is read by a closure pushed earlier
+        args = [a if not isinstance(a, _Deferred) or a.inactive or a.pair is not None
+                or (a.home is self.scope and a.segment == self.scope.segment) else self.force(a)
+                for a in args]
+        for a in args:
+            if isinstance(a, _Deferred):
+                a.remaining -= 1
         prims = [self.primal_atom(a, t) for a, t in zip(args, arg_types)]
         z = self.emit(_typed(Call(op, prims, call.attrs), out_type), op.name.split(".")[-1],
                       out_type)
@@ -532,16 +621,23 @@ class ReverseAD:
                                     f"mode cannot lift, in {_text(call)}")
             return z
         active = [i for i, (a, t) in enumerate(zip(args, arg_types))
-                  if has_float(t) and id(a) not in self.inactive]
+                  if has_float(t) and not self.is_inactive(a)]
         if not op.differentiable or op.name in _ZERO_GRAD_OPS or not active:
+            if is_float_tensor(out_type):
+                return self.deferred(z, out_type, call, inactive=True)
             result, _ = self.fresh_lift(z, out_type)
             self.mark_inactive(result)
             return result
         rule = gradient_rule(call)
-        result, out_refs = self.fresh_lift(z, out_type)
+        if is_float_tensor(out_type):
+            result = out = self.deferred(z, out_type, call, inactive=False)
+        else:
+            result, out = self.fresh_lift(z, out_type)
 
         def backward():
-            g = self.read_and_reset(out_refs)
+            g = self.cotangent(out)
+            if g is None:               # nothing used the result: no gradient flows back
+                return
             orig = _typed(Call(op, prims, call.attrs), out_type)
             try:
                 grads = rule(orig, g)
@@ -559,13 +655,33 @@ class ReverseAD:
                     continue
                 gi = _Replace(orig, z).visit(gi)
                 if not isinstance(gi, (Var, Constant)):
-                    gi = self.emit(gi, "g")
+                    gi = self.emit(gi, "g", arg_types[i])
                 self.accumulate(args[i], arg_types[i], gi)
 
         self.scope.pending.append(backward)
         return result
 
+    def is_inactive(self, a):
+        if isinstance(a, _Deferred):
+            return a.inactive
+        return id(a) in self.inactive
+
+    def cotangent(self, out):
+        """In a backward step: the cotangent of an op's result (None when it is zero)."""
+        if isinstance(out, _Deferred):
+            if out.pair is not None:
+                return self.read_and_reset(("ref", out.ref, out.t))
+            if not out.contribs:
+                return None
+            g = out.contribs[0]
+            for more in out.contribs[1:]:
+                g = self.emit(make_call("add", [g, more]), "g", out.t)
+            return g
+        return self.read_and_reset(out)
+
     def primal_atom(self, a, t):
+        if isinstance(a, _Deferred):
+            return a.z
         if is_float_tensor(t):
             return self.project(a, 0, "p", t)
         if isinstance(t, TupleType):
@@ -601,6 +717,13 @@ class ReverseAD:
 
     def accumulate(self, a, t, g):
         """Add the cotangent g into the references of the lifted value a (of original type t)."""
+        if isinstance(a, _Deferred):
+            if a.inactive:
+                return
+            if a.pair is None:
+                a.contribs.append(g)
+                return
+            a = a.pair
         if is_float_tensor(t):
             r = self.project(a, 1, "r")
             self.emit(RefWrite(r, make_call("add", [RefRead(r), g])), "u")
@@ -630,6 +753,7 @@ class ReverseAD:
         while self.todo_globals:
             gv = self.todo_globals.pop()
             func = self.src[gv]
+            self.count_uses(func)
             params = [self.lifted_param(p) for p in func.params]
             bp = Var("bp", BP_TYPE)
             body = self.in_scope(lambda: self.lift(func.body), bp=bp)
@@ -773,6 +897,18 @@ def _const_type(c: Constant) -> TensorType:
     return TensorType(c.data.shape, c.data.dtype.name)
 
 
+class _UseCounter(ExprVisitor):
+    """How often each node is referenced (a Var: its binder counts once too)."""
+
+    def __init__(self, counts):
+        super().__init__()
+        self.counts = counts
+
+    def visit(self, expr):
+        self.counts[id(expr)] = self.counts.get(id(expr), 0) + 1
+        return super().visit(expr)
+
+
 def _seedable(t):
     if isinstance(t, TensorType):
         return True
@@ -815,6 +951,7 @@ def build_entry(ad: ReverseAD, func: Function, mode: str, argnums=None) -> Funct
         argnums = _normalize_argnums(argnums, len(params))
 
     ad.register_adts(func)
+    ad.count_uses(func)
     ad.reset = mode == "vjp"
     wanted = range(len(params)) if argnums is None else \
         ([argnums] if isinstance(argnums, int) else argnums)
