@@ -1013,7 +1013,10 @@ def _to_tensor(v, t, path, fail):
     elif isinstance(v, np.generic):
         arr = np.asarray(v)
     elif isinstance(v, (bool, int, float, list, tuple)):
-        arr = np.asarray(v)
+        try:
+            arr = np.asarray(v)
+        except Exception:  # noqa: BLE001 - ragged nested lists and the like
+            fail(t, f"{type(v).__name__} {_short(v)}", path, " (not a rectangular array)")
         kind = arr.dtype.kind
         if kind not in "biuf":
             fail(t, f"{type(v).__name__} {_short(v)}", path)
@@ -1022,9 +1025,15 @@ def _to_tensor(v, t, path, fail):
                  f"{t.dtype} exactly)")
         if arr.shape != t.shape:
             fail(t, f"a Python value of shape {arr.shape}", path)
-        return arr.astype(t.dtype, copy=False)
+        out = arr.astype(t.dtype, copy=False)
+        if kind in "iu" and not t.is_float and not np.array_equal(out, arr):
+            fail(t, f"the integer value {_short(v)}", path, f" (out of range for {t.dtype})")
+        return out
     elif hasattr(v, "__array__"):          # jax arrays and other array-likes
-        arr = np.asarray(v)
+        try:
+            arr = np.asarray(v)
+        except Exception:  # noqa: BLE001
+            fail(t, _value_type_text(v), path)
     else:
         fail(t, _value_type_text(v), path)
     if arr.dtype != np.dtype(t.dtype) or arr.shape != t.shape:

@@ -438,6 +438,10 @@ def test_wrong_dtype_is_an_error_but_python_values_convert():
         rl.evaluate(g, 1.5)
     with pytest.raises(rl.EvaluationError, match="%n"):
         rl.evaluate(g, "three")
+    with pytest.raises(rl.EvaluationError, match="out of range for int32"):
+        rl.evaluate(g, 2**40)
+    with pytest.raises(rl.EvaluationError, match="rectangular"):
+        rl.evaluate(f, [[1.0, 2.0], [3.0]])
 
 
 def test_wrong_arity():
@@ -612,3 +616,33 @@ def test_bare_nullary_constructor_is_a_value():
     mod = rl.parse("type T { A, B(float64) }\ndef @main() -> T { A }")
     out = rl.evaluate(mod)
     assert isinstance(out, rl.ConstructorValue) and out.constructor.name_hint == "A"
+
+
+# ---- any Python value as an argument: a value or a RelayishError, never a bare exception -------
+
+_python_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
+              st.text(max_size=3), st.just(np.ones(2)), st.just(np.ones((2, 2), "float32")),
+              st.just(np.int64(3)), st.just(rl.RefValue(1.0))),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner, inner)),
+    max_leaves=6)
+
+
+def _param_types():
+    t32, t64 = rl.TensorType((2,), "float32"), rl.TensorType((), "float64")
+    ti = rl.TensorType((2, 2), "int32")
+    fn = rl.FuncType([t64], t64)
+    return [t32, t64, ti, rl.TupleType([t64, t32]), rl.RefType(t64), fn,
+            rl.TupleType([rl.TupleType([ti]), rl.RefType(t32)])]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 6), _python_values)
+def test_arbitrary_arguments_give_values_or_relayish_errors(which, value):
+    t = _param_types()[which]
+    p = rl.var("p", type=t)
+    f = rl.Function([p], rl.Tuple([]))
+    try:
+        assert rl.evaluate(f, value) == ()
+    except rl.RelayishError as exc:
+        assert "%p" in str(exc)
