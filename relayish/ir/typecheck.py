@@ -629,6 +629,7 @@ class TypeChecker(ExprFunctor):
     def finish(self):
         """Solve what is left, then store every node's complete type in `_checked_type`."""
         self.solve(final=True)
+        self._default_type_arguments()
         unknown = None
         cache: dict = {}
         for node in self._keep:
@@ -640,6 +641,36 @@ class TypeChecker(ExprFunctor):
             node._checked_type = t
         if unknown is not None:
             raise self.unknown_error(unknown)
+
+    def _default_type_arguments(self):
+        """Unsolved type arguments of ADTs become `()`: nothing can observe them.
+
+        `@length(Nil())` leaves the element type of the empty list open; no operation uses a
+        value of that type (else it would be solved, or an error), so any choice is sound.
+        Holes elsewhere (a parameter's whole type, a ref's contents) stay errors.
+        """
+        seen = set()
+        for node in self._keep:
+            stack = [(self.memo[id(node)], False)]
+            while stack:
+                t, inside = stack.pop()
+                t = self.resolve(t)
+                key = (id(t), inside)
+                if key in seen:
+                    continue
+                seen.add(key)
+                self._cache_keep.append(t)
+                if isinstance(t, IncompleteType):
+                    if inside:
+                        self.subst[t] = TupleType([])
+                elif isinstance(t, TypeCall):
+                    stack.extend((a, True) for a in t.args)
+                elif isinstance(t, TupleType):
+                    stack.extend((f, inside) for f in t.fields)
+                elif isinstance(t, FuncType):
+                    stack.extend((a, inside) for a in (*t.arg_types, t.ret_type))
+                elif isinstance(t, RefType):
+                    stack.append((t.value, inside))
 
     def _final_type(self, t, cache):
         """(zonked t, whether it has holes), memoized by type object: nodes share their types."""

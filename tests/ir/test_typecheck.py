@@ -740,3 +740,55 @@ def test_deep_non_let_nesting():
     for _ in range(3000):
         t = rl.TupleGetItem(t, 0)
     assert typeof(t) == F32
+
+
+# ---- with the prelude and the text parser ------------------------------------------------------------
+
+def test_unconstrained_type_arguments_default_to_unit():
+    mod, List, cons, nil, *_ = list_module()
+    e = rl.Tuple([rl.GlobalVar("length")(nil()), nil()])
+    infer_type(e, mod)
+    assert e.checked_type == rl.TupleType([I32, rl.TypeCall(List, [UNIT])])
+    # a parameter whose whole type is open is still an error
+    assert "cannot infer" in message(infer_type, rl.Function([rl.Var("q")], nil()))
+
+
+def test_prelude_functions_check_and_instantiate():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    infer_type(mod)
+    a, b = rl.TypeVar("a"), rl.TypeVar("b")
+    assert mod["map"].checked_type == rl.FuncType(
+        [rl.FuncType([a], b), rl.TypeCall(p.List, [a])], rl.TypeCall(p.List, [b]), [a, b])
+    x = rl.var("x")
+    acc, v = rl.Var("acc"), rl.Var("v")
+    total = p.foldl(rl.Function([acc, v], acc + v), x,
+                    p.map(rl.Function([rl.Var("z")], rl.var("w") * 2.0),
+                          p.Cons(x, p.Cons(x, p.Nil()))))
+    twice = p.nat_iterate(rl.Function([rl.Var("q")], rl.Tuple([])), p.make_nat(2))
+    mod["main"] = rl.Function([x], rl.Tuple([total, twice]))
+    infer_type(mod)
+    assert mod["main"].checked_type.ret_type == rl.TupleType([F32, rl.FuncType([UNIT], UNIT)])
+    assert acc.checked_type == F32 and v.checked_type == F32
+
+
+def test_parsed_programs():
+    from relayish.ir.prelude import PRELUDE_TEXT
+    src = PRELUDE_TEXT + """
+    def @main(%x: Tensor[(2), float64], %l: List[float64]) {
+      let %f = fn (%y) { %y * %x };
+      let %r = ref(%x);
+      %r := !%r + %x;
+      match (@map(%f, %l)) { Cons(%h, _) => %h, Nil => !%r }
+    }
+    """
+    mod = rl.parse(src)
+    infer_type(mod)
+    t = rl.TensorType((2,), "float64")
+    scalars = rl.TypeCall(mod.get_global_type_var("List"), [rl.TensorType((), "float64")])
+    assert mod["main"].checked_type == rl.FuncType([t, scalars], t)
+    bad = rl.parse(PRELUDE_TEXT + """
+    def @main(%l: List[float32]) { match (%l) { Cons(%a, Cons(%b, _)) => %a + %b, Nil => 0f } }
+    """)
+    msg = message(infer_type, bad)
+    assert "Cons(_, Nil)" in msg and "match (%l)" in msg
