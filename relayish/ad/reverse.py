@@ -325,6 +325,7 @@ class ReverseAD:
         self.reset = True
         self._keep = []
         self.uses: dict = {}           # id(original node) -> number of references to it
+        self.tuple_fields: dict = {}   # id(lifted tuple var) -> (var, its field atoms)
 
     def register_adts(self, expr):
         """Make the ADTs of the constructors used in expr known (for inputs of ADT type)."""
@@ -481,7 +482,17 @@ class ReverseAD:
         return self.deferred(e, _const_type(e), e, inactive=True, hint="c")
 
     def visit_Tuple(self, e):
-        return self.emit(Tuple([self.lift(f) for f in e.fields]), "tup")
+        fields = [self.lift(f) for f in e.fields]
+        v = self.emit(Tuple(fields), "tup")
+        self.tuple_fields[id(v)] = (v, fields)   # op calls on the tuple use its fields directly
+        return v
+
+    def field(self, a, i, hint="f"):
+        """`a.i` for a lifted tuple a: the field itself when this transform built the tuple."""
+        known = self.tuple_fields.get(id(a))
+        if known is not None:
+            return known[1][i]
+        return self.project(a, i, hint)
 
     def visit_TupleGetItem(self, e):
         return self.emit(TupleGetItem(self.lift(e.tuple_value), e.index), "proj")
@@ -654,7 +665,7 @@ class ReverseAD:
                 if gi is None:
                     continue
                 gi = _Replace(orig, z).visit(gi)
-                if not isinstance(gi, (Var, Constant)):
+                if not isinstance(gi, (Var, Constant, Tuple)):
                     gi = self.emit(gi, "g", arg_types[i])
                 self.accumulate(args[i], arg_types[i], gi)
 
@@ -685,7 +696,7 @@ class ReverseAD:
         if is_float_tensor(t):
             return self.project(a, 0, "p", t)
         if isinstance(t, TupleType):
-            fields = [self.primal_atom(self.project(a, i), ft)
+            fields = [self.primal_atom(self.field(a, i), ft)
                       for i, ft in enumerate(t.fields)]
             return self.emit(_typed(Tuple(fields), t), "p", t)
         return a
@@ -730,8 +741,10 @@ class ReverseAD:
         elif isinstance(t, TupleType):
             for i, ft in enumerate(t.fields):
                 if has_float(ft):
-                    self.accumulate(self.project(a, i),
-                                    ft, self.emit(TupleGetItem(g, i), "g"))
+                    gi = g.fields[i] if isinstance(g, Tuple) else self.project(g, i, "g")
+                    if not isinstance(gi, (Var, Constant)):
+                        gi = self.emit(gi, "g", ft)
+                    self.accumulate(self.field(a, i), ft, gi)
 
     # -- globals ---------------------------------------------------------------------------
     def lifted_global(self, gv):
