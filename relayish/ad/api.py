@@ -91,7 +91,18 @@ def hessian(f, mod=None):
 
 
 def hvp(f, mod=None):
-    """`fn(x) -> scalar` to `fn(x, v) -> H(x) v` (reverse over reverse for now)."""
+    """`fn(x) -> scalar` to `fn(x, v) -> H(x) v`.
+
+    Forward over reverse (Pearlmutter): the jvp of the gradient program, from forward.py; a
+    small constant times the cost of a gradient. `hvp_reverse` is the reverse-over-reverse one.
+    """
+    from relayish.ad.forward import hvp_forward_over_reverse
+    _one_vector_input(f, mod, "hvp")
+    return hvp_forward_over_reverse(f, mod=mod)
+
+
+def hvp_reverse(f, mod=None):
+    """`fn(x) -> scalar` to `fn(x, v) -> H(x) v`, as the vjp of the gradient program with v."""
     func, src, x_t = _one_vector_input(f, mod, "hvp")
     back_prog = vjp(grad(f, mod=mod), mod=None)
 

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import relayish as rl
+from relayish.ad.api import hvp_reverse
 from relayish.ir.op import register_op
 
 F = "float64"
@@ -74,10 +75,12 @@ def test_hessian_rosenbrock_closed_form(point):
     np.testing.assert_allclose(h, rosenbrock_hessian(*point), rtol=1e-12)
 
 
-def test_hvp_rosenbrock():
+@pytest.mark.parametrize("hvp", [rl.hvp, hvp_reverse], ids=["forward-over-reverse",
+                                                            "reverse-over-reverse"])
+def test_hvp_rosenbrock(hvp):
     v = np.array([0.5, -2.0])
     for point in [(1.0, 2.0), (-1.2, 1.0)]:
-        hv = rl.evaluate(rl.hvp(rosenbrock()), np.array(point), v)
+        hv = rl.evaluate(hvp(rosenbrock()), np.array(point), v)
         np.testing.assert_allclose(hv, rosenbrock_hessian(*point) @ v, rtol=1e-12)
 
 
@@ -167,3 +170,23 @@ def test_list_input_function_without_module_gives_module():
     value, (gl,) = rl.evaluate(g, rl.list_value(mod, [np.array(3.0), np.array(4.0)]))
     assert float(value) == 9.0
     assert [float(v) for v in rl.from_list_value(gl)] == [6.0, 0.0]
+
+
+@pytest.mark.parametrize("hvp", [rl.hvp, hvp_reverse], ids=["forward-over-reverse",
+                                                            "reverse-over-reverse"])
+def test_hvp_through_recursive_global(hvp):
+    """main(x) = sum(pow(x, 4)) with @pow recursing over a Nat: H v = 12 x^2 v."""
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    pw = rl.GlobalVar("pow")
+    vt = rl.TensorType((2,), F)
+    x, n, m = rl.var("x", type=vt), rl.var("n", type=rl.TypeCall(p.Nat, [])), rl.Var("m")
+    mod[pw] = rl.Function([x, n], rl.Match(n, [
+        rl.Clause(rl.PatternConstructor(p.Z, []), rl.const(np.ones(2))),
+        rl.Clause(rl.PatternConstructor(p.S, [rl.PatternVar(m)]), x * pw(x, m))]), vt)
+    x2 = rl.var("x", type=vt)
+    mod["main"] = rl.Function([x2], rl.sum(pw(x2, p.make_nat(4))))
+    xv, v = np.array([0.5, 1.5]), np.array([0.5, -2.0])
+    hv = hvp(mod)
+    assert isinstance(hv, rl.Module)
+    np.testing.assert_allclose(rl.evaluate(hv, xv, v), 12 * xv ** 2 * v, rtol=1e-12)
