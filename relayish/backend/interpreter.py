@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import gc
 import weakref
+from operator import itemgetter
 
 import numpy as np
 
@@ -60,14 +61,15 @@ _JUMP, _BRANCH, _MATCH, _CALL, _TAILCALL, _RETURN = range(6)
 class _Block:
     """Straight-line steps, then one terminator (its fields depend on `kind`)."""
 
-    __slots__ = ("steps", "kind", "src", "args", "dst", "target", "other", "clauses", "node",
-                 "code")
+    __slots__ = ("steps", "kind", "src", "args", "gather", "dst", "target", "other", "clauses",
+                 "node", "code")
 
     def __init__(self, code):
         self.steps = []
         self.kind = None
         self.src = None        # BRANCH: cond slot; MATCH: data slot; CALL: callee; RETURN: value
         self.args = ()         # CALL/TAILCALL: argument slots
+        self.gather = None     # CALL/TAILCALL with 2+ arguments: itemgetter of their slots
         self.dst = None        # CALL: the slot receiving the result
         self.target = None     # JUMP/CALL: next block; BRANCH: then-block
         self.other = None      # BRANCH: else-block
@@ -177,11 +179,15 @@ def _execute(code, slots):
                 if fn.__class__ is InterpreterClosure:
                     callee = fn.code
                     argslots = block.args
-                    if len(argslots) != callee.nparams:
-                        raise _arity_error(callee, len(argslots), block.node)
-                    frame = [slots[i] for i in argslots]
-                    frame += fn.env
-                    frame += callee.rest
+                    n = len(argslots)
+                    if n != callee.nparams:
+                        raise _arity_error(callee, n, block.node)
+                    if n == 1:
+                        frame = [slots[argslots[0]], *fn.env, *callee.rest]
+                    elif n == 0:
+                        frame = [*fn.env, *callee.rest]
+                    else:
+                        frame = [*block.gather(slots), *fn.env, *callee.rest]
                     if kind is _CALL:
                         if len(stack) >= MAX_CALL_DEPTH:
                             raise EvaluationError(f"IR call depth exceeded {MAX_CALL_DEPTH} frames "
@@ -305,9 +311,11 @@ def _op_step(node, dst, srcs):
                 raise _op_failure(node, exc) from exc
             s[dst] = r if r.__class__ is _ndarray else _fix_scalar(r)
     else:
+        gather = itemgetter(*srcs) if len(srcs) >= 2 else (lambda s: ())
+
         def step(s):
             try:
-                r = impl(xp, *[s[i] for i in srcs], **attrs)
+                r = impl(xp, *gather(s), **attrs)
             except Exception as exc:  # noqa: BLE001
                 raise _op_failure(node, exc) from exc
             s[dst] = r if r.__class__ is _ndarray else _fix_scalar(r)
@@ -322,14 +330,16 @@ def _guard(node, what):
 
 
 def _tuple_step(node, dst, srcs):
-    if len(srcs) == 2:
-        a, b = srcs
+    if len(srcs) == 1:
+        a, = srcs
 
         def step(s):
-            s[dst] = (s[a], s[b])
+            s[dst] = (s[a],)
     else:
+        gather = itemgetter(*srcs)         # a tuple of the slots' values, in C
+
         def step(s):
-            s[dst] = tuple([s[i] for i in srcs])
+            s[dst] = gather(s)
     return step
 
 
@@ -383,8 +393,14 @@ def _ref_write_step(node, dst, ref, src):
 
 
 def _constructor_step(ctor, dst, srcs):
-    def step(s):
-        s[dst] = ConstructorValue(ctor, [s[i] for i in srcs])
+    if len(srcs) >= 2:
+        gather = itemgetter(*srcs)
+
+        def step(s):
+            s[dst] = ConstructorValue(ctor, gather(s))
+    else:
+        def step(s):
+            s[dst] = ConstructorValue(ctor, [s[i] for i in srcs])
     return step
 
 
@@ -405,11 +421,19 @@ def _closure_step(code, dst, srcs):
             c.code = code
             c.env = (s[a],)
             s[dst] = c
-    else:
+    elif not srcs:
         def step(s):
             c = _new_object(InterpreterClosure)
             c.code = code
-            c.env = tuple([s[i] for i in srcs])
+            c.env = ()
+            s[dst] = c
+    else:
+        gather = itemgetter(*srcs)
+
+        def step(s):
+            c = _new_object(InterpreterClosure)
+            c.code = code
+            c.env = gather(s)
             s[dst] = c
     return step
 
@@ -573,6 +597,8 @@ class _FunctionCompiler(ExprFunctor):
         block.node = node
         for name, value in fields.items():
             setattr(block, name, value)
+        if len(block.args) >= 2:
+            block.gather = itemgetter(*block.args)
 
     def compile_body(self, body):
         self.compile_tail(body)
