@@ -39,13 +39,18 @@ _TEXT_LIMIT = 300
 # ---- holes and their text --------------------------------------------------------------------
 
 class IncompleteType(Type):
-    """A type not known yet: a union-find variable of the solver. Compared by identity."""
+    """A type not known yet: a union-find variable of the solver. Compared by identity.
 
-    __slots__ = ("id",)
+    Holes stand for monomorphic types: a polymorphic function type bound to one is instantiated,
+    except for `poly_ok` holes (the variable of `let %f = fn[a] ...`), which keep the scheme.
+    """
+
+    __slots__ = ("id", "poly_ok")
     _ids = itertools.count()
 
-    def __init__(self):
+    def __init__(self, poly_ok=False):
         self.id = next(self._ids)
+        self.poly_ok = poly_ok
 
     def __eq__(self, other):
         return self is other
@@ -144,8 +149,8 @@ class TypeChecker(ExprFunctor):
         self._cache_keep: list = []         # keeps the types _final_type caches by id alive
 
     # ---- the solver: holes, resolve, zonk, unify -----------------------------------------------
-    def fresh(self) -> IncompleteType:
-        return IncompleteType()
+    def fresh(self, poly_ok=False) -> IncompleteType:
+        return IncompleteType(poly_ok)
 
     def resolve(self, t):
         """Follow hole bindings at the top of `t` (with path compression)."""
@@ -244,6 +249,8 @@ class TypeChecker(ExprFunctor):
                 self.instantiate(b) if b.type_params else b)
 
     def _bind_hole(self, hole, t):
+        if isinstance(t, FuncType) and t.type_params and not hole.poly_ok:
+            t = self.instantiate(t)
         if self._occurs(hole, t):
             raise _Mismatch(hole, t, recursive=True)
         self.subst[hole] = t
@@ -363,6 +370,7 @@ class TypeChecker(ExprFunctor):
         if ann is not None:
             self.check_annotation(ann, var)
             self.expect(site, ann, t, f"the annotation of {_text(var)}")
+            t = ann
         key = id(var)
         if key in self.var_types:       # bound twice (shared subprograms): one type
             self.expect(site, self.var_types[key], t, f"the variable {_text(var)}")
@@ -372,12 +380,12 @@ class TypeChecker(ExprFunctor):
         self.memo[key] = t
         self._keep.append(var)
 
-    def binder_type(self, var):
+    def binder_type(self, var, poly_ok=False):
         """The type a binder starts with: its annotation, or a fresh hole."""
         if isinstance(var, Var) and var.type_annotation is not None:
             self.check_annotation(var.type_annotation, var)
             return var.type_annotation
-        return self.fresh()
+        return self.fresh(poly_ok)
 
     def check_annotation(self, t, node):
         """Annotations must be types, and ADT applications must match their definition."""
@@ -548,7 +556,7 @@ class TypeChecker(ExprFunctor):
             lets.append(e)
             var = e.var
             if isinstance(e.value, Function) and id(var) not in self.var_types:
-                self.bind(var, self.binder_type(var), e)    # recursive local functions
+                self.bind(var, self.binder_type(var, poly_ok=True), e)   # recursive local functions
                 self.expect(e, self.var_types[id(var)], self.visit(e.value),
                             f"the value bound to {_text(var)}")
             else:
@@ -563,10 +571,11 @@ class TypeChecker(ExprFunctor):
 
     def visit_If(self, e):
         self.expect(e.cond, _BOOL, self.visit(e.cond), "an if condition must be a bool scalar")
-        then = self.visit(e.true_branch)
-        self.expect(e.false_branch, then, self.visit(e.false_branch),
+        result = self.fresh()           # monomorphic: the join of the two branches
+        self.expect(e.true_branch, result, self.visit(e.true_branch))
+        self.expect(e.false_branch, result, self.visit(e.false_branch),
                     "both branches of an if must have the same type")
-        return then
+        return result
 
     def visit_Match(self, e):
         data = self.visit(e.data)
@@ -612,7 +621,9 @@ class TypeChecker(ExprFunctor):
                 raise TypeCheckError(f"{_text(match)} has something that is not a pattern: {p!r}")
 
     def visit_RefCreate(self, e):
-        return RefType(self.visit(e.value))
+        value = self.fresh()            # a reference holds one monomorphic type
+        self.expect(e.value, value, self.visit(e.value))
+        return RefType(value)
 
     def visit_RefRead(self, e):
         value = self.fresh()

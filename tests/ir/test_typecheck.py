@@ -289,9 +289,9 @@ def test_local_polymorphic_function_is_instantiated_at_each_use():
     p = rl.Var("p", a)
     ident = rl.Function([p], p, a, [a])
     i = rl.Var("id")
-    e = rl.Let(i, ident, rl.Tuple([i(f32()), i(rl.const(2)), i(i)]))
+    e = rl.Let(i, ident, rl.Tuple([i(f32()), i(rl.const(2)), i(i)(rl.const(True))]))
     infer_type(e)
-    assert e.checked_type.fields[:2] == (F32, I32)
+    assert e.checked_type == rl.TupleType([F32, I32, BOOL])
     assert ident.checked_type == rl.FuncType([a], a, [a])
     assert i.checked_type == rl.FuncType([a], a, [a])
 
@@ -792,3 +792,29 @@ def test_parsed_programs():
     """)
     msg = message(infer_type, bad)
     assert "Cons(_, Nil)" in msg and "match (%l)" in msg
+
+
+def test_polymorphic_values_become_monomorphic_where_they_are_joined_or_stored():
+    a = rl.TypeVar("a")
+    p = rl.Var("p", a)
+    ident = rl.Function([p], p, a, [a])
+    x = rl.var("x")
+    c = rl.var("c", dtype="bool")
+    i, j, r = rl.Var("id"), rl.Var("j"), rl.Var("r")
+    # if c { id } else { fn (%x: float32) { %x } } is a float32 function: applying it to int32 fails
+    joined = rl.Let(i, ident, rl.Let(j, rl.If(c, i, rl.Function([x], x)), j(rl.const(1))))
+    assert str(I32) in message(infer_type, joined)
+    # a reference holds one type: ref(id) written with a float32 function, read at int32
+    x2 = rl.var("x2")
+    stored = rl.Let(i, ident, rl.Let(r, rl.RefCreate(i), rl.Tuple([
+        rl.RefWrite(r, rl.Function([x2], x2)), rl.RefRead(r)(rl.const(1))])))
+    assert str(I32) in message(infer_type, stored)
+    # a list holds one type too
+    mod, List, cons, nil, *_ = list_module()
+    x3 = rl.var("x3")
+    mixed = cons(ident, cons(rl.Function([x3], x3), nil()))
+    infer_type(mixed)
+    assert mixed.checked_type == rl.TypeCall(List, [rl.FuncType([F32], F32)])
+    # a let-bound variable with a monomorphic annotation is monomorphic
+    k = rl.var("k", type=rl.FuncType([F32], F32))
+    assert str(I32) in message(infer_type, rl.Let(k, ident, k(rl.const(1))))
