@@ -115,7 +115,8 @@ class InterpreterClosure(Closure):
 
     @property
     def func(self):
-        return self.code.func
+        f = self.code.func
+        return f() if isinstance(f, weakref.ref) else f
 
     def __call__(self, *args):
         code = self.code
@@ -828,10 +829,11 @@ def _seal(entry):
 
 # ---- compile cache ---------------------------------------------------------------------------
 
+# Weak caches: a cached value must not refer to its key, or the key would never die. Code holds
+# its top-level Function through a weakref, and a module's entry holds its main closure (whose
+# code refers to the module's functions, never to the Module).
 _FUNCTION_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # Function -> Code
-_EXPR_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_MODULE_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()    # Module -> state
-
+_MODULE_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # Module -> (snapshot, main)
 
 def _typed(target, mod=None):
     """Run type inference when it is available; its errors are the user's errors.
@@ -870,7 +872,7 @@ def _compile_quietly(fn, *args):
 
 
 def _compile_module(mod):
-    """(program, main code) for a Module, recompiled when its functions change."""
+    """The closure of a Module's @main, compiled again when the module's functions change."""
     snapshot = tuple((gv.name_hint, f) for gv, f in mod.functions.items())
     state = _MODULE_CACHE.get(mod)
     if state is not None and len(state[0]) == len(snapshot) and all(
@@ -878,19 +880,21 @@ def _compile_module(mod):
         return state[1]
     checked = _typed(mod)
     program = _Program(checked if isinstance(checked, Module) else mod)
-    _compile_quietly(_compile_program, program)
-    _MODULE_CACHE[mod] = (snapshot, program)
-    return program
+    main = _compile_quietly(_compile_program, program)
+    _MODULE_CACHE[mod] = (snapshot, main)
+    return main
 
 
 def _compile_program(program):
-    program.global_closure(program.mod.get_global_var("main"))
+    main = program.global_closure(program.mod.get_global_var("main"))
     program.drain()
+    return main
 
 
-def _compile_closed(func, mod=None):
+def _compile_closed(func, mod=None, cache=True):
     """The Code of a closed Function (globals resolved in `mod`), cached per Function."""
-    if mod is None:
+    cache = cache and mod is None
+    if cache:
         code = _FUNCTION_CACHE.get(func)
         if code is not None:
             return code
@@ -902,7 +906,8 @@ def _compile_closed(func, mod=None):
         program.drain()
         return code
     code = _compile_quietly(build)
-    if mod is None:
+    if cache:
+        code.func = weakref.ref(checked)
         _FUNCTION_CACHE[func] = code
     return code
 
@@ -922,18 +927,13 @@ def evaluate(f_or_mod, *args, mod=None):
     array([1., 4.])
     """
     if isinstance(f_or_mod, Module):
-        program = _compile_module(f_or_mod)
-        clo = program.global_closure(program.mod.get_global_var("main"))
-        return clo(*args)
+        return _compile_module(f_or_mod)(*args)
     if isinstance(f_or_mod, Function):
         return InterpreterClosure(_compile_closed(f_or_mod, mod), ())(*args)
     if isinstance(f_or_mod, Expr):
-        code = _EXPR_CACHE.get(f_or_mod) if mod is None else None
-        if code is None:
-            wrapper = Function([], f_or_mod)
-            code = _compile_closed(wrapper, mod)
-            if mod is None:
-                _EXPR_CACHE[f_or_mod] = code
+        # not cached: the compiled code refers to the expression's nodes, which would keep a
+        # weakly cached expression alive forever
+        code = _compile_closed(Function([], f_or_mod), mod, cache=False)
         value = _execute(code, list(code.rest))
         if args:
             if not callable(value):

@@ -540,12 +540,25 @@ def test_compiled_code_is_cached_per_function_and_module():
     assert rl.evaluate(f, 2.0) == 4.0 and interp._FUNCTION_CACHE[f] is code
     mod = sum_to_module()
     rl.evaluate(mod, 3)
-    program = interp._MODULE_CACHE[mod][1]
+    main = interp._MODULE_CACHE[mod][1]
     rl.evaluate(mod, 4)
-    assert interp._MODULE_CACHE[mod][1] is program
+    assert interp._MODULE_CACHE[mod][1] is main
     m = i32("m")
     mod["main"] = rl.Function([m], m * rl.const(2))   # a changed module is compiled again
     assert rl.evaluate(mod, 4) == 8
+
+
+def test_caches_do_not_keep_programs_alive():
+    import gc
+    import weakref
+    x = f64("x")
+    f = rl.Function([x], x * c64(2.0))
+    mod = sum_to_module()
+    assert rl.evaluate(f, 1.0) == 2.0 and rl.evaluate(mod, 3) == 6
+    refs = [weakref.ref(f), weakref.ref(mod)]
+    del f, mod
+    gc.collect()
+    assert all(r() is None for r in refs)
 
 
 # ---- random elementwise programs against numpy ------------------------------------------------
