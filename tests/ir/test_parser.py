@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import relayish as rl
+from relayish.ir.op import make_call
 from relayish.ir.visitor import build_let_chain, free_vars
 
 API_EXAMPLE = """\
@@ -100,6 +101,8 @@ def expressions():
         "free_vars": x * y + rl.Let(z, x, z),
         "global_call": rl.Function([x], rl.GlobalVar("f")(x, x)),
         "op_as_value": rl.Let(u, rl.get_op("add"), u(x, x)),
+        "float_attrs": rl.Tuple([make_call("full_like", [x], {"fill_value": v})
+                                 for v in (0.5, float("inf"), -float("inf"), float("nan"), 1e-300)]),
     }
     return out
 

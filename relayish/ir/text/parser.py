@@ -578,6 +578,9 @@ class _Parser:
                 if re.fullmatch(r"-?[0-9]+", text):
                     return self.small_int(text, tok)
                 return float(text)
+            if tok[0] == "ident" and tok[1] in ("inf", "nan"):
+                self.advance()
+                return -float(tok[1]) if negative else float(tok[1])
             if negative:
                 raise self.error(f"expected a number after '-', found {self.describe()}")
             if tok[0] == "string":

@@ -133,6 +133,8 @@ def attr_equal(a, b) -> bool:
         return False
     if isinstance(a, (bool, np.bool_)) != isinstance(b, (bool, np.bool_)):
         return False
+    if isinstance(a, (float, np.floating)) and isinstance(b, (float, np.floating)):
+        return bool(a == b or (np.isnan(a) and np.isnan(b)))
     try:
         return bool(a == b)
     except Exception:  # noqa: BLE001 - exotic attribute values: unequal rather than a crash
