@@ -7,10 +7,19 @@ differentiable value travels with a reference that accumulates its gradient, and
     let z   = op(x.0, y.0);
     let zr  = ref(zeros(shape of z));
     let old = !bp;
-    bp := fn () { let g = !zr; zr := zeros(..);     // read, then reset (vjp only: multi-use)
-                  let gs = GRAD_op(op(x.0, y.0), g);
+    bp := fn () { let g = !zr;                       // (vjp also resets: zr := zeros)
+                  let gs = GRAD_op(op(x.0, y.0), g);   // the op's rule, relayish expressions
                   x.1 := !x.1 + gs.0;  y.1 := !y.1 + gs.1;  old() };
     (z, zr)
+
+Two refinements keep the output small without changing its meaning:
+  * segments: the steps of consecutive op calls go into ONE closure (run in reverse order);
+    anything that may extend bp itself (a call of a function, if/match, the end of a scope)
+    first pushes the pending steps (`flush`);
+  * deferred pairs: a float op result (or constant) used only by op calls of the same segment
+    never gets its `(z, ref)` pair: its cotangent is a local of the segment's closure (the sum
+    of its consumers' contributions). Any other use builds the pair (`force`), in the scope
+    that computed the value, and a value still used after a flush keeps its reference.
 
 Type mapping L (the "lifted" type of a value):
     Tensor[s, float*]    -> (Tensor[s, float*], Ref[Tensor[s, float*]])
@@ -26,13 +35,14 @@ Type mapping L (the "lifted" type of a value):
 Functions receive the bp they extend as their last argument, so a closure called later (or
 inside another gradient) extends the backpropagator of the call site: nested gradients of
 functions with free variables stay correct (no perturbation confusion). If/Match branch on
-primal values; closures, refs, ADTs, globals and recursion need nothing beyond the mapping. The
-output uses only ordinary IR nodes, so it type-checks, prints, parses, runs anywhere and can be
-differentiated again.
+primal values; closures, refs, ADTs, globals (lifted to `@<name>_ad`) and recursion need nothing
+beyond the mapping. The output uses only ordinary IR nodes, so it type-checks, prints, parses,
+runs anywhere and can be differentiated again.
 
 The entry point (`build_entry`) creates `bp := fn () { () }`, lifts the inputs (ADT inputs via
-generated helper globals), runs the lifted body, seeds the output's reference (ones, or the
-user's cotangent), calls `(!bp)()` and reads the input references back, zeroing them so that a
+generated helper globals `@ad_lift_<D>`), runs the lifted body, seeds the output's reference
+(ones, or the user's cotangent), calls `(!bp)()` and reads the input references back
+(`@ad_grad_<D>` for ADTs). In vjp mode every reference is zeroed after it is read, so the
 backpropagator may run any number of times.
 """
 from __future__ import annotations
@@ -906,8 +916,18 @@ def ones_of(t: TensorType):
     return make_call("ones", [], {"shape": t.shape, "dtype": t.dtype})
 
 
+_CONST_TYPES: dict = {}
+
+
 def _const_type(c: Constant) -> TensorType:
-    return TensorType(c.data.shape, c.data.dtype.name)
+    t = getattr(c, "_checked_type", None)
+    if isinstance(t, TensorType):
+        return t
+    key = (c.data.shape, c.data.dtype)
+    t = _CONST_TYPES.get(key)
+    if t is None:
+        t = _CONST_TYPES[key] = TensorType(c.data.shape, c.data.dtype.name)
+    return t
 
 
 class _UseCounter(ExprVisitor):
