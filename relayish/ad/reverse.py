@@ -223,10 +223,11 @@ def _type_calls(t):
         elif isinstance(t, TupleType):
             stack.extend(t.fields)
         elif isinstance(t, FuncType):
-            return out + [None]  # function fields always change; handled by _directly_changes
+            stack.extend(t.arg_types)
+            stack.append(t.ret_type)
         elif isinstance(t, RefType):
             stack.append(t.value)
-    return [g for g in out if g is not None]
+    return out
 
 
 def _directly_changes(t) -> bool:

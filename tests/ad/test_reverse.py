@@ -408,3 +408,54 @@ def test_deep_nesting_without_lets():
         y = y * rl.const(1.001, F)
     _, (gx,) = rl.evaluate(rl.gradient(rl.Function([x], y)), 1.0)
     np.testing.assert_allclose(gx, 1.001 ** 1000)
+
+
+def test_constructor_as_function_value():
+    """foldr(Cons, Nil, l) copies a list: the constructor is passed as a function."""
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    l, e, acc = rl.var("l", type=rl.TypeCall(p.List, [S])), rl.var("e", dtype=F), rl.var("acc", dtype=F)
+    plus = rl.Function([acc, e], acc + e * e)
+    mod["main"] = rl.Function([l], p.foldl(plus, rl.const(0.0, F), p.foldr(p.Cons, p.Nil(), l)))
+    value, (gl,) = rl.evaluate(rl.gradient(mod), rl.list_value(mod, [np.array(1.0), np.array(2.0)]))
+    assert float(value) == 5.0
+    assert [float(v) for v in rl.from_list_value(gl)] == [2.0, 4.0]
+
+
+def test_ref_holding_closures():
+    """fr := fn(y) { sin(old(y)) * x } where old = fn(y) { y * x }: f(x) = sin(x^2) x."""
+    x, y = rl.var("x", dtype=F), rl.var("y", dtype=F)
+    fr, old = rl.Var("fr"), rl.Var("old")
+    body = rl.Let(fr, rl.RefCreate(rl.Function([y], y * x)), rl.Let(old, rl.RefRead(fr), rl.Let(
+        rl.Var("u"), rl.RefWrite(fr, rl.Function([y], rl.sin(old(y)) * x)), rl.RefRead(fr)(x))))
+    f = rl.Function([x], body)
+    np.testing.assert_allclose(rl.evaluate(rl.grad(f), 0.7),
+                               np.sin(0.49) + 2 * 0.49 * np.cos(0.49), rtol=1e-12)
+    check_fd(f, [np.array(0.7)])
+
+
+def test_adt_with_function_field_gets_a_twin():
+    """type Layer { Layer(fn (Tensor) -> Tensor) }: a function field changes, so a twin."""
+    mod = rl.Module()
+    layer_t = rl.GlobalTypeVar("Layer")
+    layer = rl.Constructor("Layer", [rl.FuncType([S], S)], layer_t)
+    mod.add_type(rl.TypeData(layer_t, [], [layer]))
+    x, y, k = rl.var("x", dtype=F), rl.var("y", dtype=F), rl.Var("k")
+    v = rl.Var("v")
+    mod["main"] = rl.Function([x], rl.Let(v, layer(rl.Function([y], rl.tanh(y * x))), rl.Match(v, [
+        rl.Clause(rl.PatternConstructor(layer, [rl.PatternVar(k)]), k(k(x)))])))
+    g = rl.gradient(mod)
+    assert "Layer_ad" in [t.name for t in g.type_definitions]
+    check_fd(mod, [np.array(0.4)])
+    rl.assert_structural_equal(rl.parse(rl.astext(g)), g)
+
+
+def test_option_holding_a_closure():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    x, y, o, k = rl.var("x", dtype=F), rl.var("y", dtype=F), rl.Var("o"), rl.Var("k")
+    body = rl.Let(o, p.Some(rl.Function([y], y * x * x)), rl.Match(o, [
+        rl.Clause(rl.PatternConstructor(p.Some, [rl.PatternVar(k)]), k(x)),
+        rl.Clause(rl.PatternConstructor(p.Nothing, []), x)]))
+    np.testing.assert_allclose(rl.evaluate(rl.grad(rl.Function([x], body), mod=mod), 0.7),
+                               3 * 0.49, rtol=1e-12)
