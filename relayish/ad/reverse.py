@@ -50,7 +50,7 @@ from __future__ import annotations
 import numpy as np
 
 from relayish.errors import GradientError, RelayishError
-from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Function, GlobalVar, If,
+from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, GlobalVar, If,
                               Let, Match, PatternConstructor, PatternTuple, PatternVar,
                               PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,
                               Var, _short_text)
