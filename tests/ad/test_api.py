@@ -190,3 +190,34 @@ def test_hvp_through_recursive_global(hvp):
     hv = hvp(mod)
     assert isinstance(hv, rl.Module)
     np.testing.assert_allclose(rl.evaluate(hv, xv, v), 12 * xv ** 2 * v, rtol=1e-12)
+
+
+def test_vjp_of_module_with_recursive_global_is_reusable():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    pw = rl.GlobalVar("pow")
+    vt = rl.TensorType((2,), F)
+    x, n, m = rl.var("x", type=vt), rl.var("n", type=rl.TypeCall(p.Nat, [])), rl.Var("m")
+    mod[pw] = rl.Function([x, n], rl.Match(n, [
+        rl.Clause(rl.PatternConstructor(p.Z, []), rl.const(np.ones(2))),
+        rl.Clause(rl.PatternConstructor(p.S, [rl.PatternVar(m)]), x * pw(x, m))]), vt)
+    x2 = rl.var("x", type=vt)
+    mod["main"] = rl.Function([x2], pw(x2, p.make_nat(3)))         # x^3 elementwise
+    xv = np.array([0.5, 1.5])
+    value, back = rl.evaluate(rl.vjp(mod), xv)
+    np.testing.assert_allclose(value, xv ** 3)
+    for ct in ([1.0, 0.0], [0.0, 2.0], [1.0, 0.0]):
+        np.testing.assert_allclose(back(np.array(ct))[0], 3 * xv ** 2 * ct)
+
+
+def test_gradient_program_compiles_with_jax():
+    """The closure property: the gradient is an ordinary program, so the jax backend runs it."""
+    x = rl.var("x", shape=(3,), dtype=F)
+    w = rl.var("w", dtype=F)
+    f = rl.Function([x, w], rl.sum(rl.tanh(x * w) * x))
+    g = rl.grad(f, argnums=(0, 1))
+    xv, wv = np.array([0.1, -0.5, 0.9]), np.array(1.3)
+    got = rl.compile(g, backend="jax")(xv, wv)
+    want = rl.evaluate(g, xv, wv)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(np.asarray(a), b, rtol=1e-12)
