@@ -459,3 +459,17 @@ def test_option_holding_a_closure():
         rl.Clause(rl.PatternConstructor(p.Nothing, []), x)]))
     np.testing.assert_allclose(rl.evaluate(rl.grad(rl.Function([x], body), mod=mod), 0.7),
                                3 * 0.49, rtol=1e-12)
+
+
+def test_long_list_deep_backpropagator_chain():
+    """foldl over 5000 elements: a 5000-deep recursion forward and a 5000-long closure chain."""
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    l, e, acc = rl.var("l", type=rl.TypeCall(p.List, [S])), rl.var("e", dtype=F), rl.var("acc", dtype=F)
+    step = rl.Function([acc, e], acc * rl.const(0.999, F) + rl.sin(e))
+    mod["main"] = rl.Function([l], p.foldl(step, rl.const(0.0, F), l))
+    n = 5000
+    xs = 0.001 * np.arange(n)
+    _, (gl,) = rl.evaluate(rl.gradient(mod), rl.list_value(mod, [np.array(v) for v in xs]))
+    got = np.array([float(v) for v in rl.from_list_value(gl)])
+    np.testing.assert_allclose(got, np.cos(xs) * 0.999 ** (n - 1 - np.arange(n)), rtol=1e-12)
