@@ -302,24 +302,33 @@ def _pure_jax_function(run, example_args):
         return None
 
 
-def _batched_value_grad_hess(vg_run, hvp_run, n):
-    """fn(x) -> (f, g, H) as one jitted jax computation: the relayish gradient program, and the
-    relayish forward-over-reverse HVP program vmapped over the n basis vectors (the batched
-    form of hessian_forward's n HVPs; jax.hessian batches its own HVPs the same way)."""
+def _jvp_of_gradient(obj):
+    from relayish.ad.forward import jvp
+    return jvp(_gradient(obj))
+
+
+def _batched_value_grad_hess(jg_run, n):
+    """fn(x) -> (f, g, H, p) as one jitted jax computation.
+
+    jg_run is the compiled relayish program jvp(gradient(f)) : (x, v) -> ((f, (g,)), (_, (H v,))),
+    forward over reverse. vmapped over the n basis vectors it gives the rows of H, while its
+    primal half (f, g) does not depend on v and stays unbatched: one pass computes f, g and H
+    (the batched form of hessian_forward's n HVPs; jax.hessian batches its HVPs the same way).
+    p is the Newton direction when H is positive definite (NaN from the Cholesky otherwise:
+    then the optimizer falls back to its modified Cholesky on H).
+    """
     import jax
     x = np.zeros(n)
-    vg, hv = _pure_jax_function(vg_run, (x,)), _pure_jax_function(hvp_run, (x, x))
-    if vg is None or hv is None:
+    jg = _pure_jax_function(jg_run, (x, x))
+    if jg is None:
         return None
     eye = np.eye(n)
 
     def fgh(x):
         import jax.numpy as jnp
         from jax.scipy.linalg import cho_solve
-        f, (g,) = vg(x)
-        H = jax.vmap(lambda e: hv(x, e))(eye)
-        # the Newton direction when H is positive definite (NaN from cholesky otherwise:
-        # then the optimizer falls back to its modified Cholesky on H)
+        (f, (g,)), (_, (H,)) = jax.vmap(lambda e: jg(x, e),
+                                        out_axes=((None, (None,)), (0, (0,))))(eye)
         L = jnp.linalg.cholesky(0.5 * (H + H.T))
         return f, g, H, -cho_solve((L, True), g)
     jitted = jax.jit(fgh)
@@ -346,7 +355,7 @@ class RelayishProblem:
         self._vgh = self._hess = self._hvp = None
         if method == "newton":
             if backend == "jax" and hessian == "forward" and device == "cpu":
-                self._vgh = _batched_value_grad_hess(self._vg, self._run(_hvp(obj)), n)
+                self._vgh = _batched_value_grad_hess(self._run(_jvp_of_gradient(obj)), n)
             fused = None if self._vgh is not None else _fused_value_grad_hess(obj, hessian)
             if fused is not None:
                 self._vgh = self._run(fused)
