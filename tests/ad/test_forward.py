@@ -377,3 +377,19 @@ def test_function_with_mod_calls_globals():
     np.testing.assert_allclose(hv, 2 * v)
     with pytest.raises(RelayishError, match="mod= must be"):
         jvp(f, mod=42)
+
+
+@pytest.mark.parametrize("make", [closure, refs, branches, list_module, recursive_module])
+def test_jvp_and_hvp_run_on_the_jax_backend(make):
+    rng = np.random.default_rng(7)
+    prog = make()
+    x, v = rng.standard_normal(3), rng.standard_normal(3)
+    for transform in (jvp, hvp_forward_over_reverse):
+        out = transform(prog)
+        expected = run(out, x, v)
+        got = rl.compile(out, backend="jax")(x, v)
+        if isinstance(expected, tuple):
+            for e, g in zip(expected, got):
+                np.testing.assert_allclose(np.asarray(g), e, rtol=1e-10, atol=1e-12)
+        else:
+            np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-10, atol=1e-12)
