@@ -203,3 +203,21 @@ def test_newton_with_an_indefinite_hessian(backend):
     res = rl.optim.minimize(f, [0.1, 1.0], backend=backend)
     assert res.converged
     np.testing.assert_allclose(np.abs(res.x), [1.0, 0.0], atol=1e-8)
+
+
+def test_list_value_variable_and_max_iter_zero():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    l = rl.var("l", type=rl.TypeCall(p.List, [rl.TensorType((2,), F64)]))
+    acc, h = rl.var("acc", dtype=F64), rl.var("h", shape=(2,), dtype=F64)
+    two = rl.const(2.0, F64)
+    step = rl.Function([acc, h], acc * two + rl.sum((h - two) * (h - two)))
+    mod["main"] = rl.Function([l], p.foldl(step, rl.const(0.0, F64), l))
+    x0 = rl.list_value(mod, [np.zeros(2), np.ones(2), np.full(2, 3.0)])
+    res = rl.optim.minimize(mod, x0, method="trust-ncg", backend="interpreter")
+    assert res.converged and isinstance(res.x, rl.ConstructorValue)
+    for item in rl.from_list_value(res.x):
+        np.testing.assert_allclose(item, [2.0, 2.0], atol=1e-8)
+    res0 = rl.optim.minimize(mod, x0, max_iter=0, backend="interpreter")
+    assert res0.n_iter == 0 and not res0.converged and "max_iter" in res0.message
+    assert len(res0.history) == 1
