@@ -281,13 +281,12 @@ class TypeChecker(ExprFunctor):
 
     def mismatch_error(self, node, expected, actual, m, what=None):
         exp, act = type_str(self.zonk(expected)), type_str(self.zonk(actual))
+        where = f"{_text(node)} ({what})" if what else _text(node)
         if m.recursive:
             return TypeCheckError(
-                f"recursive type in {_text(node)}: {type_str(self.zonk(m.a))} would have to "
-                f"contain itself ({type_str(self.zonk(m.b))}); expected {exp}, got {act}")
-        head = f"type mismatch in {_text(node)}"
-        if what:
-            head += f" ({what})"
+                f"recursive type in {where}: a type would have to contain itself, as in "
+                f"{type_str(self.zonk(m.b))}; expected {exp}, got {act}")
+        head = f"type mismatch in {where}"
         msg = f"{head}: expected {exp}, got {act}"
         sub_a, sub_b = type_str(self.zonk(m.a)), type_str(self.zonk(m.b))
         if (sub_a, sub_b) != (exp, act):

@@ -8,7 +8,8 @@ from relayish.errors import TypeCheckError
 from relayish.ir.expr import _short_text
 from relayish.ir.op import Op, get_op as registered_op
 from relayish.ir.typecheck import infer_type, typeof, uncovered_cases
-from relayish.ir.visitor import ExprVisitor, build_let_chain
+from relayish.ir.visitor import ExprMutator, ExprVisitor, build_let_chain
+from strategies import programs
 
 F32 = rl.TensorType((), "float32")
 I32 = rl.TensorType((), "int32")
@@ -818,3 +819,44 @@ def test_polymorphic_values_become_monomorphic_where_they_are_joined_or_stored()
     # a let-bound variable with a monomorphic annotation is monomorphic
     k = rl.var("k", type=rl.FuncType([F32], F32))
     assert str(I32) in message(infer_type, rl.Let(k, ident, k(rl.const(1))))
+
+
+# ---- inference recovers the annotations of random well-typed programs --------------------------------
+
+def _erase_let_annotations(expr):
+    """A copy of expr whose let-bound variables have no annotations (uses renamed)."""
+    class Erase(ExprMutator):
+        def __init__(self):
+            super().__init__()
+            self.renamed = {}
+
+        def visit_Var(self, e):
+            return self.renamed.get(id(e), e)
+
+        def visit_Let(self, e):
+            node = e
+            while isinstance(node, rl.Let):
+                if id(node.var) not in self.renamed:
+                    self.renamed[id(node.var)] = rl.Var(node.var.name_hint)
+                node = node.body
+            return super().visit_Let(e)
+
+    return Erase().visit(expr)
+
+
+@settings(max_examples=40, deadline=None)
+@given(programs())
+def test_inference_recovers_erased_let_annotations(prog):
+    mod = prog.mod
+    infer_type(mod)
+    expected = mod["main"].checked_type
+    erased = _erase_let_annotations(mod["main"])
+    new = mod.copy()
+    new["main"] = erased
+    try:
+        infer_type(new)
+    except TypeCheckError as e:     # e.g. `let %o = Nothing(); ... cast(...)`: truly ambiguous
+        assert "cannot infer" in str(e)
+        return
+    assert new["main"].checked_type == expected
+    assert unchecked_nodes(erased) == []
