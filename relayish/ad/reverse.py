@@ -177,6 +177,9 @@ class TypeLifter:
         if not self.needs_twin(data.header):
             self.twin[data.header] = data
             return data
+        reused = self._existing_twin(data)
+        if reused is not None:
+            return reused
         header = GlobalTypeVar(_fresh(data.header.name + "_ad", self._type_names()))
         taken = set(self.mod.constructors)
         ctors = []
@@ -191,6 +194,23 @@ class TypeLifter:
         self.mod.add_type(twin)
         self.type_data[header] = twin
         return twin
+
+    def _existing_twin(self, data):
+        """A twin made by an earlier transform (`<D>_ad...` with exactly the lifted fields)."""
+        for other in list(self.type_data.values()):
+            if other is data or not other.header.name.startswith(data.header.name + "_ad") \
+                    or len(other.constructors) != len(data.constructors) \
+                    or len(other.type_vars) != len(data.type_vars):
+                continue
+            self.twin[data.header] = other
+            subst = dict(zip(data.type_vars, other.type_vars))
+            if all(len(c.inputs) == len(o.inputs)
+                   and all(self.lift(substitute(ft, subst)) == ot
+                           for ft, ot in zip(o.inputs, c.inputs))
+                   for c, o in zip(other.constructors, data.constructors)):
+                return other
+            del self.twin[data.header]
+        return None
 
     def _type_names(self):
         return {g.name for g in self.mod.type_definitions} | {g.name for g in self.type_data}
@@ -863,14 +883,19 @@ class ReverseAD:
         args = list(t.args) if isinstance(t, TypeCall) else []
         data = self.types.data_of(head)
         twin = self.types.twin_data(head)
+        lt = self.types.lift(t)
+        src_t, dst_t = (t, lt) if kind == "lift" else (lt, t)
+        for old_gv, old in self.out.functions.items():     # made by an earlier transform
+            if old_gv.name_hint.startswith(f"ad_{kind}_{head.name}") and len(old.params) == 1 \
+                    and old.params[0].type_annotation == src_t and old.ret_type == dst_t:
+                self.helpers[key] = old_gv
+                return old_gv
         taken = {g.name_hint for g in self.out.functions} | {g.name_hint for g in
                                                             self.helpers.values()}
         taken |= {g.name_hint for g in self.lifted_globals.values()} | {"main"}
         gv = GlobalVar(_fresh(f"ad_{kind}_{head.name}", taken))
         self.helpers[key] = gv
         subst = dict(zip(data.type_vars, args))
-        lt = self.types.lift(t)
-        src_t, dst_t = (t, lt) if kind == "lift" else (lt, t)
         src_ctors, dst_ctors = (data.constructors, twin.constructors) if kind == "lift" else \
             (twin.constructors, data.constructors)
         v = Var("v", src_t)

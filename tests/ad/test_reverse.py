@@ -335,7 +335,10 @@ def test_adt_second_order_through_twin():
     w = rl.var("W", shape=(3, 6), dtype=F)
     t = rl.var("t", type=mod["main"].params[1].type_annotation)
     dmod["main"] = rl.Function([w, t], rl.sum(rl.GlobalVar("inner")(w, t) ** rl.const(2.0, F)))
-    gW = rl.evaluate(rl.grad(dmod), *args)
+    second = rl.grad(dmod)
+    names = sorted(t.name for t in second.type_definitions)
+    assert names == ["Net", "Net_ad", "Net_ad_ad"]        # the first twin is reused, not copied
+    gW = rl.evaluate(second, *args)
     d = np.random.default_rng(5).normal(size=(3, 6))
     eps = 1e-6
     val = lambda W: float(rl.evaluate(dmod, W, args[1]))  # noqa: E731
