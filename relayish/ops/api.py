@@ -78,7 +78,11 @@ def relu(x): return _call("relu", x)
 
 
 def where(cond, x, y):
-    """`where(cond, x, y)`: x where the bool tensor cond holds, else y (broadcasting)."""
+    """`where(cond, x, y)`: x where the bool tensor cond holds, else y (broadcasting).
+    A Python scalar x or y takes the dtype of the other branch: `where(x > 0.0, x, 0.0)`."""
+    from relayish.ir.expr import as_expr
+    x = x if isinstance(x, Expr) else as_expr(x, like=y if isinstance(y, Expr) else None)
+    y = y if isinstance(y, Expr) else as_expr(y, like=x)
     return _call("where", cond, x, y)
 
 

@@ -88,3 +88,10 @@ def test_internal_ops_reachable_through_rl_op_only():
                  "full_like", "expand_dims", "take_backward", "strided_slice", "slice_scatter"):
         assert hasattr(rl.op, name) and name in list_ops()
         assert not hasattr(rl, name)
+
+
+def test_where_scalars_take_the_dtype_of_the_other_branch():
+    x = rl.var("x", shape=(3,), dtype="float64")
+    assert infer(rl.where(x > 0.0, x, 0.0)) == [T((3,), "float64")]
+    assert infer(rl.where(x > 0.0, 1.0, x)) == [T((3,), "float64")]
+    assert rl.where(True, 1.0, 2.0).args[0].data.dtype == np.bool_
