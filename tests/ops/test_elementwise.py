@@ -249,3 +249,21 @@ def test_power_with_constant_exponent_skips_log():
     np.testing.assert_allclose(got, [-6.0, 4.0])
     t = rl.get_op("power").tangent(call, [rl.Var("t", T((2,), "float64")), rl.Var("u", T((), "float64"))])
     infer(t)
+
+
+@pytest.mark.parametrize("name", list(UNARY) + list(BINARY) + ["power", "sum", "mean", "max",
+                                                                 "softmax", "log_softmax"])
+def test_float16_stays_float16(name):
+    import jax
+    import jax.numpy as jnp
+    from opcheck import run, setup
+    n = 2 if name in BINARY or name == "power" else 1
+    vals = [np.asarray(np.abs(A) + 0.5, "float16")] * n
+    xs, call = setup(name, [T((3, 4), "float16")] * n)
+    assert call.checked_type.dtype == "float16"
+    (got,) = run([call], dict(zip(xs, vals)))
+    assert isinstance(got, np.ndarray) and got.dtype == np.float16
+    with jax.enable_x64(True):
+        (jgot,) = run([call], dict(zip(xs, [jnp.asarray(v) for v in vals])), xp=jnp)
+        assert jgot.dtype == jnp.float16
+    np.testing.assert_allclose(np.asarray(jgot, "float64"), got.astype("float64"), rtol=5e-3, atol=5e-3)
