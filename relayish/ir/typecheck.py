@@ -140,6 +140,7 @@ class TypeChecker(ExprFunctor):
     def __init__(self, mod=None, global_types=None):
         super().__init__()
         self.mod = mod
+        self.checking_module = False        # unknown ADT names are errors only in a module
         self.subst: dict = {}               # hole -> the type it is bound to
         self.var_types: dict = {}           # id(Var) -> type
         self.binding_site: dict = {}        # id(Var) -> the node that binds it
@@ -397,10 +398,10 @@ class TypeChecker(ExprFunctor):
             t = stack.pop()
             if isinstance(t, TypeCall):
                 data = self.mod.type_definitions.get(t.func)
-                if data is None:
+                if data is None and self.checking_module:
                     raise TypeCheckError(f"unknown type {t.func.name} in the annotation of "
                                          f"{_text(node)}")
-                if len(t.args) != len(data.type_vars):
+                if data is not None and len(t.args) != len(data.type_vars):
                     raise TypeCheckError(
                         f"type {t.func.name} takes {len(data.type_vars)} type argument(s), got "
                         f"{len(t.args)} in {type_str(t)}, in the annotation of {_text(node)}")
@@ -845,6 +846,7 @@ def _components(mod) -> list:
 
 def _check_type_definitions(mod):
     checker = TypeChecker(mod)
+    checker.checking_module = True
     for data in mod.type_definitions.values():
         for ctor in data.constructors:
             for t in ctor.inputs:
@@ -864,6 +866,7 @@ def _type_vars(t):
 def _check_module(mod) -> Module:
     _check_type_definitions(mod)
     checker = TypeChecker(mod)
+    checker.checking_module = True
     for gv, func in mod.functions.items():
         check_type_params(func)
         if func.ret_type is not None:
