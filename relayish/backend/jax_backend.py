@@ -702,6 +702,15 @@ class _Joiner:
             out = ["closure", first.func, first.name, []]
             self.memo[key] = out                 # a let-rec closure captures itself
             out[3] = [(var, self.join([v.env[var] for v in vals])) for var in first.env]
+        elif (all(isinstance(v, _JRef) and v.serial >= self.start for v in vals)
+              and not any(("o", id(v)) in self.memo for v in vals)):
+            # references each made by its own alternative: at run time only one of them exists,
+            # so one new reference stands for all (writes through it reach every holder)
+            out = ["ref", None, None]
+            self.memo[key] = out
+            for v in vals:
+                self.memo[("o", id(v))] = out
+            out[2] = self.join([v.value for v in vals])
         else:
             out = self.union(vals)
         self.memo[key] = out
@@ -798,7 +807,8 @@ class _Rebuilder:
             for var, c in t[3]:
                 out.env[var] = self.build(c)
         elif kind == "ref":
-            out = t[1]                   # a new reference keeps its identity; its content joins
+            # a reference made inside one alternative keeps its identity; merged ones are new
+            out = t[1] if t[1] is not None else _JRef(None, 0)
             self.memo[key] = out
             out.serial = _next_serial()
             out.value = self.build(t[2])

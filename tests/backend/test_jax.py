@@ -477,3 +477,190 @@ def test_returning_a_function_is_a_compile_error():
     f = rl.Function([x], rl.Function([u], u * x))
     with pytest.raises(rl.CompileError, match="cannot return a function"):
         rl.compile(f)(np.float64(1.0))
+
+
+# ---- gradients and Hessians of the same programs -------------------------------------------------
+
+def option_module():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    x = scalar("x")
+    sb = rl.ScopeBuilder()
+    o = sb.let("o", rl.If(x > c64(0.0), p.Some(x * x), p.Nothing()))
+    z = scalar("z")
+    sb.ret(rl.Match(o, [
+        rl.Clause(rl.PatternConstructor(p.Some, [rl.PatternVar(z)]), rl.sin(z) + x),
+        rl.Clause(rl.PatternConstructor(p.Nothing, []), x * c64(3.0))]))
+    mod["main"] = rl.Function([x], sb.get())
+    return mod
+
+
+def refs_loop_module():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    loop = counting_loop(mod, p)
+    x = scalar("x")
+    sb = rl.ScopeBuilder()
+    r = sb.let("r", rl.RefCreate(x * x))
+    out = sb.let("out", loop(p.make_nat(6), r, x))
+    sb.ret(out * rl.RefRead(r))
+    mod["main"] = rl.Function([x], sb.get())
+    return mod
+
+
+def walk_module():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    walk = rl.GlobalVar("walk")
+    n, m = rl.var("n", type=rl.TypeCall(p.Nat, [])), rl.var("m", type=rl.TypeCall(p.Nat, []))
+    x = scalar("x")
+    step = rl.If(rl.sin(x) > c64(0.0), walk(m, x * c64(1.5)), walk(m, rl.tanh(x) + c64(1.0)))
+    mod[walk] = rl.Function([n, x], rl.Match(n, [
+        rl.Clause(rl.PatternConstructor(p.Z, []), x),
+        rl.Clause(rl.PatternConstructor(p.S, [rl.PatternVar(m)]), step)]), rl.TensorType((), F64))
+    y = scalar("y")
+    mod["main"] = rl.Function([y], walk(p.make_nat(12), y))
+    return mod
+
+
+def fold_module():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    lst_t = rl.TypeCall(p.List, [rl.TensorType((2,), F64)])
+    l = rl.var("l", type=lst_t)
+    k = rl.var("k", shape=(2,), dtype=F64)
+    e = rl.var("e", shape=(2,), dtype=F64)
+    acc, item = scalar("acc"), rl.var("item", shape=(2,), dtype=F64)
+    mapped = p.map(rl.Function([e], rl.tanh(e * k)), l)
+    mod["main"] = rl.Function([l, k], p.foldl(
+        rl.Function([acc, item], acc * c64(0.5) + rl.sum(item * item)), c64(0.0), mapped))
+    return mod
+
+
+GRAD_CASES = {
+    "closure_if": (lambda: closure_choice(), [(2.0, 0.5), (-2.0, 0.5)]),
+    "option": (option_module, [(1.5,), (-1.5,)]),
+    "refs_loop": (refs_loop_module, [(0.7,), (2.5,)]),
+    "walk": (walk_module, [(0.3,), (-0.7,)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRAD_CASES))
+def test_gradient_agrees(name):
+    make, points = GRAD_CASES[name]
+    g = rl.gradient(make())
+    run = rl.compile(g)
+    for point in points:
+        args = [np.float64(v) for v in point]
+        same_value(rl.evaluate(g, *args), run(*args))
+    assert run.trace_count == 1
+
+
+def test_gradient_of_fold_over_list_keeps_structure():
+    mod = fold_module()
+    g = rl.gradient(mod)
+    items = [np.array([0.1, 0.2]), np.array([-0.5, 1.0]), np.array([2.0, 3.0])]
+    args = (rl.list_value(mod, items), np.array([1.0, -2.0]))
+    out = both(g, *args)
+    grads = rl.from_list_value(out[1][0])
+    assert len(grads) == 3
+
+
+def test_gradient_of_tree_recursion():
+    mod, _ = tree_module()
+    g = rl.gradient(mod)
+    rng = np.random.default_rng(1)
+    w = rng.normal(size=(2, 2))
+    run = rl.compile(g)
+    for _ in range(2):
+        tree = make_tree(mod, rng, 3)
+        same_value(rl.evaluate(g, tree, w), run(tree, w))
+
+
+def vec(name, n=3):
+    return rl.var(name, shape=(n,), dtype=F64)
+
+
+def hess_closure_if():
+    x, v, w = vec("x"), vec("v"), vec("w")
+    sb = rl.ScopeBuilder()
+    h = sb.let("h", rl.If(rl.sum(x) > c64(0.0), rl.Function([v], v * x),
+                          rl.Function([w], rl.sin(w) + x * x)))
+    sb.ret(rl.sum(h(x) * rl.tanh(x)))
+    return rl.Function([x], sb.get())
+
+
+def fold_join_module():
+    """A list whose length depends on a traced condition, mapped and folded with closures."""
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    x, e, item = vec("x"), vec("e"), vec("item")
+    acc = scalar("acc")
+    sb = rl.ScopeBuilder()
+    lst = sb.let("lst", rl.If(rl.sum(x) > c64(0.0),
+                              p.Cons(x * c64(2.0), p.Cons(rl.tanh(x), p.Nil())),
+                              p.Cons(rl.sin(x), p.Nil())))
+    mapped = sb.let("mapped", p.map(rl.Function([e], e * x), lst))
+    sb.ret(p.foldl(rl.Function([acc, item], acc + rl.sum(rl.tanh(item))), c64(0.0), mapped))
+    mod["main"] = rl.Function([x], sb.get())
+    return mod
+
+
+def test_gradient_of_list_joined_under_traced_if():
+    g = rl.grad(fold_join_module())
+    run = rl.compile(g)
+    for sign in (1.0, -1.0):
+        x = sign * np.linspace(0.3, 0.9, 3)
+        same_value(rl.evaluate(g, x), run(x))
+    assert run.trace_count == 1
+
+
+def hess_fold():
+    """map/foldl with closures over a static list; a traced if inside the mapped closure."""
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    x, e, item = vec("x"), vec("e"), vec("item")
+    acc = scalar("acc")
+    lst = p.Cons(x * c64(2.0), p.Cons(rl.tanh(x), p.Cons(-x, p.Nil())))
+    body = rl.If(rl.sum(e * x) > c64(0.0), e * x, rl.sin(e) + x)
+    mapped = p.map(rl.Function([e], body), lst)
+    mod["main"] = rl.Function([x], p.foldl(
+        rl.Function([acc, item], acc * c64(0.9) + rl.sum(rl.tanh(item))), c64(0.0), mapped))
+    return mod
+
+
+def hess_refs():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    loop = counting_loop(mod, p)
+    x = vec("x")
+    sb = rl.ScopeBuilder()
+    r = sb.let("r", rl.RefCreate(rl.sum(x * x)))
+    out = sb.let("out", loop(p.make_nat(4), r, rl.sum(rl.sin(x))))
+    sb.ret(out * rl.RefRead(r))
+    mod["main"] = rl.Function([x], sb.get())
+    return mod
+
+
+def hess_tree():
+    mod, p = tree_module()
+    x = rl.var("x", shape=(4,), dtype=F64)
+    w = rl.reshape(x, (2, 2))
+    leaf = lambda k: p.Leaf(rl.tanh(x[k:k + 2] if False else rl.take(x, rl.const(np.array([k, k + 1], "int32")))))  # noqa: E731
+    tree = p.Node(p.Node(leaf(0), leaf(1)), leaf(2))
+    mod["main"] = rl.Function([x], rl.sum(rl.GlobalVar("net")(tree, w)))
+    return mod
+
+
+HESS_CASES = {"closure_if": (hess_closure_if, 3), "fold": (hess_fold, 3), "refs": (hess_refs, 3),
+              "tree": (hess_tree, 4)}
+
+
+@pytest.mark.parametrize("name", sorted(HESS_CASES))
+def test_hessian_agrees(name):
+    make, n = HESS_CASES[name]
+    h = rl.hessian(make())
+    run = rl.compile(h)
+    for sign in (1.0, -1.0):
+        x = sign * np.linspace(0.3, 0.9, n)
+        same_value(rl.evaluate(h, x), run(x), rtol=1e-5, atol=1e-8)
