@@ -1022,11 +1022,18 @@ def build_entry(ad: ReverseAD, func: Function, mode: str, argnums=None) -> Funct
             if fv in ad.env:
                 continue
             t = getattr(fv, "_checked_type", None) or fv.type_annotation
+            if is_float_tensor(t):      # a constant of this gradient: paired only if needed
+                ad.env[fv] = ad.deferred(fv, t, fv, inactive=True, hint=fv.name_hint)
+                continue
             lifted = ad.lift_input(fv, t, f"free variable %{fv.name_hint}")
             ad.mark_inactive(lifted)
             ad.env[fv] = lifted
         lifted_params = []
         for i, (p, new, t) in enumerate(zip(func.params, params, ptypes)):
+            if argnums is not None and i not in wanted and is_float_tensor(t):
+                ad.env[p] = ad.deferred(new, t, p, inactive=True, hint=p.name_hint)
+                lifted_params.append(None)
+                continue
             lp = ad.lift_input(new, t, f"parameter %{p.name_hint}")
             ad.env[p] = lp
             if argnums is not None and i not in wanted:
