@@ -29,7 +29,7 @@ PRELUDE_TEXT = """
 type List[a] { Cons(a, List[a]), Nil }
 type Option[a] { Some(a), Nothing }
 type Tree[a] { Leaf(a), Node(Tree[a], Tree[a]) }
-type Nat { Z, S(Nat[]) }
+type Nat { Z, S(Nat) }
 
 // map(f, [x1, ..., xn]) = [f(x1), ..., f(xn)]
 def @map[a, b](%f: fn (a) -> b, %l: List[a]) -> List[b] {
@@ -63,7 +63,7 @@ def @length[a](%l: List[a]) -> int32 {
 }
 
 // nat_iterate(f, n) = fn (x) { f(f(...f(x))) }, with n applications of f
-def @nat_iterate[a](%f: fn (a) -> a, %n: Nat[]) -> fn (a) -> a {
+def @nat_iterate[a](%f: fn (a) -> a, %n: Nat) -> fn (a) -> a {
   match (%n) {
     Z => fn (%x: a) { %x },
     S(%m) => fn (%x: a) { %f(@nat_iterate(%f, %m)(%x)) },
