@@ -39,8 +39,8 @@ from relayish.ir.expr import (Call, Constant, Constructor, Expr, Function, If, L
                               PatternConstructor, PatternTuple, PatternVar, PatternWildcard, Var)
 from relayish.ir.module import Module
 from relayish.ir.op import Op
-from relayish.ir.types import (FuncType, RefType, TensorType, TupleType, TypeCall, TypeVar,
-                               substitute)
+from relayish.ir.types import (DTYPES, FuncType, RefType, TensorType, TupleType, TypeCall,
+                               TypeVar, substitute)
 from relayish.ir.visitor import ExprFunctor, free_vars, run_deep
 from relayish.backend.values import Closure, ConstructorValue, RefValue
 
@@ -50,6 +50,7 @@ MAX_CALL_DEPTH = 2_000_000          # IR frames on the explicit stack before we 
 _MAX_EXTRA_CAPTURES = 16            # tuple fields a closure may capture besides its free vars
 
 _ndarray = np.ndarray
+_NP_DTYPES = {name: np.dtype(name) for name in DTYPES}   # comparing with a str parses it
 _new_object = object.__new__
 
 # terminator kinds
@@ -82,7 +83,7 @@ class Code:
     """A compiled function: its frame layout and entry block."""
 
     __slots__ = ("name", "func", "nparams", "ncaptures", "rest", "entry", "param_types",
-                 "param_names", "param_tensors", "nslots", "__weakref__")
+                 "param_names", "param_tensors", "field_types", "nslots", "__weakref__")
 
     def __init__(self, name, func):
         self.name = name
@@ -94,6 +95,7 @@ class Code:
         self.param_types = []
         self.param_names = []
         self.param_tensors = []    # per param: (shape, numpy dtype) of a tensor type, else None
+        self.field_types = _FieldTypes()   # for checking ADT arguments
         self.nslots = 0
 
     def __repr__(self):
@@ -560,7 +562,7 @@ class _FunctionCompiler(ExprFunctor):
         code.ncaptures = ncaptures
         code.param_names = ["%" + p.name_hint for p in params]
         code.param_types = [getattr(p, "_checked_type", None) or p.type_annotation for p in params]
-        code.param_tensors = [(t.shape, np.dtype(t.dtype)) if isinstance(t, TensorType) else None
+        code.param_tensors = [(t.shape, _NP_DTYPES[t.dtype]) if isinstance(t, TensorType) else None
                               for t in code.param_types]
         self.block = code.entry = _Block(code)
 
@@ -956,9 +958,77 @@ def _convert_args(code, args):
     for a, t, name, fast in zip(args, code.param_types, code.param_names, code.param_tensors):
         if fast is not None and a.__class__ is _ndarray and a.shape == fast[0] and a.dtype == fast[1]:
             out.append(a)                  # the common case, without the general walk
+        elif fast is None and _conforms(a, t, code.field_types):
+            out.append(a)                  # already a value of its type: nothing to convert
         else:
-            out.append(_to_value(a, t, code, name))
+            out.append(_to_value(a, t, code, name, code.field_types))
     return out
+
+
+class _FieldTypes:
+    """Memoized field types of constructors at ADT types, kept per Code.
+
+    Types hash structurally (slowly), so entries are keyed by object identity; the field types
+    are made canonical (one object per distinct type), so that their own lookups hit too.
+    """
+
+    def __init__(self):
+        self.by_id = {}        # (constructor, id(type)) -> [field types]
+        self.canon = {}        # type -> its canonical object
+        self.keep = []         # the types whose ids are keys
+
+    def __call__(self, ctor, t):
+        key = (ctor, id(t))
+        types = self.by_id.get(key)
+        if types is None:
+            data = ctor.type_data
+            subst = dict(zip(data.type_vars, t.args)) if data is not None else {}
+            types = [self.canon.setdefault(f, f) for f in
+                     (substitute(i, subst) for i in ctor.inputs)]
+            self.by_id[key] = types
+            self.keep.append(t)
+        return types
+
+
+def _conforms(value, ty, field_types):
+    """Whether `value` is exactly a runtime value of `ty` (no conversion needed); iterative."""
+    work = [(value, ty)]
+    while work:
+        v, t = work.pop()
+        cls = t.__class__
+        if cls is TensorType:
+            if not (v.__class__ is _ndarray and v.shape == t.shape
+                    and v.dtype == _NP_DTYPES[t.dtype]):
+                return False
+        elif cls is TypeCall:
+            if v.__class__ is not ConstructorValue:
+                return False
+            ctor = v.constructor
+            if ctor.belong_to is None or ctor.belong_to.name != t.func.name:
+                return False
+            types = field_types(ctor, t)
+            if len(v.fields) != len(types):
+                return False
+            work.extend(zip(v.fields, types))
+        elif cls is TupleType:
+            if v.__class__ is not tuple or len(v) != len(t.fields):
+                return False
+            work.extend(zip(v, t.fields))
+        elif cls is RefType:
+            if v.__class__ is not RefValue:
+                return False
+            work.append((v.value, t.value))
+        elif cls is FuncType:
+            if not isinstance(v, InterpreterClosure) or v.code.nparams != len(t.arg_types):
+                return False
+        elif t is None or cls is TypeVar:
+            if not isinstance(v, (_ndarray, tuple, ConstructorValue, RefValue, Closure)):
+                return False
+            if v.__class__ is tuple:
+                work.extend((f, None) for f in v)
+        else:
+            return False
+    return True
 
 
 def _path_text(path):
@@ -969,7 +1039,7 @@ def _path_text(path):
     return " of ".join(parts)
 
 
-def _to_value(value, ty, code, param):
+def _to_value(value, ty, code, param, field_types):
     """Check `value` against `ty` and convert Python scalars/lists; iterative (long ADT lists)."""
     root = [None]
     work = [(value, ty, root, 0, None)]
@@ -1004,12 +1074,11 @@ def _to_value(value, ty, code, param):
             if len(v.fields) != len(ctor.inputs):
                 fail(t, f"{ctor.name_hint} with {len(v.fields)} field(s)", path,
                      f" (it takes {len(ctor.inputs)})")
-            data = ctor.type_data
-            subst = dict(zip(data.type_vars, t.args)) if data is not None else {}
+            types = field_types(ctor, t)
             new = ConstructorValue(ctor, list(v.fields))
             box[i] = new
             for k in range(len(new.fields) - 1, -1, -1):
-                work.append((new.fields[k], substitute(ctor.inputs[k], subst), new.fields, k,
+                work.append((new.fields[k], types[k], new.fields, k,
                              (path, f"field {k} of {ctor.name_hint}")))
         elif isinstance(t, RefType):
             if not isinstance(v, RefValue):
@@ -1062,7 +1131,7 @@ def _to_tensor(v, t, path, fail):
             fail(t, _value_type_text(v), path)
     else:
         fail(t, _value_type_text(v), path)
-    if arr.dtype != np.dtype(t.dtype) or arr.shape != t.shape:
+    if arr.dtype != _NP_DTYPES[t.dtype] or arr.shape != t.shape:
         fail(t, _value_type_text(arr), path)
     return arr
 
