@@ -6,10 +6,12 @@
   and whatever still parses type-checks or raises a RelayishError.
 """
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import relayish as rl
+from relayish.ir.visitor import ExprMutator
 from strategies import assert_value_has_type, programs
 
 
@@ -114,3 +116,42 @@ def test_mutated_program_text_raises_only_relayish_errors(text):
     mod = _parses_or_parse_error(text)
     if mod is not None:
         _checks_or_relayish_error(mod)
+
+
+VEC3 = rl.TensorType((3,), "float64")
+
+
+@given(programs(differentiable=True, param_types=[VEC3, VEC3], ifs=False, globals=False))
+def test_fixed_signature_options(prog):
+    assert prog.param_types == [VEC3, VEC3]
+    assert [a.shape for a in prog.args] == [(3,), (3,)]
+    mod = rl.infer_type(prog.mod)
+    assert mod["main"].checked_type == rl.FuncType([VEC3, VEC3], rl.TensorType((), "float64"))
+
+
+@st.composite
+def mistyped_programs(draw):
+    """A generated program with one parameter's annotation replaced by a different type, and a
+    binding `let %check: <old type> = %param;` in front of the body that must then fail."""
+    prog = draw(programs(max_depth=2))
+    func = prog.func
+    i = draw(st.integers(0, len(func.params) - 1))
+    old = func.params[i]
+    new_type = draw(st.sampled_from([rl.TensorType((7,), "float32"), rl.TensorType((), "int64"),
+                                     rl.TupleType([])]).filter(lambda t: t != old.type_annotation))
+    new = rl.Var(old.name_hint, new_type)
+
+    class Replace(ExprMutator):
+        def visit_Var(self, e):
+            return new if e is old else e
+
+    body = rl.Let(rl.Var("check", old.type_annotation), new, Replace().visit(func.body))
+    params = [new if p is old else p for p in func.params]
+    prog.mod["main"] = rl.Function(params, body, func.ret_type)
+    return prog.mod
+
+
+@given(mistyped_programs())
+def test_mistyped_programs_raise_type_check_errors(mod):
+    with pytest.raises(rl.TypeCheckError, match="check"):
+        rl.infer_type(mod)
