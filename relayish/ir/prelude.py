@@ -112,11 +112,12 @@ class Prelude:
         fresh = _prelude_module()
         rebind = {}
         for header, data in fresh.type_definitions.items():
-            existing = mod._types.get(header.name)
-            if existing is None:
+            try:
+                existing = mod.get_type_data(header.name)
+            except RelayishError:
                 mod.add_type(data)
             else:
-                rebind.update(_matching_constructors(mod.type_definitions[existing], data))
+                rebind.update(_matching_constructors(existing, data))
         mutator = _RebindConstructors(rebind)
         for gv, func in fresh.functions.items():
             if gv.name_hint not in mod:
