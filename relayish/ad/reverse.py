@@ -885,15 +885,17 @@ class ReverseAD:
         twin = self.types.twin_data(head)
         lt = self.types.lift(t)
         src_t, dst_t = (t, lt) if kind == "lift" else (lt, t)
+        # a vjp's helper must zero the references it reads: a differently named helper
+        name = "ad_vjpgrad" if kind == "grad" and self.reset else f"ad_{kind}"
         for old_gv, old in self.out.functions.items():     # made by an earlier transform
-            if old_gv.name_hint.startswith(f"ad_{kind}_{head.name}") and len(old.params) == 1 \
+            if old_gv.name_hint.startswith(f"{name}_{head.name}") and len(old.params) == 1 \
                     and old.params[0].type_annotation == src_t and old.ret_type == dst_t:
                 self.helpers[key] = old_gv
                 return old_gv
         taken = {g.name_hint for g in self.out.functions} | {g.name_hint for g in
                                                             self.helpers.values()}
         taken |= {g.name_hint for g in self.lifted_globals.values()} | {"main"}
-        gv = GlobalVar(_fresh(f"ad_{kind}_{head.name}", taken))
+        gv = GlobalVar(_fresh(f"{name}_{head.name}", taken))
         self.helpers[key] = gv
         subst = dict(zip(data.type_vars, args))
         src_ctors, dst_ctors = (data.constructors, twin.constructors) if kind == "lift" else \

@@ -221,3 +221,21 @@ def test_gradient_program_compiles_with_jax():
     want = rl.evaluate(g, xv, wv)
     for a, b in zip(got, want):
         np.testing.assert_allclose(np.asarray(a), b, rtol=1e-12)
+
+
+def test_vjp_of_a_gradient_module_resets_list_gradients():
+    """The vjp of a module made by rl.gradient must not reuse its (non-resetting) helpers:
+    its backpropagator gives the same list gradient on every call."""
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    s = rl.TensorType((), F)
+    l, e, acc = rl.var("l", type=rl.TypeCall(p.List, [s])), rl.var("e", dtype=F), rl.var("acc", dtype=F)
+    mod["main"] = rl.Function([l], p.foldl(rl.Function([acc, e], acc + e * e), rl.const(0.0, F), l))
+    g = rl.gradient(mod)
+    g["gmain"] = g["main"]
+    l2 = rl.var("l", type=rl.TypeCall(p.List, [s]))
+    g["main"] = rl.Function([l2], rl.TupleGetItem(rl.GlobalVar("gmain")(l2), 0))
+    _, back = rl.evaluate(rl.vjp(g), rl.list_value(mod, [np.array(1.0), np.array(2.0)]))
+    for _ in range(3):
+        (gl,) = back(np.array(1.0))
+        assert [float(v) for v in rl.from_list_value(gl)] == [2.0, 4.0]
