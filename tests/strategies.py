@@ -155,11 +155,20 @@ class _Generator:
         return self.pick([
             (8, self.tensor_type), (1, lambda: BOOL), (1, lambda: INT),
             (2, lambda: rl.TupleType([sub() for _ in range(n(2, 3))])),
-            o.closures and (2, lambda: rl.FuncType([sub() for _ in range(n(1, 2))], sub())),
+            o.closures and (2, lambda: rl.FuncType([self.arg_type(level - 1) for _ in range(n(1, 2))],
+                                                   sub())),
             o.refs and (1, lambda: rl.RefType(sub())),
             o.adts and (1, lambda: rl.TypeCall(self.p.List, [sub()])),
             o.adts and (1, lambda: rl.TypeCall(self.p.Option, [sub()])),
             o.adts and (1, lambda: rl.TypeCall(self.p.Tree, [self.tensor_type()])),
+        ])
+
+    def arg_type(self, level=0):
+        """The type of a closure's parameter: a value type, or now and then a function
+        (so closures take closures)."""
+        return self.pick([
+            (3, lambda: self.value_type(level)),
+            self.opts.closures and (1, lambda: rl.FuncType([self.tensor_type()], self.tensor_type())),
         ])
 
     def input_type(self):
@@ -409,7 +418,8 @@ class _Generator:
         ref_vars = [(v, vt) for v, vt in env if isinstance(vt, rl.RefType)]
 
         def let():
-            u = self.value_type()
+            # level 2 now and then: closures taking or returning closures, lists of tuples...
+            u = self.value_type(1 + (self.draw(st.integers(0, 3)) == 3))
             value = e(u, env, d)
             v = self.fresh(u, annotate=has_adt(u) or self.draw(st.booleans()))
             return rl.Let(v, value, e(t, env + [(v, u)], d))
@@ -428,7 +438,7 @@ class _Generator:
             return rl.Call(f, [e(a, env, d) for a in ft.arg_types])
 
         def call_new():
-            args = [self.value_type(0) for _ in range(self.draw(st.integers(1, 2)))]
+            args = [self.arg_type() for _ in range(self.draw(st.integers(1, 2)))]
             return rl.Call(e(rl.FuncType(args, t), env, d), [e(a, env, d) for a in args])
 
         def read_new_ref():

@@ -15,7 +15,7 @@ from relayish.ir.visitor import ExprMutator
 from strategies import assert_value_has_type, programs
 
 
-@given(programs())
+@given(programs(max_depth=4))
 def test_print_parse_round_trip(prog):
     mod = prog.mod
     text = rl.astext(mod)
@@ -28,7 +28,7 @@ def test_printing_is_stable(prog):
     assert rl.astext(rl.parse(text)) == text
 
 
-@given(programs())
+@given(programs(max_depth=4))
 def test_evaluation_agrees_with_inferred_type(prog):
     mod = rl.infer_type(prog.mod)
     main = mod["main"]
