@@ -137,6 +137,16 @@ def _is_jax_value(v):
     return isinstance(v, (jax.Array, jax.core.Tracer))
 
 
+_MISS = object()
+_ARRAY_CLASS = []
+
+
+def _jax_array_class():
+    if not _ARRAY_CLASS:
+        _ARRAY_CLASS.append(type(_jax().numpy.zeros(())))
+    return _ARRAY_CLASS[0]
+
+
 def _is_traced(v):
     return isinstance(v, _jax().core.Tracer)
 
@@ -951,32 +961,62 @@ class JaxFunction:
         tensor_params = all(isinstance(t, TensorType) for t in self.param_types)
         self._tensor_sig = ([(t.shape, np.dtype(t.dtype)) for t in self.param_types]
                             if tensor_params else None)
+        self._fast = None                # set once the tensor-only specialization is traced
 
     def __repr__(self):
         return f"<relayish JaxFunction on {self.device}>"
 
     # ---- calling ----------------------------------------------------------------------------
     def __call__(self, *args):
-        sig = self._tensor_sig
-        if sig is not None and len(args) == len(sig):
-            for a, (shape, dtype) in zip(args, sig):
-                if not (hasattr(a, "shape") and a.shape == shape and a.dtype == dtype
-                        and (type(a) is np.ndarray or _is_jax_value(a))):
-                    break
-            else:
-                entry = self._cache.get(())
-                if entry is not None and entry.traced:
-                    out, _ = self._run(entry, args)
-                    return out if entry.pure else _decode(entry.out_desc, out, [], entry)
+        fast = self._fast
+        if fast is not None:
+            out = fast(args)
+            if out is not _MISS:
+                return out
+        return self._call(args)
+
+    def _call(self, args):
         leaves, key, tree, refs = self._flatten_args(args)
         entry = self._entry(key, tree, len(leaves), refs)
         if not entry.traced:
             out, writes = run_deep(self._first_run, entry, leaves)
+            self._install_fast_path(entry, key)
         else:
             out, writes = self._run(entry, leaves)
         for (k, desc), content in zip(entry.written, writes):
             refs[k].value = _decode(desc, content, refs, entry)
         return out if entry.pure else _decode(entry.out_desc, out, refs, entry)
+
+    def _install_fast_path(self, entry, key):
+        if key != () or self._tensor_sig is None or entry.written:
+            return
+        jitted = entry.jitted
+        if entry.pure:
+            def call(*leaves):
+                return jitted(*leaves)[0]
+        else:
+            def call(*leaves):
+                return _decode(entry.out_desc, jitted(*leaves)[0], [], entry)
+        if self.uses_x64:
+            inner, enable_x64 = call, _jax().enable_x64
+
+            def call(*leaves):
+                with enable_x64(True):
+                    return inner(*leaves)
+        on_host = [(np.ndarray, shape, dtype) for shape, dtype in self._tensor_sig]
+        on_device = [(_jax_array_class(), shape, dtype) for shape, dtype in self._tensor_sig]
+
+        def fast(args):
+            # tensor parameters only, already traced: all numpy (or all jax) arrays of the
+            # parameters' shapes and dtypes go straight in; anything else takes the checked path
+            try:
+                sig = [(a.__class__, a.shape, a.dtype) for a in args]
+            except AttributeError:
+                return _MISS
+            if sig == on_host or sig == on_device:
+                return call(*args)
+            return _MISS
+        self._fast = fast
 
     def _run(self, entry, leaves):
         jax = _jax()

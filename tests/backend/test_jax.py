@@ -436,12 +436,18 @@ def test_second_call_does_not_retrace():
 def test_wrong_arguments_name_the_parameter():
     x = rl.var("x", shape=(4,), dtype=F32)
     run = rl.compile(rl.Function([x], rl.sum(x * x)))
+    assert float(run(np.ones(4, F32))) == 4.0         # traced: later calls take the fast path
+    import jax.numpy as jnp
+    assert float(run(jnp.ones(4, F32))) == 4.0        # jax arrays too
     with pytest.raises(rl.RelayishError, match="%x"):
         run(np.ones(3, F32))
     with pytest.raises(rl.RelayishError, match="%x.*float32"):
         run(np.ones(4, F64))
     with pytest.raises(rl.RelayishError, match="1 argument"):
         run()
+    with pytest.raises(rl.RelayishError, match="%x"):
+        run(np.ones(4, F32), np.ones(4, F32))
+    assert run.trace_count == 1
 
 
 def test_gpu_without_cuda_is_a_clear_error():
