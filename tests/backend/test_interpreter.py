@@ -21,10 +21,6 @@ def c64(value):
     return rl.const(value, "float64")
 
 
-def is_array(v):
-    return isinstance(v, np.ndarray)
-
-
 # ---- basic constructs ------------------------------------------------------------------------
 
 def test_op_calls_match_numpy():
