@@ -8,8 +8,8 @@ For each case the same function is written once in relayish and once in jax:
   * rosenbrock-32: the Hessian of the 32-dimensional Rosenbrock function, float64
 relayish: rl.compile(rl.value_and_grad(f, argnums=params)) / rl.compile(rl.hessian(f));
 jax: jax.jit(jax.value_and_grad(f, argnums=params)) / jax.jit(jax.hessian(f)).
-Run time: rounds alternate between the two (interleaved), each round times a batch of calls
-(results blocked on), and the medians are compared. Compile time: the first call of a fresh
+Run time: rounds alternate between the two (interleaved, order swapped every round), each round
+times a batch of calls (results blocked on); medians per call and the median per-round ratio. Compile time: the first call of a fresh
 compiled function (trace + XLA compile), median of a few fresh compilations each.
 """
 from __future__ import annotations
@@ -98,14 +98,24 @@ def batch_time(fn, args, calls):
     return (time.perf_counter() - t0) / calls
 
 
-def side_by_side(ours, theirs, args, rounds, target_s=0.02):
+def side_by_side(ours, theirs, args, rounds, target_s=0.01):
+    """Median time per call of each, and the median of the per-round ratios (ours/theirs).
+
+    Rounds alternate the order (ours first, then theirs first), so drifting machine load hits
+    both alike; the per-round ratio compares two batches run back to back.
+    """
     per = batch_time(theirs, args, 3)
     calls = max(1, int(target_s / max(per, 1e-7)))
-    a, b = [], []
-    for _ in range(rounds):                 # interleaved: ours, theirs, ours, theirs...
-        a.append(batch_time(ours, args, calls))
-        b.append(batch_time(theirs, args, calls))
-    return statistics.median(a), statistics.median(b)
+    a, b, ratios = [], [], []
+    for k in range(rounds):
+        if k % 2:
+            tb, ta = batch_time(theirs, args, calls), batch_time(ours, args, calls)
+        else:
+            ta, tb = batch_time(ours, args, calls), batch_time(theirs, args, calls)
+        a.append(ta)
+        b.append(tb)
+        ratios.append(ta / tb)
+    return statistics.median(a), statistics.median(b), statistics.median(ratios)
 
 
 def first_call_time(make, args, repeats=3):
@@ -138,11 +148,11 @@ def mlp_case(name, sizes, batch, rounds, device):
     ours = rl.compile(vg, device=device)
     theirs = jax.jit(jf)
     check_close(ours(*args), theirs(*args), 1e-4)
-    run_ours, run_theirs = side_by_side(ours, theirs, args, rounds)
+    run_ours, run_theirs, ratio = side_by_side(ours, theirs, args, rounds)
     comp_ours = first_call_time(lambda: rl.compile(vg, device=device), args)
     comp_theirs = first_call_time(lambda: jax.jit(jax.value_and_grad(
         mlp_jax(len(sizes) - 1), argnums=tuple(range(n_params)))), args)
-    return dict(case=name, ours=run_ours, theirs=run_theirs, comp_ours=comp_ours,
+    return dict(case=name, ours=run_ours, theirs=run_theirs, ratio=ratio, comp_ours=comp_ours,
                 comp_theirs=comp_theirs, ad=ad_time, target=1.05)
 
 
@@ -162,16 +172,16 @@ def rosenbrock_case(n, rounds, device):
     with jax.enable_x64(True):
         theirs = scoped(jax.jit(jax.hessian(rosenbrock_jax)))
         check_close(ours(x), theirs(x), 1e-9)
-    run_ours, run_theirs = side_by_side(ours, theirs, (x,), rounds)
+    run_ours, run_theirs, ratio = side_by_side(ours, theirs, (x,), rounds)
     comp_ours = first_call_time(lambda: rl.compile(h, device=device), (x,))
     comp_theirs = first_call_time(lambda: scoped(jax.jit(jax.hessian(rosenbrock_jax))), (x,))
-    return dict(case=f"rosenbrock-{n} hessian", ours=run_ours, theirs=run_theirs,
+    return dict(case=f"rosenbrock-{n} hessian", ours=run_ours, theirs=run_theirs, ratio=ratio,
                 comp_ours=comp_ours, comp_theirs=comp_theirs, ad=ad_time, target=1.5)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=31)
+    parser.add_argument("--rounds", type=int, default=61)
     parser.add_argument("--device", default="cpu")
     opts = parser.parse_args()
     print(f"jax {jax.__version__} on {rl.compile(rl.Function([], rl.const(0.0)), device=opts.device).device}"
@@ -185,11 +195,12 @@ def main():
           f"{'compile rl':>10s} {'compile jax':>11s} {'ratio':>6s}  {'AD':>7s}")
     for r in rows:
         print(f"{r['case']:48s} {r['ours'] * 1e6:8.1f}us {r['theirs'] * 1e6:8.1f}us "
-              f"{r['ours'] / r['theirs']:6.2f} {r['target']:6.2f}   "
+              f"{r['ratio']:6.2f} {r['target']:6.2f}   "
               f"{r['comp_ours'] * 1e3:8.1f}ms {r['comp_theirs'] * 1e3:9.1f}ms "
               f"{r['comp_ours'] / r['comp_theirs']:6.2f}  {r['ad'] * 1e3:5.1f}ms")
-    print("run time: one call incl. argument transfer from numpy; compile: first call of a fresh "
-          "function (trace + XLA); AD: building the relayish gradient/Hessian program")
+    print("run time: median per call incl. argument transfer from numpy; ratio: median of the "
+          "per-round ratios; compile: first call of a fresh function (trace + XLA), median of 3; "
+          "AD: building the relayish gradient/Hessian program")
 
 
 if __name__ == "__main__":

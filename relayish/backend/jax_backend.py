@@ -993,10 +993,10 @@ class JaxFunction:
         jitted = entry.jitted
         if entry.pure:
             def call(*leaves):
-                return jitted(*leaves)[0]
+                return jitted(*leaves)
         else:
             def call(*leaves):
-                return _decode(entry.out_desc, jitted(*leaves)[0], [], entry)
+                return _decode(entry.out_desc, jitted(*leaves), [], entry)
         if self.uses_x64:
             inner, enable_x64 = call, _jax().enable_x64
 
@@ -1022,8 +1022,8 @@ class JaxFunction:
         jax = _jax()
         if self.uses_x64:
             with jax.enable_x64(True):
-                return entry.jitted(*leaves)
-        return entry.jitted(*leaves)
+                return _with_writes(entry, entry.jitted(*leaves))
+        return _with_writes(entry, entry.jitted(*leaves))
 
     def _first_run(self, entry, leaves):
         jax = _jax()
@@ -1034,7 +1034,7 @@ class JaxFunction:
 
     def _trace_then_run(self, entry, leaves):
         self._ensure_traced(entry, leaves)
-        return entry.jitted(*leaves)
+        return _with_writes(entry, entry.jitted(*leaves))
 
     def _ensure_traced(self, entry, leaves):
         if entry.traced:
@@ -1127,6 +1127,8 @@ class JaxFunction:
         entry.written_leaves = [i for k, _ in written for i in _leaf_indices(entry.tree, k)]
         entry.pure = _is_pure(desc)
         out = _pure_tree(desc, out_leaves) if entry.pure else out_leaves
+        if not entry.ref_paths or not any(entry.ref_paths):
+            return out                   # no reference arguments: no write-back outputs
         return out, writes
 
     # ---- arguments ----------------------------------------------------------------------------
@@ -1140,6 +1142,13 @@ class JaxFunction:
         for p, t, a in zip(self.params, self.param_types, args):
             tree.append(_flatten_arg(a, t, "%" + p.name_hint, leaves, key, refs, ref_ids))
         return leaves, tuple(key), tree, refs
+
+
+def _with_writes(entry, outcome):
+    """(result, written reference contents) from the jitted function's outputs."""
+    if not entry.ref_paths or not any(entry.ref_paths):
+        return outcome, []
+    return outcome
 
 
 def _param_type(p):
