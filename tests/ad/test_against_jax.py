@@ -4,11 +4,21 @@ recursion over trees, data-dependent if inside recursion, refs updated in recurs
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import relayish as rl
 from adcheck import assert_values_close, check_fd
 
-jax.config.update("jax_enable_x64", True)
+
+@pytest.fixture(autouse=True)
+def float64_jax():
+    """jax in float64 for these tests only (other tests check that relayish never needs the
+    global switch)."""
+    old = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", old)
+
 
 F = "float64"
 rng = np.random.default_rng(2024)
