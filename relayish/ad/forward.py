@@ -337,6 +337,10 @@ class ForwardTransform(ExprFunctor):
         primals, tangents = [], []
         for a in e.args:
             t = _type_of(a)
+            if isinstance(a, Constant):              # no tangent: no (c, zeros) pair to build
+                primals.append(a)
+                tangents.append(None)
+                continue
             a2 = self.atom(self.visit(a))
             p, d = split_dual(a2, t)
             primals.append(p)
