@@ -364,10 +364,11 @@ def test_truncated_programs_raise_only_parse_errors(text, fraction):
 
 def test_long_let_chain_parses_with_a_loop():
     x = f32("x")
+    multiply, two = rl.get_op("multiply"), rl.const(2.0)
     bindings, prev = [], x
     for _ in range(100_000):
         v = rl.Var("x", rl.TensorType())
-        bindings.append((v, prev * rl.const(2.0)))
+        bindings.append((v, rl.Call(multiply, [prev, two])))
         prev = v
     func = rl.Function([x], build_let_chain(bindings, prev))
     text = rl.astext(func)

@@ -214,10 +214,11 @@ def test_astext_of_something_else_is_a_relayish_error():
 
 def test_long_let_chain_prints_one_binding_per_line():
     x = f32("x")
+    add, one = rl.get_op("add"), rl.const(1.0)
     bindings, prev = [], x
     for _ in range(100_000):
         v = rl.Var("x")
-        bindings.append((v, prev + rl.const(1.0)))
+        bindings.append((v, rl.Call(add, [prev, one])))
         prev = v
     text = rl.astext(rl.Function([x], build_let_chain(bindings, prev)))
     lines = text.split("\n")
