@@ -173,10 +173,12 @@ def _describe(v):
 
 class _Frame:
     """The references written inside one alternative of a join, with their earlier contents."""
-    __slots__ = ("start", "log")
+    __slots__ = ("start", "log", "reads", "finals")
 
-    def __init__(self, start):
+    def __init__(self, start, track_reads=False):
         self.start, self.log = start, {}
+        self.reads = set() if track_reads else None
+        self.finals = None
 
 
 class _Unsplit(Exception):
@@ -209,13 +211,15 @@ class TraceEvaluator:
     in a call; `call(callee, args)` runs the trampoline to a value.
     """
 
-    def __init__(self, mod):
+    def __init__(self, mod, batching=True):
         self.mod = mod
+        self.batching = batching
         self.frames: list[_Frame] = []       # one per alternative being probed
         self.join_depth = 0
         self.active: dict[str, int] = {}     # function name -> activations inside joins
         self.globals: dict[str, _JClosure] = {}
         self._dispatch = {}
+        self._batch_plans: dict = {}
 
     # ---- entry ------------------------------------------------------------------------------
     def eval(self, expr, env, tail=False):
@@ -302,7 +306,112 @@ class TraceEvaluator:
         return e.data
 
     def visit_Tuple(self, e, env, tail):
+        if len(e.fields) >= 2:
+            batched = self._batched_calls(e, env)
+            if batched is not None:
+                return batched
         return tuple(self.eval(f, env) for f in e.fields)
+
+    def _batched_calls(self, e, env):
+        if not self.batching:
+            return None
+        hit = self._batch_plans.get(id(e))
+        if hit is None or hit[0] is not e:
+            hit = (e, _batch_plan(e))
+            self._batch_plans[id(e)] = hit
+        plan = hit[1]
+        if plan is None:
+            return None
+        callee_expr, k, fixed, varying = plan
+        callee = self.eval(callee_expr, env)
+        if not isinstance(callee, _JClosure):
+            return None
+        fixed_values = {pos: self.eval(x, env) for pos, x in fixed.items()}
+        jax = _jax()
+        n_args = len(fixed) + len(varying)
+        positions = sorted(varying)
+        stacked = [varying[pos] for pos in positions]
+
+        def batched(frame, carried):
+            def one(*cs):
+                args = [None] * n_args
+                for pos, value in fixed_values.items():
+                    args[pos] = value
+                for pos, c in zip(positions, cs):
+                    args[pos] = c
+                self.frames.append(frame)
+                try:
+                    result = self.call(callee, args)
+                finally:
+                    self.frames.pop()
+                if k is not None:
+                    result = result[k] if isinstance(result, tuple) else None
+                finals = tuple(ref.value for ref in carried)
+                if not _is_tensor_tree(result) or not _is_tensor_tree(finals):
+                    raise _NotBatchable()
+                return result, finals
+            try:
+                return jax.vmap(one)(*stacked)
+            except Exception:  # noqa: BLE001
+                return None
+            finally:
+                frame.finals = {key: ref.value for key, (ref, _) in frame.log.items()}
+                for ref, old in frame.log.values():
+                    ref.value = old
+
+        # first pass: which references do the calls write, and which do they read first?
+        frame = _Frame(_next_serial(), track_reads=True)
+        if batched(frame, ()) is None:
+            return None
+        read_first, carried = [], []
+        for key, (ref, old) in frame.log.items():
+            if key not in frame.reads:
+                carried.append(ref)            # written before read: no call sees another's
+            elif not _same_state(frame.finals[key], old):
+                read_first.append(ref)         # read, then left changed (an accumulator)
+            # else: read, then restored (zeroed after use): every call starts the same
+        if read_first and not self._independent_of(read_first, carried, batched):
+            return None
+        outcome = batched(_Frame(_next_serial()), carried)
+        if outcome is None:
+            return None
+        out, finals = outcome
+        n = len(e.fields)
+        for ref, final in zip(carried, finals):   # as the last call leaves them
+            self.write(ref, jax.tree_util.tree_map(lambda a: a[n - 1], final))
+        for ref in read_first:                    # accumulated over the calls: not computed
+            self.write(ref, _POISON)
+        return tuple(jax.tree_util.tree_map(lambda a, i=i: a[i], out) for i in range(n))
+
+    def _independent_of(self, read_first, carried, batched):
+        """Do the batched results and the carried references' final contents not depend on the
+        contents of `read_first` (references each call reads, then writes, e.g. an accumulator
+        `r := !r + g`)? Checked on the jaxpr with those contents as inputs."""
+        jax = _jax()
+        inits = [ref.value for ref in read_first]
+        if not all(_is_tensor_tree(v) for v in inits):
+            return False
+
+        def probe(*leaves):
+            flat_inits = jax.tree_util.tree_unflatten(treedef, leaves)
+            saved = [ref.value for ref in read_first]
+            for ref, v in zip(read_first, flat_inits):
+                ref.value = v
+            try:
+                outcome = batched(_Frame(_next_serial()), carried)
+            finally:
+                for ref, v in zip(read_first, saved):
+                    ref.value = v
+            if outcome is None:
+                raise _NotBatchable()
+            return outcome
+
+        leaves, treedef = jax.tree_util.tree_flatten(list(inits))
+        try:
+            closed = jax.make_jaxpr(probe)(*[jax.numpy.asarray(v) for v in leaves])
+        except Exception:  # noqa: BLE001 - not batchable
+            return False
+        return not _outputs_depend_on(closed.jaxpr, closed.jaxpr.invars)
 
     def visit_TupleGetItem(self, e, env, tail):
         value = self.eval(e.tuple_value, env)
@@ -462,7 +571,15 @@ class TraceEvaluator:
 
     def read(self, ref):
         if isinstance(ref, _JRef):
-            return ref.value
+            if self.frames:
+                frame = self.frames[-1]
+                if frame.reads is not None and ref.serial < frame.start and \
+                        id(ref) not in frame.log:
+                    frame.reads.add(id(ref))
+            value = ref.value
+            if value is _POISON:
+                raise _Restart()
+            return value
         if isinstance(ref, _JUnion):
             return self.switch(ref.index, [lambda s, a=a: self.read(a) for a in ref.alts])
         raise CompileError(f"cannot read a {_describe(ref)} as a reference")
@@ -579,6 +696,82 @@ class TraceEvaluator:
         return values[0]
 
 
+class _NotBatchable(Exception):
+    pass
+
+
+class _Restart(Exception):
+    """A batched call's accumulated reference was read later: trace again without batching."""
+
+
+class _Poison:
+    """The content of a reference whose value batching did not compute (see _batched_calls)."""
+
+    def __repr__(self):
+        return "<not computed>"
+
+
+_POISON = _Poison()
+
+
+def _outputs_depend_on(jaxpr, inputs):
+    """Does any output of `jaxpr` depend on one of `inputs`? (Sub-jaxprs count as a whole.)"""
+    from jax.extend.core import Literal
+    tainted = set(inputs)
+    for eqn in jaxpr.eqns:
+        if any(not isinstance(v, Literal) and v in tainted for v in eqn.invars):
+            tainted.update(eqn.outvars)
+    return any(not isinstance(v, Literal) and v in tainted for v in jaxpr.outvars)
+
+
+def _batch_plan(e):
+    calls, k = [], None
+    for i, f in enumerate(e.fields):
+        index = None
+        if isinstance(f, TupleGetItem):
+            index, f = f.index, f.tuple_value
+        if not isinstance(f, Call) or not isinstance(f.op, Var) or f.attrs:
+            return None
+        if i == 0:
+            k = index
+        elif index != k:
+            return None
+        calls.append(f)
+    first = calls[0]
+    if any(c.op is not first.op or len(c.args) != len(first.args) for c in calls):
+        return None
+    fixed, varying = {}, {}
+    for pos, a in enumerate(first.args):
+        column = [c.args[pos] for c in calls]
+        if all(x is a for x in column):
+            fixed[pos] = a
+        elif all(isinstance(x, Constant) and x.data.shape == column[0].data.shape
+                 and x.data.dtype == column[0].data.dtype for x in column):
+            varying[pos] = np.stack([x.data for x in column])
+        else:
+            return None
+    if not varying:
+        return None
+    return first.op, k, fixed, varying
+
+
+def _same_state(a, b):
+    """Is reference content `a` (after a call) the content `b` it had before?"""
+    if a is b:
+        return True
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same_state(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b))
+    return False
+
+
+def _is_tensor_tree(v):
+    if isinstance(v, tuple):
+        return all(_is_tensor_tree(x) for x in v)
+    return _is_tensor(v)
+
+
 class _Probe:
     __slots__ = ("result", "writes", "leaves", "jaxpr", "position", "restore")
 
@@ -683,6 +876,8 @@ class _Joiner:
         first = vals[0]
         if all(v is first for v in vals):
             return _Same(first)
+        if any(v is _POISON for v in vals):
+            raise _Restart()
         key = tuple(id(v) for v in vals)
         hit = self.memo.get(key)
         if hit is not None:
@@ -1103,7 +1298,14 @@ class JaxFunction:
     def _trace(self, entry, leaves):
         """The function jax traces: rebuild the arguments, evaluate @main, encode the result."""
         self.trace_count += 1
-        ev = TraceEvaluator(self.mod)
+        try:
+            return self._evaluate(entry, leaves, batching=True)
+        except _Restart:
+            # a reference left uncomputed by a batched call was used after all
+            return self._evaluate(entry, leaves, batching=False)
+
+    def _evaluate(self, entry, leaves, batching):
+        ev = TraceEvaluator(self.mod, batching=batching)
         refs = []
         args = [_build_arg(t, leaves, refs) for t in entry.tree]
         initial = [r.value for r in refs]
@@ -1335,6 +1537,8 @@ def _encode(value, leaves, ref_ids, memo=None):
         memo[id(value)] = node
         node[2] = _encode(value.value, leaves, ref_ids, memo)
         return node
+    if value is _POISON:
+        raise _Restart()
     if isinstance(value, (_JClosure, _JPrimFn)):
         raise CompileError("a compiled program cannot return a function (the jax backend "
                            "returns tensors, tuples, ADT values and references); call it inside "

@@ -670,3 +670,47 @@ def test_hessian_agrees(name):
     for sign in (1.0, -1.0):
         x = sign * np.linspace(0.3, 0.9, n)
         same_value(rl.evaluate(h, x), run(x), rtol=1e-5, atol=1e-8)
+
+
+# ---- batched independent calls (the rows of rl.hessian) --------------------------------------------
+
+def _rows_program(reads_accumulator_in_row, reads_accumulator_after):
+    """(f(c0).0, f(c1).0, f(c2).0) where f accumulates into an outer reference."""
+    x = vec("x")
+    c = vec("c")
+    sb = rl.ScopeBuilder()
+    r = sb.let("r", rl.RefCreate(rl.zeros((3,), F64)))
+    inner = rl.ScopeBuilder()
+    inner.let("_", rl.RefWrite(r, rl.RefRead(r) + c * x))
+    row = rl.sin(c * x) + (rl.RefRead(r) if reads_accumulator_in_row else c64(0.0))
+    inner.ret(rl.Tuple([row]))
+    f = sb.let("f", rl.Function([c], inner.get()))
+    eye = np.eye(3)
+    rows = sb.let("rows", rl.Tuple([rl.TupleGetItem(f(rl.const(eye[i])), 0) for i in range(3)]))
+    sb.ret(rl.Tuple([rows, rl.RefRead(r)]) if reads_accumulator_after else rows)
+    return rl.Function([x], sb.get())
+
+
+@pytest.mark.parametrize("in_row,after", [(False, False), (True, False), (False, True)])
+def test_batched_calls_keep_sequential_semantics(in_row, after):
+    f = _rows_program(in_row, after)
+    both(f, np.array([0.5, -1.0, 2.0]))
+
+
+def test_rosenbrock_hessian_is_one_batched_computation():
+    n = 8
+    x = rl.var("x", shape=(n,), dtype=F64)
+    head = rl.op.strided_slice(x, (0,), (n - 1,))
+    tail = rl.op.strided_slice(x, (1,), (n,))
+    d = tail - head * head
+    e = c64(1.0) - head
+    h = rl.hessian(rl.Function([x], rl.sum(c64(100.0) * d * d + e * e)))
+    point = np.linspace(-1.0, 1.5, n)
+    out = np.asarray(both(h, point, rtol=1e-9))
+    expected = np.zeros((n, n))                 # the closed form
+    for i in range(n - 1):
+        expected[i, i] += 1200 * point[i] ** 2 - 400 * point[i + 1] + 2
+        expected[i, i + 1] += -400 * point[i]
+        expected[i + 1, i] += -400 * point[i]
+        expected[i + 1, i + 1] += 200
+    np.testing.assert_allclose(out, expected, rtol=1e-9)
