@@ -393,3 +393,19 @@ def test_jvp_and_hvp_run_on_the_jax_backend(make):
                 np.testing.assert_allclose(np.asarray(g), e, rtol=1e-10, atol=1e-12)
         else:
             np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-10, atol=1e-12)
+
+
+def test_ops_with_tuple_integer_and_bool_arguments():
+    """concatenate/stack take one tuple argument; cast/take/where mix integer or bool inputs."""
+    x = vec("x")
+    k = rl.var("k", shape=(3,), dtype="int32")
+    body = (rl.sum(rl.concatenate([x, rl.sin(x) * x], axis=0) * rl.const(np.arange(6.0)))
+            + rl.sum(rl.stack([x, x * x])) + rl.sum(rl.cast(k, F64) * x)
+            + rl.sum(rl.take(x, rl.const(np.array([0, 2], "int32"))))
+            + rl.sum(rl.where(x > 0.0, x * x, -x)))
+    prog = rl.Function([x, k], body)
+    xv, kv = np.array([0.3, -0.2, 1.1]), np.array([1, 2, 3], "int32")
+    v = np.array([1.0, 2.0, -0.5])
+    value, tangent = run(jvp(prog), xv, kv, v, np.zeros(3, "int32"))
+    assert value == pytest.approx(run(prog, xv, kv))
+    assert tangent == pytest.approx(fd_jvp(lambda a: run(prog, a, kv), [xv], [v]), rel=1e-7)
