@@ -320,6 +320,17 @@ def test_nested_constructor_patterns_and_match_in_value_position():
     assert rl.evaluate(mod, rl.list_value(mod, [])) == 0.0
 
 
+def test_constructor_as_a_function_value():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    t = rl.TensorType((), "float64")
+    lst = rl.var("l", type=rl.TypeCall(p.List, [t]))
+    mod["main"] = rl.Function([lst], p.map(p.Some, lst))
+    out = rl.from_list_value(rl.evaluate(mod, rl.list_value(mod, [1.0, 2.0])))
+    assert [v.constructor.name_hint for v in out] == ["Some", "Some"]
+    assert [float(v.fields[0]) for v in out] == [1.0, 2.0]
+
+
 def test_constructors_build_values():
     mod = rl.Module()
     p = rl.Prelude(mod)
