@@ -21,7 +21,7 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Functio
                               Let, Match, Pattern, PatternConstructor, PatternTuple, PatternVar,
                               PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,
                               Var)
-from relayish.ir.types import FuncType, GlobalTypeVar, RefType, TupleType, Type, TypeCall, TypeData
+from relayish.ir.types import FuncType, RefType, TupleType, Type, TypeCall, TypeData
 
 
 class StructuralMismatch(RelayishError, AssertionError):

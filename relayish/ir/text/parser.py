@@ -16,7 +16,7 @@ import re
 
 import numpy as np
 
-from relayish.errors import ParseError, RelayishError
+from relayish.errors import RelayishError
 from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, GlobalVar, If, Let,
                               Match, PatternConstructor, PatternTuple, PatternVar,
                               PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,

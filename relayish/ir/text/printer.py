@@ -52,7 +52,7 @@ def astext(node, show_version=None, **_ignored) -> str:
     """The text form of an expression, module, type or pattern.
 
         >>> x = rl.var("x"); rl.astext(rl.Function([x], x * x))
-        'fn (%x: float32) {\\n  %x * %x\\n}'
+        'fn (%x: float32) { %x * %x }'
 
     A module prints its type definitions, then its functions, after the
     `#[version = "0.0.5"]` header (show_version=False leaves the header out).
