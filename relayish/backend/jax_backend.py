@@ -571,8 +571,7 @@ class TraceEvaluator:
 
     def read(self, ref):
         if isinstance(ref, _JRef):
-            if self.frames:
-                frame = self.frames[-1]
+            for frame in self.frames:        # batching frames note reads, even inside joins
                 if frame.reads is not None and ref.serial < frame.start and \
                         id(ref) not in frame.log:
                     frame.reads.add(id(ref))

@@ -714,3 +714,22 @@ def test_rosenbrock_hessian_is_one_batched_computation():
         expected[i + 1, i] += -400 * point[i]
         expected[i + 1, i + 1] += 200
     np.testing.assert_allclose(out, expected, rtol=1e-9)
+
+
+def test_batched_calls_with_reads_inside_traced_ifs():
+    # each call reads the shared reference inside a traced if, then the join writes it: the calls
+    # are not independent and must run one after another
+    x = vec("x")
+    c = vec("c")
+    sb = rl.ScopeBuilder()
+    r = sb.let("r", rl.RefCreate(rl.ones((3,), F64)))
+    inner = rl.ScopeBuilder()
+    v = inner.let("v", rl.If(rl.sum(x) > c64(0.0), rl.RefRead(r) * c64(2.0), c * x))
+    inner.let("_", rl.RefWrite(r, v))
+    inner.ret(rl.Tuple([rl.sin(v)]))
+    f = sb.let("f", rl.Function([c], inner.get()))
+    eye = np.eye(3)
+    sb.ret(rl.Tuple([rl.TupleGetItem(f(rl.const(eye[i])), 0) for i in range(3)]))
+    prog = rl.Function([x], sb.get())
+    for sign in (1.0, -1.0):
+        both(prog, sign * np.array([0.5, 1.0, 2.0]))
