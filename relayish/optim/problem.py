@@ -292,12 +292,21 @@ def _pure_jax_function(run, example_args):
     jax.vmap applies to it. None when that does not hold (or the backend changed shape).
     """
     try:
+        import jax
         run(*example_args)
         leaves, key, tree, refs = run._flatten_args(example_args)
         entry = run._cache[key]
         if refs or not entry.pure or entry.written or not run.uses_x64:
             return None
-        return lambda *leaves: entry.jitted(*leaves)[0]
+        jitted = entry.jitted
+        with jax.enable_x64(True):
+            probe = jitted(*leaves)
+        # older versions of the backend return (result, reference writes); newer ones return
+        # the result alone when there are no reference arguments
+        if isinstance(probe, (tuple, list)) and len(probe) == 2 and isinstance(probe[1], list) \
+                and not probe[1]:
+            return lambda *leaves: jitted(*leaves)[0]
+        return jitted
     except Exception:  # noqa: BLE001 - an optimization only: the caller falls back
         return None
 
@@ -353,9 +362,11 @@ class RelayishProblem:
         self._fun = self._run(obj)
         self._vg = self._run(_gradient(obj))
         self._vgh = self._hess = self._hvp = None
+        self.batched = False         # newton on jax: f, g, H and the direction in one vmapped call
         if method == "newton":
             if backend == "jax" and hessian == "forward" and device == "cpu":
                 self._vgh = _batched_value_grad_hess(self._run(_jvp_of_gradient(obj)), n)
+                self.batched = self._vgh is not None
             fused = None if self._vgh is not None else _fused_value_grad_hess(obj, hessian)
             if fused is not None:
                 self._vgh = self._run(fused)

@@ -221,3 +221,20 @@ def test_list_value_variable_and_max_iter_zero():
     res0 = rl.optim.minimize(mod, x0, max_iter=0, backend="interpreter")
     assert res0.n_iter == 0 and not res0.converged and "max_iter" in res0.message
     assert len(res0.history) == 1
+
+
+def test_jax_newton_uses_the_batched_evaluation():
+    """On the jax backend Newton evaluates f, g, H (vmapped forward-over-reverse) and the
+    direction in one call; the fallback (an unrolled Hessian program) is much slower, so a
+    change in the backend that disables the batched path should be noticed."""
+    from relayish.optim.problem import RelayishProblem, flat_objective
+    for f, x0 in ((rosenbrock(4), rosenbrock_start(4)), (rosenbrock_module(), [-1.2, 1.0])):
+        obj, spec, x = flat_objective(f, x0)
+        problem = RelayishProblem(obj, x.size, "newton", "jax")
+        assert problem.batched
+        f0, g, H, p = problem.value_grad_hess(x)
+        from scipy.optimize import rosen, rosen_der, rosen_hess
+        assert f0 == pytest.approx(rosen(x))
+        np.testing.assert_allclose(g, rosen_der(x), rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(H), rosen_hess(x), rtol=1e-12)
+        np.testing.assert_allclose(p, -np.linalg.solve(rosen_hess(x), rosen_der(x)), rtol=1e-10)
