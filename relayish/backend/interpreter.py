@@ -286,7 +286,25 @@ def _op_step(node, dst, srcs):
         return missing
     attrs = node.attrs
     xp = np
-    if not attrs and len(srcs) == 2:
+    t = getattr(node, "_checked_type", None)
+    never_scalar = isinstance(t, TensorType) and len(t.shape) >= 1   # numpy gives an ndarray
+    if not attrs and len(srcs) == 2 and never_scalar:
+        a, b = srcs
+
+        def step(s):
+            try:
+                s[dst] = impl(xp, s[a], s[b])
+            except Exception as exc:  # noqa: BLE001 - reported with the call's text
+                raise _op_failure(node, exc) from exc
+    elif not attrs and len(srcs) == 1 and never_scalar:
+        a, = srcs
+
+        def step(s):
+            try:
+                s[dst] = impl(xp, s[a])
+            except Exception as exc:  # noqa: BLE001
+                raise _op_failure(node, exc) from exc
+    elif not attrs and len(srcs) == 2:
         a, b = srcs
 
         def step(s):
