@@ -430,3 +430,15 @@ def test_round_trip_of_shared_subexpressions_keeps_the_sharing():
         rl.Clause(rl.PatternConstructor(cons, [rl.PatternVar(h), rl.PatternVar(t)]), hh + hh),
         rl.Clause(rl.PatternWildcard(), rl.const(0.0))]))
     roundtrip_expr(m, mod=mod)
+
+
+def test_global_names_that_are_not_identifiers_are_quoted():
+    mod = rl.Module()
+    x = rl.var("x")
+    mod["my-f"] = rl.Function([x], x)
+    mod["main"] = rl.Function([], rl.GlobalVar("my-f")(rl.const(1.0)))
+    text = rl.astext(mod, show_version=False)
+    assert text == 'def @"my-f"(%x: float32) { %x }\ndef @main() { @"my-f"(1f) }\n'
+    roundtrip_module(mod)
+    with pytest.raises(rl.ParseError, match="bad global name"):
+        rl.parse_expr('@"\\q"()')

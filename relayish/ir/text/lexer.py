@@ -1,6 +1,6 @@
 """Tokens of the text format. A token is a tuple (kind, text, start, end) of offsets into the text.
 
-Kinds: "local" (%x), "global" (@f), "number" (digits with an optional suffix: 1f, 2.5f64, 3i64),
+Kinds: "local" (%x), "global" (@f, or @"any name"), "number" (digits with an optional suffix: 1f, 2.5f64, 3i64),
 "ident", "string", "punct", and "eof". Whitespace and comments (`//`, `/* */`) are dropped.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ _TOKEN = re.compile(r"""
   | (?P<bcomment>/\*.*?\*/)
   | (?P<badcomment>/\*)
   | (?P<punct>:=|=>|->|==|!=|<=|>=|[-+*/<>=!(){}\[\],;:.\#?])
-  | (?P<global>@[A-Za-z0-9_]+)
+  | (?P<global>@(?:[A-Za-z0-9_]+|"(?:[^"\\\n]|\\.)*"))
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<badstring>")
   | (?P<bad>.)

@@ -187,7 +187,7 @@ class _Parser:
                 if self.tok[0] != "global":
                     raise self.error(f"expected the function's name (@name), found {self.describe()}")
                 name_tok = self.advance()
-                name = name_tok[1][1:]
+                name = self.global_name(name_tok)
                 if name in self.globals:
                     raise self.error(f"@{name} is defined twice", name_tok)
                 self.globals[name] = GlobalVar(name)
@@ -226,7 +226,7 @@ class _Parser:
 
     def definition(self):
         self.expect("def")
-        name = self.advance()[1][1:]
+        name = self.global_name(self.advance())
         type_params = self.type_params()
         self.type_scopes.append({p.name: p for p in type_params})
         params = self.params()
@@ -604,7 +604,7 @@ class _Parser:
             return self.lookup(text[1:], tok)
         if kind == "global":
             self.advance()
-            return self.global_var(text[1:], tok)
+            return self.global_var(self.global_name(tok), tok)
         if kind == "number":
             return self.literal()
         if kind == "punct":
@@ -646,6 +646,15 @@ class _Parser:
         if var is None:
             var = self.free[name] = Var(name)
         return var
+
+    def global_name(self, tok):
+        text = tok[1][1:]
+        if not text.startswith('"'):
+            return text
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise self.error(f"bad global name {tok[1]}", tok) from None
 
     def global_var(self, name, tok):
         gv = self.globals.get(name)

@@ -102,6 +102,15 @@ def type_text(t) -> str:
     raise RelayishError(f"cannot print {t!r} as a type")
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_]+")
+
+
+def _global_text(name) -> str:
+    """`@f`, or `@"my-f"` for a name that is not made of letters, digits and _."""
+    name = str(name)
+    return "@" + name if _PLAIN_NAME.fullmatch(name) else "@" + json.dumps(name)
+
+
 def _attr_text(value) -> str:
     if isinstance(value, (bool, np.bool_)):
         return "True" if value else "False"
@@ -270,7 +279,7 @@ class _Printer:
         for gv, func in mod.functions.items():
             self.names, self.taken, self.keep, self.counters = {}, set(), [], {}
             self.shared, self.hoisted, self.graph_counter = _shared_nodes(func), {}, 0
-            parts.append(self.function(func, "", "def @" + gv.name_hint))
+            parts.append(self.function(func, "", "def " + _global_text(gv.name_hint)))
         text = "\n".join(parts)
         if show_version:
             text = f'#[version = "{VERSION}"]\n' + text
@@ -346,7 +355,7 @@ class _Printer:
         if isinstance(e, Var):
             return self.var_name(e), PREC_ATOM
         if isinstance(e, GlobalVar):
-            return "@" + e.name_hint, PREC_ATOM
+            return _global_text(e.name_hint), PREC_ATOM
         if isinstance(e, Constant):
             text = _const_text(np.asarray(e.data))
             return text, (PREC_UNARY if text.startswith("-") else PREC_ATOM)
