@@ -1197,19 +1197,23 @@ class JaxFunction:
             def call(*leaves):
                 with enable_x64(True):
                     return inner(*leaves)
-        on_host = [(np.ndarray, shape, dtype) for shape, dtype in self._tensor_sig]
-        on_device = [(_jax_array_class(), shape, dtype) for shape, dtype in self._tensor_sig]
+        dtypes = [dtype for _, dtype in self._tensor_sig]
+        array_types = (np.ndarray, np.generic, _jax_array_class())
 
         def fast(args):
-            # tensor parameters only, already traced: all numpy (or all jax) arrays of the
-            # parameters' shapes and dtypes go straight in; anything else takes the checked path
+            # tensor parameters only, already traced: arrays of the parameters' dtypes go
+            # straight to jax. Shapes are jax's signature check: a new shape re-enters _trace,
+            # which rejects it naming the parameter. (dtypes are checked here because jax turns
+            # float64 into float32 silently when x64 is off.)
             try:
-                sig = [(a.__class__, a.shape, a.dtype) for a in args]
+                if [a.dtype for a in args] != dtypes:
+                    return _MISS
             except AttributeError:
                 return _MISS
-            if sig == on_host or sig == on_device:
-                return call(*args)
-            return _MISS
+            for a in args:
+                if not isinstance(a, array_types):
+                    return _MISS
+            return call(*args)
         self._fast = fast
 
     def _run(self, entry, leaves):
@@ -1296,6 +1300,15 @@ class JaxFunction:
 
     def _trace(self, entry, leaves):
         """The function jax traces: rebuild the arguments, evaluate @main, encode the result."""
+        if self._tensor_sig is not None:    # the fast path leaves shapes to jax: check them here
+            if len(leaves) != len(self.params):
+                raise EvaluationError(f"the function takes {len(self.params)} argument(s) "
+                                      f"({', '.join('%' + p.name_hint for p in self.params)}), "
+                                      f"got {len(leaves)}")
+            for p, t, leaf in zip(self.params, self.param_types, leaves):
+                if tuple(leaf.shape) != t.shape or np.dtype(leaf.dtype) != np.dtype(t.dtype):
+                    raise EvaluationError(f"argument %{p.name_hint}: expected {_type_text(t)}, "
+                                          f"got {_value_text(leaf)}")
         self.trace_count += 1
         try:
             return self._evaluate(entry, leaves, batching=True)
