@@ -73,7 +73,13 @@ class Monitor:
 
 
 def _finite(*values):
-    return all(np.all(np.isfinite(v)) for v in values)
+    for v in values:
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                return False
+        elif not np.isfinite(v).all():
+            return False
+    return True
 
 
 def _nonfinite_stop(x, f, g, k, what):
