@@ -157,7 +157,7 @@ def _serial_of(v):
 
 def _describe(v):
     if isinstance(v, _JClosure):
-        return f"function {v.name}"
+        return f"function {_closure_name(v)}"
     if isinstance(v, ConstructorValue):
         return f"constructor {v.constructor.name_hint}"
     if isinstance(v, _JRef):
@@ -189,19 +189,20 @@ class _Unsplit(Exception):
         self.union = union
 
 
-_free_var_cache: dict = {}
-_free_var_lock = threading.Lock()
-
-
-def _captured(func):
-    key = id(func)
-    hit = _free_var_cache.get(key)
+def _captured(func, cache):
+    """The free variables of `func` (what a closure of it captures), cached per compiled program."""
+    hit = cache.get(id(func))
     if hit is not None and hit[0] is func:
         return hit[1]
     fvs = free_vars(func)
-    with _free_var_lock:
-        _free_var_cache[key] = (func, fvs)
+    cache[id(func)] = (func, fvs)
     return fvs
+
+
+def _closure_name(closure):
+    if closure.name is None:
+        closure.name = _short_text(closure.func, 60)
+    return closure.name
 
 
 class TraceEvaluator:
@@ -211,12 +212,14 @@ class TraceEvaluator:
     in a call; `call(callee, args)` runs the trampoline to a value.
     """
 
-    def __init__(self, mod, batching=True):
+    def __init__(self, mod, batching=True, captured=None):
         self.mod = mod
         self.batching = batching
+        self.captured = {} if captured is None else captured   # Function id -> free variables
         self.frames: list[_Frame] = []       # one per alternative being probed
         self.join_depth = 0
-        self.active: dict[str, int] = {}     # function name -> activations inside joins
+        self.active: dict = {}               # Function -> its activations inside joins
+        self.names: dict = {}                # Function -> a closure of it (for its name)
         self.globals: dict[str, _JClosure] = {}
         self._dispatch = {}
         self._batch_plans: dict = {}
@@ -248,22 +251,23 @@ class TraceEvaluator:
         if isinstance(callee, _JClosure):
             func = callee.func
             if len(args) != len(func.params):
-                raise CompileError(f"{callee.name} takes {len(func.params)} argument(s), got "
+                raise CompileError(f"{_closure_name(callee)} takes {len(func.params)} argument(s), got "
                                    f"{len(args)}")
             env = dict(callee.env)
             for p, a in zip(func.params, args):
                 env[p] = a
             if not self.join_depth:
                 return self.eval(func.body, env, True)
-            name = callee.name
-            count = self.active.get(name, 0) + 1
+            count = self.active.get(func, 0) + 1
             if count > MAX_ACTIVATIONS_UNDER_JOIN:
-                raise self._unbounded(name)
-            self.active[name] = count
+                raise self._unbounded(_closure_name(callee))
+            if count == 1:
+                self.names[func] = callee
+            self.active[func] = count
             try:
                 return self.eval(func.body, env, True)
             finally:
-                self.active[name] -= 1
+                self.active[func] -= 1
         if isinstance(callee, _JUnion):
             return self.switch(callee.index,
                                [lambda stop, alt=alt: self.finish(self.enter(alt, args), stop)
@@ -277,7 +281,11 @@ class TraceEvaluator:
 
     def _unbounded(self, name=None):
         if name is None:
-            name = max(self.active, key=self.active.get) if self.active else "the program"
+            if self.active:
+                func = max(self.active, key=self.active.get)
+                name = _closure_name(self.names[func])
+            else:
+                name = "the program"
         return CompileError(
             f"recursion in {name} does not terminate at trace time: how deep it goes depends on a "
             f"traced value (a condition on tensor data), so it cannot become one XLA program. Run "
@@ -422,12 +430,12 @@ class TraceEvaluator:
 
     def visit_Function(self, e, env, tail, name=None):
         captured = {}
-        for v in _captured(e):
+        for v in _captured(e, self.captured):
             try:
                 captured[v] = env[v]
             except KeyError:
                 raise CompileError(f"unbound variable %{v.name_hint} in {_short_text(e)}") from None
-        return _JClosure(e, captured, name or _short_text(e, 60), _next_serial())
+        return _JClosure(e, captured, name, _next_serial())   # name: None = its text, lazily
 
     def visit_Op(self, e, env, tail):
         return _JPrimFn(e)
@@ -473,10 +481,10 @@ class TraceEvaluator:
         while isinstance(e, Let):           # a loop down the chain, never recursion
             value = e.value
             if isinstance(value, Function):
-                if any(v is e.var for v in _captured(value)):    # let rec
+                if any(v is e.var for v in _captured(value, self.captured)):    # let rec
                     closure = _JClosure(value, {}, "%" + e.var.name_hint, _next_serial())
                     env[e.var] = closure
-                    for v in _captured(value):
+                    for v in _captured(value, self.captured):
                         closure.env[v] = env[v] if v in env else None
                         if v not in env:
                             raise CompileError(f"unbound variable %{v.name_hint} in "
@@ -1150,6 +1158,7 @@ class JaxFunction:
                                "closed function")
         self.uses_x64 = _program_uses64(mod)
         self.trace_count = 0
+        self._captured: dict = {}        # free variables per Function, shared by the traces
         self._cache: dict = {}
         self._lock = threading.Lock()
         tensor_params = all(isinstance(t, TensorType) for t in self.param_types)
@@ -1317,7 +1326,7 @@ class JaxFunction:
             return self._evaluate(entry, leaves, batching=False)
 
     def _evaluate(self, entry, leaves, batching):
-        ev = TraceEvaluator(self.mod, batching=batching)
+        ev = TraceEvaluator(self.mod, batching=batching, captured=self._captured)
         refs = []
         args = [_build_arg(t, leaves, refs) for t in entry.tree]
         initial = [r.value for r in refs]
