@@ -44,7 +44,10 @@ class ScopeBuilder:
             var = Var(var)
         elif not isinstance(var, Var):
             raise RelayishError(f"sb.let takes a name, (name, type) or Var, got {var!r}")
-        self._scope.bindings.append((var, as_expr(value)))
+        value = as_expr(value)
+        if var.type_annotation is None and var._value_hint is None:
+            var._value_hint = value      # so `var > 1.0` gets value's dtype
+        self._scope.bindings.append((var, value))
         return var
 
     def ret(self, value):

@@ -105,7 +105,12 @@ def dtype_hint(expr, depth=8):
             return t.dtype
         if isinstance(expr, Var):
             t = expr.type_annotation
-            return t.dtype if isinstance(t, TensorType) else None
+            if isinstance(t, TensorType):
+                return t.dtype
+            if t is None and expr._value_hint is not None:
+                expr = expr._value_hint
+                continue
+            return None
         if isinstance(expr, Constant):
             return expr.data.dtype.name
         if isinstance(expr, Tuple) and expr.fields:     # concatenate/stack((a, ...)): a's dtype
@@ -176,6 +181,8 @@ class Var(Expr):
     name_hint: str
     type_annotation: Type | None = None
     _checked_type: Type | None = field(default=None, init=False)
+    # the value a builder bound it to: only a dtype hint for Python scalars (`y > 1.0`)
+    _value_hint: Expr | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)

@@ -11,6 +11,9 @@ Python scalars become constants with the dtype of the other tensor argument:
 # ruff: noqa: A001 - sum/max/min/abs mirror numpy's names on purpose
 from __future__ import annotations
 
+import functools
+import inspect
+
 import numpy as np
 
 from relayish.errors import RelayishError
@@ -193,3 +196,23 @@ def strided_slice(x, begin, end):
 def slice_scatter(g, like, begin, end):
     """Zeros shaped like `like` with g written at [begin:end] (the gradient of strided_slice)."""
     return _call("slice_scatter", g, like, begin=begin, end=end)
+
+
+# ---- a wrong call of an op function is a relayish error, not a bare TypeError --------------
+def _with_checked_arguments(fn):
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise RelayishError(f"rl.{fn.__name__}{signature}: {error}") from None
+        return fn(*args, **kwargs)
+    return checked
+
+
+for _name, _fn in list(globals().items()):
+    if inspect.isfunction(_fn) and not _name.startswith("_") and _fn.__module__ == __name__:
+        globals()[_name] = _with_checked_arguments(_fn)
+del _name, _fn

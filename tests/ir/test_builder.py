@@ -140,3 +140,16 @@ def test_let_with_a_non_type_annotation_is_an_error():
         sb.let(("y", "float32"), rl.const(1.0))
     with pytest.raises(rl.RelayishError):
         sb.let(3, rl.const(1.0))
+
+
+def test_python_scalars_take_the_dtype_of_a_let_bound_value():
+    x = rl.var("x", dtype="float64")
+    sb = rl.ScopeBuilder()
+    y = sb.let("y", x * x)
+    with sb.if_scope(y > 1.0):
+        sb.ret(y)
+    with sb.else_scope():
+        sb.ret(y * 2.0)
+    f = rl.Function([x], sb.get())
+    assert rl.typeof(f).ret_type == rl.TensorType((), "float64")
+    assert float(rl.evaluate(f, 0.5)) == 0.5

@@ -95,3 +95,11 @@ def test_where_scalars_take_the_dtype_of_the_other_branch():
     assert infer(rl.where(x > 0.0, x, 0.0)) == [T((3,), "float64")]
     assert infer(rl.where(x > 0.0, 1.0, x)) == [T((3,), "float64")]
     assert rl.where(True, 1.0, 2.0).args[0].data.dtype == np.bool_
+
+
+def test_wrong_arguments_to_an_op_function_are_relayish_errors():
+    x = rl.var("x")
+    with pytest.raises(rl.RelayishError, match="missing a required argument"):
+        rl.add(x)
+    with pytest.raises(rl.RelayishError, match="unexpected keyword"):
+        rl.sum(x, axs=0)
