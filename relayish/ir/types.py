@@ -14,11 +14,14 @@ from relayish.errors import RelayishError
 DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
           "float16", "float32", "float64")
 FLOAT_DTYPES = ("float16", "float32", "float64")
+_CANONICAL = frozenset(DTYPES)
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
 def normalize_dtype(dtype) -> str:
     """'float' -> 'float32', np.float64 -> 'float64'; anything unknown is a RelayishError."""
+    if type(dtype) is str and dtype in _CANONICAL:    # the common case, and the fast one
+        return dtype
     # only the strings: np.dtype("float64") == "float" is True in numpy
     if isinstance(dtype, str) and dtype == "float":
         return "float32"
