@@ -588,6 +588,11 @@ class TraceEvaluator:
                 raise _Restart()
             return value
         if isinstance(ref, _JUnion):
+            contents = _tensor_contents(ref)
+            if contents is not None:             # tensors only: a select, no switch needed
+                for alt in ref.alts:
+                    self.read(alt)               # (notes the reads for batching)
+                return _select_tree(ref.index, contents)
             return self.switch(ref.index, [lambda s, a=a: self.read(a) for a in ref.alts])
         raise CompileError(f"cannot read a {_describe(ref)} as a reference")
 
@@ -600,6 +605,13 @@ class TraceEvaluator:
             ref.value = value
             return
         if isinstance(ref, _JUnion):
+            contents = _tensor_contents(ref)
+            if contents is not None and _same_tree_type(value, contents[0]):
+                import jax.numpy as jnp
+                for i, alt in enumerate(ref.alts):   # the chosen one gets value, others keep theirs
+                    chosen = (ref.index == i).astype(jnp.int32)
+                    self.write(alt, _select_tree(chosen, [alt.value, value]))
+                return
             self.switch(ref.index, [lambda s, a=a: self.write(a, value) or () for a in ref.alts])
             return
         raise CompileError(f"cannot write to a {_describe(ref)} as a reference")
@@ -777,6 +789,32 @@ def _is_tensor_tree(v):
     if isinstance(v, tuple):
         return all(_is_tensor_tree(x) for x in v)
     return _is_tensor(v)
+
+
+def _tensor_contents(union):
+    """The contents of a union of references when they are tensor trees of one type (else None)."""
+    if not _is_traced(union.index) or not all(isinstance(a, _JRef) for a in union.alts):
+        return None
+    contents = [a.value for a in union.alts]
+    if not all(_is_tensor_tree(c) and _same_tree_type(c, contents[0]) for c in contents):
+        return None
+    return contents
+
+
+def _same_tree_type(a, b):
+    if isinstance(a, tuple):
+        return isinstance(b, tuple) and len(a) == len(b) and \
+            all(_same_tree_type(x, y) for x, y in zip(a, b))
+    return _is_tensor(a) and _is_tensor(b) and tuple(np.shape(a)) == tuple(np.shape(b)) and \
+        np.dtype(a.dtype) == np.dtype(b.dtype)
+
+
+def _select_tree(index, cases):
+    """lax.select_n over tensor trees of one type: cases[index]."""
+    from jax import lax
+    if isinstance(cases[0], tuple):
+        return tuple(_select_tree(index, [c[k] for c in cases]) for k in range(len(cases[0])))
+    return lax.select_n(index, *cases)
 
 
 class _Probe:
