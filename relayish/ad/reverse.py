@@ -615,6 +615,8 @@ class ReverseAD:
         return self.emit(RefWrite(ref, self.lift(e.value)), "u")
 
     def visit_Constructor(self, e):
+        if not e.inputs:     # a bare nullary constructor (`Nil`) is a value, as in the checker
+            return self.emit(Call(self.types.ctor(e), []), "adt")
         # a constructor used as a function value: eta-expand so that it takes a bp like any
         # lifted function
         twin = self.types.ctor(e)
