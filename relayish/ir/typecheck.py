@@ -445,7 +445,9 @@ class TypeChecker(ExprFunctor):
         t = self.global_types.get(e.name_hint)
         if t is None:
             if self.mod is None:
-                raise TypeCheckError(f"unknown global {_text(e)}: no module was given to resolve it")
+                raise TypeCheckError(f"unknown global {_text(e)}: no module was given to resolve it "
+                                     "(pass it: rl.typeof(expr, mod), or check the module first "
+                                     "with rl.infer_type(mod))")
             known = ", ".join("@" + name for name in self.global_types) or "none"
             raise TypeCheckError(f"unknown global {_text(e)}: the module has no such function "
                                  f"(it has: {known})")
