@@ -36,12 +36,14 @@ import numpy as np
 
 from relayish.errors import EvaluationError, RelayishError, TypeCheckError
 from relayish.ir.expr import (Call, Constant, Constructor, Expr, Function, If, Let, Match,
-                              PatternConstructor, PatternTuple, PatternVar, PatternWildcard, Var)
+                              PatternConstructor, PatternTuple, PatternVar, PatternWildcard,
+                              RefRead, Var)
 from relayish.ir.module import Module
 from relayish.ir.op import Op
 from relayish.ir.types import (DTYPES, FuncType, RefType, TensorType, TupleType, TypeCall,
                                TypeVar, substitute)
 from relayish.ir.visitor import ExprFunctor, free_vars, run_deep
+from relayish.ops._common import numpy_fast_impl, static_type
 from relayish.backend.values import Closure, ConstructorValue, RefValue
 
 __all__ = ["evaluate", "InterpreterClosure"]
@@ -288,6 +290,9 @@ def _op_step(node, dst, srcs):
     xp = np
     t = getattr(node, "_checked_type", None)
     never_scalar = isinstance(t, TensorType) and len(t.shape) >= 1   # numpy gives an ndarray
+    fast = numpy_fast_impl(op, attrs, t if isinstance(t, TensorType) else None)
+    if fast is not None:
+        return _fast_op_step(node, fast, dst, srcs, never_scalar)
     if not attrs and len(srcs) == 2 and never_scalar:
         a, b = srcs
 
@@ -343,6 +348,60 @@ def _op_step(node, dst, srcs):
     return step
 
 
+def _fast_op_step(node, fn, dst, srcs, never_scalar):
+    """An op step calling the op's direct numpy function (relayish.ops._common.numpy_fast):
+    `s[dst] = fn(s[a], s[b])`, no impl wrapper, no attrs to pass."""
+    n = len(srcs)
+    if n == 2 and never_scalar:
+        a, b = srcs
+
+        def step(s):
+            try:
+                s[dst] = fn(s[a], s[b])
+            except Exception as exc:  # noqa: BLE001 - reported with the call's text
+                raise _op_failure(node, exc) from exc
+    elif n == 1 and never_scalar:
+        a, = srcs
+
+        def step(s):
+            try:
+                s[dst] = fn(s[a])
+            except Exception as exc:  # noqa: BLE001
+                raise _op_failure(node, exc) from exc
+    elif n == 0 and never_scalar:
+        def step(s):
+            s[dst] = fn()
+    elif n == 2:
+        a, b = srcs
+
+        def step(s):
+            try:
+                r = fn(s[a], s[b])
+            except Exception as exc:  # noqa: BLE001
+                raise _op_failure(node, exc) from exc
+            s[dst] = r if r.__class__ is _ndarray else _fix_scalar(r)
+    elif n == 1:
+        a, = srcs
+
+        def step(s):
+            try:
+                r = fn(s[a])
+            except Exception as exc:  # noqa: BLE001
+                raise _op_failure(node, exc) from exc
+            s[dst] = r if r.__class__ is _ndarray else _fix_scalar(r)
+    else:
+        gather = itemgetter(*srcs) if n >= 2 else (lambda s: ())
+        multi = n >= 2
+
+        def step(s):
+            try:
+                r = fn(*gather(s)) if multi else fn()
+            except Exception as exc:  # noqa: BLE001
+                raise _op_failure(node, exc) from exc
+            s[dst] = r if r.__class__ is _ndarray else _fix_scalar(r)
+    return step
+
+
 def _guard(node, what):
     """An EvaluationError for a fault of a non-op step (only ill-typed programs get here)."""
     def fail(exc):
@@ -390,14 +449,34 @@ def _ref_create_step(dst, src):
     return step
 
 
+# Shared zero tensors stored by `ref(zeros(shape, dtype))` steps, one per (shape, dtype), made
+# read-only. Reading such a reference gives a fresh copy, so the shared array never reaches a
+# program's results; an accumulation `r := !r + g` into it (g of the result's type) stores g.
+_SHARED_ZEROS = {}
+_SHARED_ZERO_IDS = set()
+
+
+def _shared_zeros(shape, dtype):
+    key = (tuple(shape), str(dtype))
+    z = _SHARED_ZEROS.get(key)
+    if z is None:
+        z = np.zeros(key[0], dtype=key[1])
+        z.flags.writeable = False
+        _SHARED_ZEROS[key] = z
+        _SHARED_ZERO_IDS.add(id(z))
+    return z
+
+
 def _ref_read_step(node, dst, src):
     fail = _guard(node, "reading a reference")
+    shared = _SHARED_ZERO_IDS
 
     def step(s):
         try:
-            s[dst] = s[src].value
+            v = s[src].value
         except Exception as exc:  # noqa: BLE001
             raise fail(exc) from exc
+        s[dst] = v.copy() if id(v) in shared else v
     return step
 
 
@@ -409,6 +488,29 @@ def _ref_write_step(node, dst, ref, src):
         if r.__class__ is not RefValue:
             raise fail(TypeError(f"{_value_type_text(r)} is not a reference"))
         r.value = s[src]
+        s[dst] = ()
+    return step
+
+
+def _accumulate_step(node, add_node, dst, ref, src, add, never_scalar, overwrite):
+    """`overwrite`: g has the type of the sum, so adding it to a shared zero tensor is g."""
+    fail = _guard(node, "writing a reference")
+    shared = _SHARED_ZERO_IDS
+
+    def step(s):
+        r = s[ref]
+        if r.__class__ is not RefValue:
+            raise fail(TypeError(f"{_value_type_text(r)} is not a reference"))
+        cur = r.value
+        if overwrite and id(cur) in shared:
+            r.value = s[src]
+            s[dst] = ()
+            return
+        try:
+            v = add(cur, s[src])
+        except Exception as exc:  # noqa: BLE001 - reported with the call's text
+            raise _op_failure(add_node, exc) from exc
+        r.value = v if never_scalar or v.__class__ is _ndarray else _fix_scalar(v)
         s[dst] = ()
     return step
 
@@ -811,6 +913,15 @@ class _FunctionCompiler(ExprFunctor):
         return dst
 
     def visit_RefCreate(self, e):
+        v = e.value
+        if (isinstance(v, Call) and isinstance(v.op, Op) and v.op.name == "zeros" and not v.args
+                and numpy_fast_impl(v.op, v.attrs) is not None):
+            # `ref(zeros(..))` (reverse AD's fresh gradient references): the shared read-only
+            # zero tensor, so that the first accumulation into it can be a plain write
+            dst = self.new_slot()
+            self.emit(_ref_create_step(dst, self.atom_slot(
+                e, _shared_zeros(v.attrs["shape"], v.attrs["dtype"]))))
+            return dst
         src = self.visit(e.value)
         dst = self.new_slot()
         self.emit(_ref_create_step(dst, src))
@@ -823,10 +934,38 @@ class _FunctionCompiler(ExprFunctor):
         return dst
 
     def visit_RefWrite(self, e):
+        step = self.accumulate_step(e)
+        if step is not None:
+            return step
         ref = self.visit(e.ref)
         src = self.visit(e.value)
         dst = self.new_slot()
         self.emit(_ref_write_step(e, dst, ref, src))
+        return dst
+
+    def accumulate_step(self, e):
+        """`r := !r + g` (reverse AD's gradient accumulation) with `r` and `g` variables or
+        constants: one step instead of a read, an add and a write. None for anything else."""
+        v = e.value
+        if not (isinstance(v, Call) and isinstance(v.op, Op) and v.op.name == "add"
+                and len(v.args) == 2 and isinstance(v.args[0], RefRead)
+                and isinstance(v.args[1], (Var, Constant))):
+            return None
+        ref_expr = e.ref
+        if not (isinstance(ref_expr, Var) and v.args[0].ref is ref_expr):
+            return None
+        t = getattr(v, "_checked_type", None)
+        add = numpy_fast_impl(v.op, v.attrs, t if isinstance(t, TensorType) else None)
+        if add is None:
+            return None
+        ref = self.visit(ref_expr)
+        src = self.visit(v.args[1])
+        dst = self.new_slot()
+        tg = static_type(v.args[1])
+        overwrite = (isinstance(t, TensorType) and isinstance(tg, TensorType)
+                     and tg.shape == t.shape and tg.dtype == t.dtype)
+        self.emit(_accumulate_step(e, v, dst, ref, src, add,
+                                   isinstance(t, TensorType) and len(t.shape) >= 1, overwrite))
         return dst
 
     def visit_default(self, node):

@@ -5,3 +5,6 @@ reduce (sum, mean, max, min), shape (transpose, reshape, broadcasting, concatena
 take and their internal helpers), nn (matmul, softmax, log_softmax). api.py builds calls.
 """
 from relayish.ops import compare, elementwise, nn, reduce, shape  # noqa: F401
+from relayish.ops._common import _register_numpy_fast
+
+_register_numpy_fast()

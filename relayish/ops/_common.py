@@ -229,3 +229,86 @@ def scalar_like(value, expr):
         return const(value, dtype=t.dtype)
     from relayish.ops import api
     return api.full_like(expr, fill_value=value)
+
+
+# ---- numpy fast paths (the interpreter) --------------------------------------------------------
+
+_NUMPY_FAST = {}    # op name -> (the registered impl it stands for, factory)
+
+
+def numpy_fast(name, factory):
+    """Register a direct numpy implementation of the (already registered) op `name` for the
+    interpreter: `factory(attrs, out_type) -> fn(*arrays)` or None where it does not apply
+    (out_type: the call's inferred type, or None). `fn` skips the generic `impl(xp, ...)` wrapper
+    and `as_array`; it may return a numpy scalar for a 0-d result (the interpreter converts those).
+    It is used only while the op's impl is the one registered now (a user replacing the impl
+    turns it off)."""
+    from relayish.ir.op import get_op
+    _NUMPY_FAST[name] = (get_op(name).impl, factory)
+
+
+def numpy_fast_impl(op, attrs, out_type=None):
+    """The direct numpy function for a call of `op` with `attrs`, or None."""
+    entry = _NUMPY_FAST.get(op.name)
+    if entry is None or entry[0] is not op.impl:
+        return None
+    return entry[1](attrs, out_type)
+
+
+def _known_shape(t):
+    return t.shape if isinstance(t, TensorType) else None
+
+
+def _fixed(fn):
+    """A factory ignoring attrs: numpy_fast("add", _fixed(np.add))."""
+    return lambda attrs, out_type: fn
+
+
+def _register_numpy_fast():
+    for name in ("add", "subtract", "multiply", "maximum", "minimum", "negative", "exp", "log",
+                 "sin", "cos", "tan", "tanh", "sqrt", "matmul", "zeros_like", "ones_like"):
+        numpy_fast(name, _fixed(getattr(np, name)))
+    numpy_fast("abs", _fixed(np.absolute))
+
+    def reshape_to_type(attrs, t):
+        shape = _known_shape(t)
+        return None if shape is None else (lambda x, *like: x.reshape(shape))
+    for name in ("expand_dims", "reshape_like", "reshape"):
+        numpy_fast(name, reshape_to_type)
+
+    def transpose(attrs, t):
+        axes = attrs["axes"]
+        return (lambda x: x.transpose()) if axes is None else (lambda x: x.transpose(axes))
+    numpy_fast("transpose", transpose)
+
+    def concatenate(attrs, t):
+        axis, cat = attrs["axis"], np.concatenate
+        return lambda fields: cat(fields, axis)
+    numpy_fast("concatenate", concatenate)
+
+    def strided_slice(attrs, t):
+        index = tuple(slice(b, e) for b, e in zip(attrs["begin"], attrs["end"]))
+        return lambda x: x[index]
+    numpy_fast("strided_slice", strided_slice)
+
+    def filled(fill):
+        def factory(attrs, t):
+            shape, dtype = attrs["shape"], np.dtype(attrs["dtype"])
+            return lambda: fill(shape, dtype)
+        return factory
+    numpy_fast("zeros", filled(np.zeros))
+    numpy_fast("ones", filled(np.ones))
+
+    def broadcast_to_like(attrs, t):
+        shape = _known_shape(t)
+        if shape is None:
+            return None
+        # a writable copy, as the registered impl makes
+        return lambda x, like: np.broadcast_to(x, shape).copy()
+    numpy_fast("broadcast_to_like", broadcast_to_like)
+
+    def total(attrs, t):
+        if attrs["axis"] is not None or attrs["keepdims"]:
+            return None
+        return lambda x: x.sum(dtype=x.dtype)
+    numpy_fast("sum", total)

@@ -16,7 +16,7 @@ from relayish.ir.op import register_gradient, register_op, register_tangent
 from relayish.ir.types import FLOAT_DTYPES, TensorType
 from relayish.ops import api
 from relayish.ops._common import (NUMERIC, as_array, broadcast_shapes, canon_dtype, canon_float,
-                                  canon_ints, normalizer, require_dtype, same_dtype,
+                                  canon_ints, normalizer, require_dtype, same_dtype, scalar_like,
                                   static_type, tensor_arg, tensor_args)
 
 
@@ -299,7 +299,7 @@ register_op("tanh", 1, type_rule=unary_rule("tanh"),
 
 @elementwise_derivative("tanh")
 def tanh_grad(orig, v):
-    return v * (api.ones_like(orig) - orig * orig)
+    return v * (scalar_like(1.0, orig) - orig * orig)
 
 
 def _sigmoid_impl(xp, x):

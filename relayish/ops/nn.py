@@ -1,7 +1,8 @@
 """Neural-network operators: matmul (numpy semantics: 1-D, 2-D, batched with broadcasting),
 softmax and log_softmax along one axis.
 
-The matmul gradient promotes 1-D operands to matrices (expand_dims), multiplies by the other
+The matmul gradient of operands of rank <= 2 is one op per input (an outer product is a
+broadcast multiply). With batch axes it promotes 1-D operands to matrices (expand_dims), multiplies by the other
 operand with its last two axes swapped, sums broadcast batch axes away (collapse_sum_like) and
 reshapes back; it reads the operands' ranks from their inferred types.
 """
@@ -53,6 +54,8 @@ def _swap_last(e, ndim):
 def matmul_grad(orig, g):
     x, y = orig.args
     tx, ty = need_type(x, "matmul gradient"), need_type(y, "matmul gradient")
+    if tx.ndim <= 2 and ty.ndim <= 2:
+        return _matmul_grad_small(x, y, tx.ndim, ty.ndim, g)
     x2 = api.expand_dims(x, 0) if tx.ndim == 1 else x
     y2 = api.expand_dims(y, -1) if ty.ndim == 1 else y
     xs = (1,) + tx.shape if tx.ndim == 1 else tx.shape
@@ -71,6 +74,22 @@ def matmul_grad(orig, g):
     if ty.ndim == 1:
         dy = api.reshape_like(dy, y)
     return [dx, dy]
+
+
+def _matmul_grad_small(x, y, nx, ny, g):
+    """Operands of rank 1 or 2 (no batch axes): one op per input, an outer product as a
+    broadcast multiply.
+
+    (m,n) @ (n,): dx = g[:, None] * y, dy = g @ x      (n,) @ (n,k): dx = y @ g, dy = x[:, None] * g
+    (n,) @ (n,):  dx = g * y, dy = g * x (g is 0-d)     (m,n) @ (n,k): dx = g @ y^T, dy = x^T @ g
+    """
+    if nx == 2 and ny == 1:
+        return [api.expand_dims(g, -1) * y, api.matmul(g, x)]
+    if nx == 1 and ny == 2:
+        return [api.matmul(y, g), api.expand_dims(x, -1) * g]
+    if nx == 1 and ny == 1:
+        return [g * y, g * x]
+    return [api.matmul(g, _swap_last(y, 2)), api.matmul(_swap_last(x, 2), g)]
 
 
 @register_tangent("matmul")

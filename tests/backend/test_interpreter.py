@@ -666,3 +666,88 @@ def test_arbitrary_arguments_give_values_or_relayish_errors(which, value):
         assert rl.evaluate(f, value) == ()
     except rl.RelayishError as exc:
         assert "%p" in str(exc)
+
+
+# ---- fast paths: direct numpy calls, fused accumulation, shared zero references --------------
+
+def test_accumulation_into_fresh_zero_reference_broadcasts_and_adds():
+    # `r := !r + g` into ref(zeros(..)): a plain write where g has the sum's type, a real
+    # (broadcasting) add otherwise, and later accumulations add
+    g, s = f64("g", (3,)), f64("s")
+    r, q = rl.Var("r"), rl.Var("q")
+    sb = rl.ScopeBuilder()
+    sb.let(r, rl.RefCreate(rl.zeros((3,), "float64")))
+    sb.let(q, rl.RefCreate(rl.zeros((3,), "float64")))
+    sb.let("u", rl.RefWrite(r, rl.RefRead(r) + g))
+    sb.let("u", rl.RefWrite(r, rl.RefRead(r) + g))
+    sb.let("u", rl.RefWrite(q, rl.RefRead(q) + s))          # scalar into a vector: broadcast
+    sb.ret(rl.Tuple([rl.RefRead(r), rl.RefRead(q)]))
+    f = rl.Function([g, s], sb.get())
+    a = np.array([1.0, -2.0, 0.5])
+    for _ in range(2):                                       # the shared zeros stay zero
+        out_r, out_q = rl.evaluate(f, a, 3.0)
+        np.testing.assert_array_equal(out_r, 2 * a)
+        np.testing.assert_array_equal(out_q, [3.0, 3.0, 3.0])
+        assert out_q.flags.writeable and out_r.flags.writeable
+
+
+def test_untouched_zero_reference_reads_as_a_fresh_writable_array():
+    r = rl.Var("r")
+    f = rl.Function([], rl.Let(r, rl.RefCreate(rl.zeros((2,), "float64")), rl.RefRead(r)))
+    a = rl.evaluate(f)
+    a += 5.0                                   # the caller's array, not the shared zeros
+    b = rl.evaluate(f)
+    np.testing.assert_array_equal(b, [0.0, 0.0])
+    assert b is not a
+
+
+def test_gradient_of_unused_input_is_a_fresh_zero_array():
+    x, y = f64("x", (2,)), f64("y", (2,))
+    gx, gy = rl.evaluate(rl.grad(rl.Function([x, y], rl.sum(x * x)), argnums=(0, 1)),
+                         np.ones(2), np.ones(2))
+    np.testing.assert_array_equal(gy, [0.0, 0.0])
+    gy += 1.0                                  # writable, and later runs still see zeros
+    _, gy2 = rl.evaluate(rl.grad(rl.Function([x, y], rl.sum(x * x)), argnums=(0, 1)),
+                         np.ones(2), np.ones(2))
+    np.testing.assert_array_equal(gy2, [0.0, 0.0])
+    np.testing.assert_array_equal(gx, [2.0, 2.0])
+
+
+def test_fast_op_path_reports_faults_with_the_call():
+    x = f64("x", (2, 3))
+    f = rl.Function([x], rl.matmul(x, x))      # ill-typed: inner dimensions 3 != 2
+    with pytest.raises(rl.RelayishError):
+        rl.evaluate(f, np.ones((2, 3)))
+
+
+def test_numpy_fast_path_follows_the_registered_impl():
+    from relayish.ir.op import get_op
+    from relayish.ops._common import numpy_fast_impl
+    op = get_op("tanh")
+    assert numpy_fast_impl(op, {}) is np.tanh
+    old = op.impl
+    try:
+        op.impl = lambda xp, v: xp.asarray(xp.tanh(v) + 1.0)   # a user replacing the impl
+        assert numpy_fast_impl(op, {}) is None
+        x = f64("x", (2,))
+        out = rl.evaluate(rl.Function([x], rl.tanh(x)), np.zeros(2))
+        np.testing.assert_array_equal(out, [1.0, 1.0])
+    finally:
+        op.impl = old
+
+
+def test_fast_ops_match_the_registered_impls():
+    from relayish.ir.op import get_op
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=(3, 4)), rng.normal(size=(4,))
+    x, y = f64("x", (3, 4)), f64("y", (4,))
+    cases = [rl.concatenate([y, y], axis=0), rl.matmul(x, y), rl.transpose(x),
+             rl.op.expand_dims(y, axis=-1), rl.op.strided_slice(x, (1, 0), (3, 2)),
+             rl.sum(x), rl.op.broadcast_to_like(y, x), rl.abs(x) - rl.negative(x)]
+    for e in cases:
+        f = rl.Function([x, y], e)
+        got = rl.evaluate(f, a, b)
+        ref = get_op(e.op.name).impl(np, *[rl.evaluate(rl.Function([x, y], arg), a, b)
+                                            for arg in e.args], **e.attrs)
+        np.testing.assert_array_equal(got, ref)
+        assert type(got) is np.ndarray and got.dtype == np.float64
