@@ -22,6 +22,7 @@ import sys
 import numpy as np
 
 from relayish.errors import ParseError, RelayishError
+from relayish.ir.text.parser import source_position
 
 EXIT_ERROR = 1
 EXIT_NOT_CONVERGED = 3
@@ -84,6 +85,9 @@ def main(argv=None):
         _report(args.file, e.message, e.line, e.column, e.source_line, e.column)
     except RelayishError as e:
         line, column = getattr(e, "line", None), getattr(e, "column", None)
+        where = source_position(getattr(e, "node", None)) if line is None else None
+        if where is not None:
+            _, line, column = where
         _report(args.file, str(e), line, column)
     except CommandError as e:
         _report(args.file, str(e))

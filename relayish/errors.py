@@ -25,7 +25,12 @@ class ParseError(RelayishError):
 
 
 class TypeCheckError(RelayishError):
-    """An ill-typed program: names the offending expression with its text."""
+    """An ill-typed program: names the offending expression with its text.
+
+    `.node` is that expression when known (the command line turns it into file:line:column).
+    """
+
+    node = None
 
 
 class EvaluationError(RelayishError):

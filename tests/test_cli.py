@@ -174,3 +174,14 @@ def test_usage_without_command(capsys):
     with pytest.raises(SystemExit) as exc:
         main([])
     assert exc.value.code == 2
+
+
+def test_type_error_points_at_the_line_and_column(capsys, program):
+    path = program("def @main(%x: Tensor[(3), float32]) {\n"
+                   "  let %y = %x * 2f;\n"
+                   "  let %z = sum(%y, axis=3);\n"
+                   "  %z\n"
+                   "}\n")
+    code, _, err = run_main(capsys, "check", path)
+    assert code == 1
+    assert err.startswith(f"{path}:3:12: sum: axis 3 is out of range")

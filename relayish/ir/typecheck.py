@@ -425,7 +425,12 @@ class TypeChecker(ExprFunctor):
             return self.constructor_value(expr)
         if not isinstance(expr, Expr):
             raise TypeCheckError(f"expected an expression, got {type(expr).__name__}: {expr!r}")
-        return super().visit(expr)
+        try:
+            return super().visit(expr)
+        except TypeCheckError as error:
+            if getattr(error, "node", None) is None:
+                error.node = expr       # the innermost expression being checked, for positions
+            raise
 
     def visit_default(self, node):
         raise TypeCheckError(f"cannot type-check a {type(node).__name__} node: {_text(node)}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import json
 import re
+import weakref
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, Glo
                               Var)
 from relayish.ir.types import (DTYPES, FLOAT_DTYPES, FuncType, GlobalTypeVar, RefType, TensorType,
                                TupleType, TypeCall, TypeData, TypeVar)
+from relayish.ir.op import Op
 from relayish.ir.text.lexer import Source, tokenize
 from relayish.ir.text.literals import (DTYPE_OF_SUFFIX, SPECIAL_FLOAT, float_value, int_value,
                                        is_special_element)
@@ -64,6 +66,25 @@ def parse_expr(text, filename=None, mod=None, free_vars=None):
     """
     from relayish.ir.visitor import run_deep
     return run_deep(_run, text, filename, lambda p: p.single_expr(), mod, free_vars)
+
+
+# where each parsed expression starts: node -> (Source, offset). Weak, so it never keeps a
+# program alive; read through source_position for error messages that point into the text.
+_POSITIONS = weakref.WeakKeyDictionary()
+_SHARED_NODES = (Var, GlobalVar, Constructor, Op)
+
+
+def source_position(node):
+    """(filename, line, column) where the parsed expression `node` starts, or None."""
+    try:
+        where = _POSITIONS.get(node)
+    except TypeError:
+        return None
+    if where is None:
+        return None
+    source, offset = where
+    error = source.error("", offset)
+    return source.filename, error.line, error.column
 
 
 def _run(text, filename, what, mod=None, free_vars=None):
@@ -464,7 +485,9 @@ class _Parser:
 
     def expr(self, min_prec=1):
         self.enter()
+        start = self.tok
         lhs = self.unary()
+        self.mark(lhs, start)
         while True:
             tok = self.tok
             info = BINARY.get(tok[1]) if tok[0] == "punct" else None
@@ -474,8 +497,16 @@ class _Parser:
             prec, name = info
             rhs = self.expr(prec + 1)
             lhs = RefWrite(lhs, rhs) if name is None else self.op_call(name, [lhs, rhs], {}, tok)
+            self.mark(lhs, start)
         self.depth -= 1
         return lhs
+
+    def mark(self, node, tok):
+        """Remember where `node` starts (the first mark wins: it is the innermost).
+
+        Binders, globals, constructors and ops are shared by many places: they get none."""
+        if not isinstance(node, _SHARED_NODES) and node not in _POSITIONS:
+            _POSITIONS[node] = (self.source, tok[2])
 
     def unary(self):
         tok = self.tok
