@@ -26,7 +26,7 @@ from relayish.ir.expr import (Clause, Constructor, Expr, Function, Let, PatternC
 from relayish.ir.module import Module
 from relayish.ir.op import Op
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, Type,
-                               TypeCall, TypeVar, substitute)
+                               TypeCall, TypeVar, substitute, walk_type)
 from relayish.ir.visitor import ExprFunctor, ExprVisitor, deep
 
 __all__ = ["infer_type", "typeof", "IncompleteType"]
@@ -75,21 +75,7 @@ def type_str(t) -> str:
 
 
 def _has_hole(t) -> bool:
-    stack = [t]
-    while stack:
-        t = stack.pop()
-        if isinstance(t, IncompleteType):
-            return True
-        if isinstance(t, TupleType):
-            stack.extend(t.fields)
-        elif isinstance(t, FuncType):
-            stack.extend(t.arg_types)
-            stack.append(t.ret_type)
-        elif isinstance(t, RefType):
-            stack.append(t.value)
-        elif isinstance(t, TypeCall):
-            stack.extend(t.args)
-    return False
+    return any(isinstance(s, IncompleteType) for s in walk_type(t))
 
 
 def _fallback_text(t) -> str:
@@ -257,21 +243,7 @@ class TypeChecker(ExprFunctor):
         self.subst[hole] = t
 
     def _occurs(self, hole, t) -> bool:
-        stack = [t]
-        while stack:
-            t = self.resolve(stack.pop())
-            if t is hole:
-                return True
-            if isinstance(t, TupleType):
-                stack.extend(t.fields)
-            elif isinstance(t, FuncType):
-                stack.extend(t.arg_types)
-                stack.append(t.ret_type)
-            elif isinstance(t, RefType):
-                stack.append(t.value)
-            elif isinstance(t, TypeCall):
-                stack.extend(t.args)
-        return False
+        return any(s is hole for s in walk_type(t, self.resolve))
 
     def expect(self, node, expected, actual, what=None):
         """unify(expected, actual), turning a mismatch into a TypeCheckError about `node`."""
@@ -393,9 +365,7 @@ class TypeChecker(ExprFunctor):
             raise TypeCheckError(f"the annotation of {_text(node)} is {t!r}, not a type")
         if self.mod is None:
             return
-        stack = [t]
-        while stack:
-            t = stack.pop()
+        for t in walk_type(t):
             if isinstance(t, TypeCall):
                 data = self.mod.type_definitions.get(t.func)
                 if data is None and self.checking_module:
@@ -405,19 +375,11 @@ class TypeChecker(ExprFunctor):
                     raise TypeCheckError(
                         f"type {t.func.name} takes {len(data.type_vars)} type argument(s), got "
                         f"{len(t.args)} in {type_str(t)}, in the annotation of {_text(node)}")
-                stack.extend(t.args)
             elif isinstance(t, GlobalTypeVar):
                 data = self.mod.type_definitions.get(t)
                 if data is not None and data.type_vars:
                     raise TypeCheckError(f"type {t.name} takes {len(data.type_vars)} type "
                                          f"argument(s), in the annotation of {_text(node)}")
-            elif isinstance(t, TupleType):
-                stack.extend(t.fields)
-            elif isinstance(t, FuncType):
-                stack.extend(t.arg_types)
-                stack.append(t.ret_type)
-            elif isinstance(t, RefType):
-                stack.append(t.value)
 
     # ---- visiting ----------------------------------------------------------------------------
     def visit(self, expr):

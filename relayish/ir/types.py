@@ -154,6 +154,34 @@ def scalar_type(dtype="float32") -> TensorType:
     return TensorType((), dtype)
 
 
+def type_components(t: Type) -> list:
+    """The types directly inside `t`: tuple fields, argument and result types, a ref's content,
+    a type call's arguments."""
+    if isinstance(t, TupleType):
+        return list(t.fields)
+    if isinstance(t, FuncType):
+        return [*t.arg_types, t.ret_type]
+    if isinstance(t, RefType):
+        return [t.value]
+    if isinstance(t, TypeCall):
+        return list(t.args)
+    return []
+
+
+def walk_type(t: Type, resolve=None):
+    """Every type inside `t`, `t` included, with an explicit stack (types can be deep).
+
+    `resolve` maps each visited type first (the type checker passes its union-find lookup).
+    """
+    stack = [t]
+    while stack:
+        t = stack.pop()
+        if resolve is not None:
+            t = resolve(t)
+        yield t
+        stack.extend(reversed(type_components(t)))
+
+
 def free_type_vars(t: Type) -> list:
     """The TypeVars in `t` that are not bound by an enclosing FuncType, in order of appearance."""
     out, bound, stack = [], set(), [(t, frozenset())]

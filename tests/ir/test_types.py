@@ -141,3 +141,16 @@ def test_type_text():
     assert str(rl.FuncType([f32], f32)) == "fn (float32) -> float32"
     assert str(rl.TupleType([f32, f32])) == "(float32, float32)"
     assert str(rl.TypeCall(rl.GlobalTypeVar("List"), [f32])) == "List[float32]"
+
+
+def test_walk_type_visits_every_component_without_recursion():
+    from relayish.ir.types import walk_type
+    scalar = rl.TensorType((), "float64")
+    deep = scalar
+    for _ in range(20_000):
+        deep = rl.TupleType([deep, rl.RefType(scalar)])
+    kinds = [type(t).__name__ for t in walk_type(deep)]
+    assert kinds.count("TupleType") == 20_000
+    assert kinds.count("RefType") == 20_000
+    f = rl.FuncType([scalar, rl.TypeVar("a")], rl.TupleType([]))
+    assert list(walk_type(f)) == [f, scalar, rl.TypeVar("a"), rl.TupleType([])]
