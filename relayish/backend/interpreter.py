@@ -587,9 +587,11 @@ def _compile_pattern(p, bind):
                                   f"sub-pattern(s) but the constructor has {len(ctor.inputs)} "
                                   f"field(s): {_text(p)}")
 
+        tag = ctor.tag
+
         def match_ctor(v, s):
             c = v.constructor
-            if c is not ctor and not _same_ctor(c, ctor):
+            if c is not ctor and (c.tag != tag or not _same_ctor(c, ctor)):
                 return False
             fields = v.fields
             for i, m in subs:
@@ -1150,8 +1152,10 @@ class _FieldTypes:
 def _conforms(value, ty, field_types):
     """Whether `value` is exactly a runtime value of `ty` (no conversion needed); iterative."""
     work = [(value, ty)]
+    known = field_types.by_id      # filled only for constructors already checked against t
+    pop, extend = work.pop, work.extend
     while work:
-        v, t = work.pop()
+        v, t = pop()
         cls = t.__class__
         if cls is TensorType:
             if not (v.__class__ is _ndarray and v.shape == t.shape
@@ -1161,12 +1165,15 @@ def _conforms(value, ty, field_types):
             if v.__class__ is not ConstructorValue:
                 return False
             ctor = v.constructor
-            if ctor.belong_to is None or ctor.belong_to.name != t.func.name:
+            types = known.get((ctor, id(t)))
+            if types is None:
+                if ctor.belong_to is None or ctor.belong_to.name != t.func.name:
+                    return False
+                types = field_types(ctor, t)
+            fields = v.fields
+            if len(fields) != len(types):
                 return False
-            types = field_types(ctor, t)
-            if len(v.fields) != len(types):
-                return False
-            work.extend(zip(v.fields, types))
+            extend(zip(fields, types))
         elif cls is TupleType:
             if v.__class__ is not tuple or len(v) != len(t.fields):
                 return False
