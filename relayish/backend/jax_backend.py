@@ -1179,6 +1179,7 @@ class JaxFunction:
 
     Attributes: `trace_count` (how many times the program was traced), `device`, `uses_x64`.
     `effects(*args)` says which parameters the program only reads and which references it writes.
+    `jax_function()` gives the pure jax function behind `run` (tensor parameters and results).
     """
 
     def __init__(self, mod, main, device="cpu"):
@@ -1294,6 +1295,44 @@ class JaxFunction:
             # donate the buffers of the references the program writes (XLA CPU cannot)
             entry.jitted = self._jit(entry, donate=entry.written_leaves)
             entry.jitted.trace(*leaves)
+
+    def jax_function(self):
+        """The compiled program as a pure jax function of its tensor arguments, for jax
+        transformations (jax.vmap, jax.jit, jax.grad) of the program as a whole.
+
+        `fn(*arrays)` takes one array per parameter (the parameters' shapes and dtypes) and
+        returns the result as jax arrays in nested tuples, the structure `run` returns. It is
+        the jitted function `run` calls (traced here once if `run` was not called yet), so
+        transforming it does not trace the relayish program again. When `uses_x64` is true the
+        caller must call or trace it inside `jax.enable_x64(True)` (as `run` does).
+        A CompileError when the program has a parameter that is not a tensor, or a result that
+        is not tensors and tuples of them (closures, ADT values, references).
+        """
+        if self._tensor_sig is None:
+            raise CompileError("jax_function() needs a function whose parameters are all "
+                               "tensors; this one takes " + ", ".join(
+                                   f"%{p.name_hint}: {_type_text(t)}"
+                                   for p, t in zip(self.params, self.param_types)
+                                   if not isinstance(t, TensorType)))
+        leaves = [np.zeros(shape, dtype) for shape, dtype in self._tensor_sig]
+        _, key, tree, refs = self._flatten_args(leaves)
+        entry = self._entry(key, tree, len(leaves), refs)
+        if not entry.traced:
+            jax = _jax()
+
+            def trace():
+                if self.uses_x64:
+                    with jax.enable_x64(True):
+                        self._ensure_traced(entry, leaves)
+                else:
+                    self._ensure_traced(entry, leaves)
+            run_deep(trace)
+            self._install_fast_path(entry, key)
+        if not entry.pure or entry.written:
+            raise CompileError("jax_function() needs a result made of tensors and tuples of "
+                               "tensors; this program returns other values (closures, ADT values "
+                               "or references) that only `run` can decode")
+        return entry.jitted
 
     def effects(self, *args):
         """{"read": [...], "written": [...]}: parameter names only read, and those written.

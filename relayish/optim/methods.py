@@ -146,6 +146,8 @@ def run_newton(problem, x0, tol, max_iter, monitor):
     Armijo accepts the full step (the usual case) that call already holds the next iteration's
     data, so each iteration costs one fused evaluation.
     """
+    if getattr(problem, "device_newton", None) is not None:
+        return _run_newton_on_device(problem, x0, tol, max_iter, monitor)
     x = x0
     f, g, H, p = problem.value_grad_hess(x)
     step = None
@@ -180,6 +182,78 @@ def run_newton(problem, x0, tol, max_iter, monitor):
             x = x + step * p
             f, g, H, p = problem.value_grad_hess(x)
     return Outcome(x, f, g, max_iter, False, f"stopped: max_iter={max_iter} iterations reached")
+
+
+def _run_newton_on_device(problem, x0, tol, max_iter, monitor):
+    """run_newton with the iterate, gradient, Hessian and direction kept on the device.
+
+    `problem.device_newton` (problem.py, DeviceNewton) evaluates f, g, H and the Newton
+    direction at x + p in one compiled call (`trial`) and returns them as device arrays plus
+    one small stats vector [f, |g|, g.p, g finite, p finite] — the only values read back per
+    iteration. An iteration whose full step Armijo accepts is that one call; backtracking, an
+    indefinite Hessian (modified Cholesky on the host) and the final result move arrays to the
+    host. `problem.count(k)` records k fused evaluations in nfev/ngev/nhev.
+    """
+    dev = problem.device_newton
+    with dev.context():
+        return _newton_device_loop(problem, dev, x0, tol, max_iter, monitor)
+
+
+def _newton_device_loop(problem, dev, x0, tol, max_iter, monitor):
+    fun = problem.fun
+    record = monitor.record
+    c1 = ARMIJO_C1
+    x, g, H, p, stats = dev.at(x0)
+    problem.count()
+    f, gnorm, slope, g_ok, p_ok = np.asarray(stats).tolist()
+    step = None
+
+    def stop(k, what):
+        return _nonfinite_stop(np.array(x), f, np.array(g), k, what)
+    for k in range(max_iter + 1):
+        if not math.isfinite(f):
+            return stop(k, "objective")
+        if not g_ok:
+            return stop(k, "gradient")
+        record(k, f, gnorm, step)
+        if gnorm <= tol:
+            return Outcome(np.array(x), f, np.array(g), k, True,
+                           "converged: gradient norm below tol")
+        if k == max_iter:
+            break
+        if not (p_ok and slope < 0):
+            # H not positive definite (the Cholesky gave NaN) or not a descent direction:
+            # the modified Cholesky on the host
+            if H is None:            # trial does not return H: evaluate it at x
+                _, _, H, _, _ = dev.at(x)
+                problem.count()
+            g_host = np.asarray(g)
+            H_host = np.asarray(H)
+            if not _finite(H_host):
+                return stop(k, "Hessian")
+            p_host, _ = modified_cholesky_direction(H_host, g_host)
+            slope = float(g_host @ p_host)
+            if not slope < 0:
+                p_host, slope = -g_host, -float(g_host @ g_host)
+            p = dev.to_device(p_host)
+        x_full, g_full, p_full, stats = dev.trial(x, p)
+        problem.count()
+        f_full, gnorm_full, slope_full, g_ok_full, p_ok_full = np.asarray(stats).tolist()
+        if math.isfinite(f_full) and f_full <= f + c1 * slope:
+            x, g, H, p, step = x_full, g_full, None, p_full, 1.0
+            f, gnorm, slope, g_ok, p_ok = f_full, gnorm_full, slope_full, g_ok_full, p_ok_full
+        else:
+            x_host, g_host, p_host = np.array(x), np.array(g), np.array(p)
+            found = backtrack(fun, x_host, f, g_host, p_host,
+                              f_trial=f_full if math.isfinite(f_full) else math.inf)
+            if found is None:
+                return _line_search_failed(x_host, f, g_host, k, gnorm, tol)
+            step, _ = found
+            x, g, H, p, stats = dev.at(x_host + step * p_host)
+            problem.count()
+            f, gnorm, slope, g_ok, p_ok = np.asarray(stats).tolist()
+    return Outcome(np.array(x), f, np.array(g), max_iter, False,
+                   f"stopped: max_iter={max_iter} iterations reached")
 
 
 def truncated_cg(hvp, g, gnorm, max_cg):

@@ -284,72 +284,95 @@ def _fused_value_grad_hess(obj, mode="forward"):
     return Function([x], body)
 
 
-def _pure_jax_function(run, example_args):
-    """The jax function behind a compiled relayish program, for jax transformations.
-
-    rl.compile's JaxFunction traces the program under jax.jit once per argument structure; for
-    tensor arguments and a result without references the traced function is pure jax, so
-    jax.vmap applies to it. None when that does not hold (or the backend changed shape).
-    """
-    try:
-        import jax
-        run(*example_args)
-        leaves, key, tree, refs = run._flatten_args(example_args)
-        entry = run._cache[key]
-        if refs or not entry.pure or entry.written or not run.uses_x64:
-            return None
-        jitted = entry.jitted
-        with jax.enable_x64(True):
-            probe = jitted(*leaves)
-        # older versions of the backend return (result, reference writes); newer ones return
-        # the result alone when there are no reference arguments
-        if isinstance(probe, (tuple, list)) and len(probe) == 2 and isinstance(probe[1], list) \
-                and not probe[1]:
-            return lambda *leaves: jitted(*leaves)[0]
-        return jitted
-    except Exception:  # noqa: BLE001 - an optimization only: the caller falls back
-        return None
-
-
 def _jvp_of_gradient(obj):
     from relayish.ad.forward import jvp
     return jvp(_gradient(obj))
 
 
 def _batched_value_grad_hess(jg_run, n):
-    """fn(x) -> (f, g, H, p) as one jitted jax computation.
+    """DeviceNewton for fn(x) -> (f, g, H, p) as one jitted jax computation, or None.
 
     jg_run is the compiled relayish program jvp(gradient(f)) : (x, v) -> ((f, (g,)), (_, (H v,))),
-    forward over reverse. vmapped over the n basis vectors it gives the rows of H, while its
-    primal half (f, g) does not depend on v and stays unbatched: one pass computes f, g and H
-    (the batched form of hessian_forward's n HVPs; jax.hessian batches its HVPs the same way).
-    p is the Newton direction when H is positive definite (NaN from the Cholesky otherwise:
-    then the optimizer falls back to its modified Cholesky on H).
+    forward over reverse; `jg_run.jax_function()` is its pure jax function. vmapped over the n
+    basis vectors it gives the rows of H, while its primal half (f, g) does not depend on v and
+    stays unbatched: one pass computes f, g and H (the batched form of hessian_forward's n HVPs;
+    jax.hessian batches its HVPs the same way). p is the Newton direction when H is positive
+    definite (NaN from the Cholesky otherwise: then the optimizer falls back to its modified
+    Cholesky on H).
     """
     import jax
-    x = np.zeros(n)
-    jg = _pure_jax_function(jg_run, (x, x))
-    if jg is None:
+    from relayish.errors import CompileError
+    try:
+        jg = jg_run.jax_function()
+    except CompileError:
         return None
-    eye = np.eye(n)
+    if not jg_run.uses_x64:
+        return None
+    try:
+        device = DeviceNewton(jg, n)
+        device.warm_up(np.zeros(n))
+    except Exception:  # noqa: BLE001 - an optimization only: fall back to the relayish Hessian
+        return None
+    return device
 
-    def fgh(x):
+
+class DeviceNewton:
+    """Newton's compiled evaluations with the iterate kept on the device (jax arrays).
+
+    * `at(x) -> (x, g, H, p, stats)`: f, g, H and the direction p at x, in one call;
+    * `trial(x, p) -> (x + p, g, p', stats)`: the same at the full step x + p, without H (an
+      output less; `at` gives it when the modified Cholesky needs it) — when Armijo accepts the
+      step (the usual case) this one compiled call is the whole iteration;
+    * stats is one small float64 vector [f, |g|, g.p', all(isfinite(g)), all(isfinite(p'))],
+      the only thing the Python loop reads back per iteration (one transfer).
+    Call them inside `with dev.context():` (float64: jax.enable_x64, entered once per loop).
+    `calls` counts the compiled calls (at + trial).
+    """
+
+    STATS = ("f", "gnorm", "slope", "g_finite", "p_finite")
+
+    def __init__(self, jg, n):
+        import jax
         import jax.numpy as jnp
         from jax.scipy.linalg import cho_solve
-        (f, (g,)), (_, (H,)) = jax.vmap(lambda e: jg(x, e),
-                                        out_axes=((None, (None,)), (0, (0,))))(eye)
-        L = jnp.linalg.cholesky(0.5 * (H + H.T))
-        return f, g, H, -cho_solve((L, True), g)
-    jitted = jax.jit(fgh)
+        eye = np.eye(n)
+        self.n = n
+        self.calls = 0
 
-    def call(x):
-        with jax.enable_x64(True):
-            return jitted(x)
-    try:
-        call(x)
-    except Exception:  # noqa: BLE001 - fall back to the relayish Hessian program
-        return None
-    return call
+        def fghp(x):
+            (f, (g,)), (_, (H,)) = jax.vmap(lambda e: jg(x, e),
+                                            out_axes=((None, (None,)), (0, (0,))))(eye)
+            L = jnp.linalg.cholesky(0.5 * (H + H.T))
+            p = -cho_solve((L, True), g)
+            stats = jnp.stack([f, jnp.sqrt(jnp.sum(g * g)), jnp.dot(g, p),
+                               jnp.all(jnp.isfinite(g)).astype(f.dtype),
+                               jnp.all(jnp.isfinite(p)).astype(f.dtype)])
+            return x, g, H, p, stats
+
+        def trial(x, p):
+            x, g, _, p, stats = fghp(x + p)
+            return x, g, p, stats
+        self._at = jax.jit(fghp)
+        self._trial = jax.jit(trial)
+        self.context = lambda: jax.enable_x64(True)
+
+    def warm_up(self, x):
+        with self.context():
+            self.at(x)
+            self.trial(x, x)
+        self.calls -= 2
+
+    def at(self, x):
+        self.calls += 1
+        return self._at(x)
+
+    def trial(self, x, p):
+        self.calls += 1
+        return self._trial(x, p)
+
+    def to_device(self, v):
+        import jax
+        return jax.device_put(np.asarray(v, dtype=np.float64))
 
 
 class RelayishProblem:
@@ -362,18 +385,32 @@ class RelayishProblem:
         self._fun = self._run(obj)
         self._vg = self._run(_gradient(obj))
         self._vgh = self._hess = self._hvp = None
-        self.batched = False         # newton on jax: f, g, H and the direction in one vmapped call
+        # newton on jax (cpu, forward Hessian): f, g, H and the direction in one vmapped call,
+        # with the iterate kept on the device (methods.run_newton uses it when present)
+        self.device_newton = None
         if method == "newton":
             if backend == "jax" and hessian == "forward" and device == "cpu":
-                self._vgh = _batched_value_grad_hess(self._run(_jvp_of_gradient(obj)), n)
-                self.batched = self._vgh is not None
-            fused = None if self._vgh is not None else _fused_value_grad_hess(obj, hessian)
+                self.device_newton = _batched_value_grad_hess(
+                    self._run(_jvp_of_gradient(obj)), n)
+            fused = (None if self.device_newton is not None
+                     else _fused_value_grad_hess(obj, hessian))
             if fused is not None:
                 self._vgh = self._run(fused)
-            elif self._vgh is None:
+            elif self.device_newton is None:
                 self._hess = self._run(_hessian(obj, hessian))
         elif method in ("newton-cg", "trust-ncg"):
             self._hvp = self._run(_hvp(obj))
+
+    @property
+    def batched(self):
+        """Newton on jax uses the vmapped (f, g, H, p) evaluation kept on the device."""
+        return self.device_newton is not None
+
+    def count(self, calls=1):
+        """Count `calls` fused (f, g, H) evaluations done through device_newton."""
+        self.nfev += calls
+        self.ngev += calls
+        self.nhev += calls
 
     def warm_up(self, x):
         """Run every compiled program once at x, so that tracing and XLA compilation happen
@@ -410,16 +447,21 @@ class RelayishProblem:
         self.ngev += 1
         self.nhev += 1
         p = None
-        if self._vgh is not None:
-            out = self._call(self._vgh, x)
-            f, g, H = out[:3]
-            if len(out) == 4:
-                p = _vector(out[3], self.n)
+        if self.device_newton is not None:
+            with self.device_newton.context():
+                _, g, H, p, stats = self.device_newton.at(np.asarray(x, dtype=np.float64))
+            f = np.asarray(stats)[0]
+            H = np.asarray(H)
+        elif self._vgh is not None:
+            f, g, H = self._call(self._vgh, x)
         else:
             f, g = self.value_and_grad(x)
+            self.nfev -= 1
+            self.ngev -= 1
             H = self._call(self._hess, x)
-        if p is None:
-            H = np.asarray(H, dtype=np.float64).reshape(self.n, self.n)
+        if p is not None:
+            p = _vector(p, self.n)
+        H = np.asarray(H, dtype=np.float64).reshape(self.n, self.n)
         return _scalar(f), _vector(g, self.n), H, p
 
     def hvp(self, x, v):
