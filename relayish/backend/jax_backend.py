@@ -137,7 +137,7 @@ def _is_jax_value(v):
     return isinstance(v, (jax.Array, jax.core.Tracer))
 
 
-_MISS = object()
+_NDARRAY = np.ndarray
 _ARRAY_CLASS = []
 
 
@@ -1212,9 +1212,20 @@ class JaxFunction:
     def __call__(self, *args):
         fast = self._fast
         if fast is not None:
-            out = fast(args)
-            if out is not _MISS:
-                return out
+            # tensor parameters only, already traced: arrays of the parameters' dtypes go
+            # straight to jax. Shapes are jax's signature check: a new shape re-enters _trace,
+            # which rejects it naming the parameter. (dtypes are checked here because jax turns
+            # float64 into float32 silently when x64 is off.)
+            dtypes, call, array_types = fast
+            try:
+                if [a.dtype for a in args] == dtypes:
+                    for a in args:
+                        if a.__class__ is not _NDARRAY and not isinstance(a, array_types):
+                            break
+                    else:
+                        return call(*args)
+            except AttributeError:
+                pass
         return self._call(args)
 
     def _call(self, args):
@@ -1234,8 +1245,7 @@ class JaxFunction:
             return
         jitted = entry.jitted
         if entry.pure:
-            def call(*leaves):
-                return jitted(*leaves)
+            call = jitted                # the jitted function itself: no extra Python frame
         else:
             def call(*leaves):
                 return _decode(entry.out_desc, jitted(*leaves), [], entry)
@@ -1246,23 +1256,7 @@ class JaxFunction:
                 with enable_x64(True):
                     return inner(*leaves)
         dtypes = [dtype for _, dtype in self._tensor_sig]
-        array_types = (np.ndarray, np.generic, _jax_array_class())
-
-        def fast(args):
-            # tensor parameters only, already traced: arrays of the parameters' dtypes go
-            # straight to jax. Shapes are jax's signature check: a new shape re-enters _trace,
-            # which rejects it naming the parameter. (dtypes are checked here because jax turns
-            # float64 into float32 silently when x64 is off.)
-            try:
-                if [a.dtype for a in args] != dtypes:
-                    return _MISS
-            except AttributeError:
-                return _MISS
-            for a in args:
-                if not isinstance(a, array_types):
-                    return _MISS
-            return call(*args)
-        self._fast = fast
+        self._fast = (dtypes, call, (np.ndarray, np.generic, _jax_array_class()))
 
     def _run(self, entry, leaves):
         jax = _jax()
