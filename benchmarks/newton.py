@@ -187,7 +187,7 @@ def main(argv=None):
     modes = ("forward", "reverse") if args.hessian == "both" else (args.hessian,)
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}; numpy {np.__version__}; "
           f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}")
-    print("relayish iteration: one compiled call evaluating f, g, H and the Newton direction at "
+    print("relayish iteration (forward Hessian): one compiled call evaluating f, g, H and the Newton direction at "
           "the trial point x + p\n  (the Armijo test of the full step) and one read-back of "
           "[f, |g|, g.p, finiteness flags]; x, g, H, p stay on the device.\n"
           "jax step: x - solve(hessian(f)(x), grad(f)(x)), jitted, x on the device, no line "
@@ -205,7 +205,8 @@ def main(argv=None):
             print(f"  jax hand-written Newton step (jit, hessian + solve): {jax_iter * 1e6:9.1f} "
                   f"us/iter   (host arrays in/out: {jax_host * 1e6:.1f} us; compile "
                   f"{jax_compile:.2f} s)")
-            print(f"  relayish minimize newton, {mode:7s} Hessian:        {per_iter * 1e6:9.1f} "
+            where = "device loop" if problem.device_newton is not None else "host loop  "
+            print(f"  relayish minimize newton, {mode:7s} Hessian, {where}: {per_iter * 1e6:9.1f} "
                   f"us/iter   ratio {ratio:5.2f}x (medians {per_iter / jax_iter:4.2f}x; vs host "
                   f"{per_iter / jax_host:4.2f}x)   ({res.n_iter} iterations, "
                   f"converged={res.converged}; AD + compile {setup:.2f} s)")
