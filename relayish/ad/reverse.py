@@ -57,7 +57,7 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, Glo
 from relayish.ir.module import Module
 from relayish.ir.op import Op, gradient_rule, make_call
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, TypeCall,
-                               TypeData, TypeVar, substitute)
+                               TypeData, TypeVar, substitute, walk_type)
 from relayish.ir.visitor import ExprMutator, ExprVisitor, build_let_chain, run_deep
 
 UNIT = TupleType(())
@@ -232,22 +232,8 @@ class TypeLifter:
 
 def _type_calls(t):
     """The ADT heads mentioned in type t."""
-    out, stack = [], [t]
-    while stack:
-        t = stack.pop()
-        if isinstance(t, TypeCall):
-            out.append(t.func)
-            stack.extend(t.args)
-        elif isinstance(t, GlobalTypeVar):
-            out.append(t)
-        elif isinstance(t, TupleType):
-            stack.extend(t.fields)
-        elif isinstance(t, FuncType):
-            stack.extend(t.arg_types)
-            stack.append(t.ret_type)
-        elif isinstance(t, RefType):
-            stack.append(t.value)
-    return out
+    return [s.func if isinstance(s, TypeCall) else s for s in walk_type(t)
+            if isinstance(s, (TypeCall, GlobalTypeVar))]
 
 
 def _directly_changes(t) -> bool:

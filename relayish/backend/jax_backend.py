@@ -49,7 +49,7 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Functio
 from relayish.ir.module import Module
 from relayish.ir.op import Op
 from relayish.ir.types import (FuncType, RefType, TensorType, TupleType, Type, TypeCall, TypeVar,
-                               substitute)
+                               substitute, walk_type)
 from relayish.ir.visitor import ExprVisitor, free_vars, run_deep
 from relayish.backend.values import Closure, ConstructorValue, RefValue
 
@@ -1108,22 +1108,7 @@ class _Uses64(ExprVisitor):
 
 
 def _type_uses64(t):
-    stack = [t]
-    while stack:
-        t = stack.pop()
-        if isinstance(t, TensorType):
-            if _dtype64(t.dtype):
-                return True
-        elif isinstance(t, TupleType):
-            stack.extend(t.fields)
-        elif isinstance(t, FuncType):
-            stack.extend(t.arg_types)
-            stack.append(t.ret_type)
-        elif isinstance(t, RefType):
-            stack.append(t.value)
-        elif isinstance(t, TypeCall):
-            stack.extend(t.args)
-    return False
+    return any(isinstance(s, TensorType) and _dtype64(s.dtype) for s in walk_type(t))
 
 
 def _program_uses64(mod):

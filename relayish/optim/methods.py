@@ -111,6 +111,20 @@ def backtrack(fun, x, f, g, p, t=1.0, f_ref=None, f_trial=None, max_steps=60):
     return None
 
 
+def _iteration_start(x, f, g, k, tol, monitor, step, **progress):
+    """What every method does first in an iteration: stop on a non-finite objective or gradient,
+    record progress, stop when the gradient is small. Returns (an Outcome or None, |g|)."""
+    gnorm = float(np.linalg.norm(g))
+    if not _finite(f):
+        return _nonfinite_stop(x, f, g, k, "objective"), gnorm
+    if not _finite(g):
+        return _nonfinite_stop(x, f, g, k, "gradient"), gnorm
+    monitor.record(k, f, gnorm, step, **progress)
+    if gnorm <= tol:
+        return Outcome(x, f, g, k, True, "converged: gradient norm below tol"), gnorm
+    return None, gnorm
+
+
 def _line_search_failed(x, f, g, k, gnorm, tol):
     if gnorm <= tol:
         return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
@@ -152,14 +166,9 @@ def run_newton(problem, x0, tol, max_iter, monitor):
     f, g, H, p = problem.value_grad_hess(x)
     step = None
     for k in range(max_iter + 1):
-        gnorm = float(np.linalg.norm(g))
-        if not _finite(f):
-            return _nonfinite_stop(x, f, g, k, "objective")
-        if not _finite(g):
-            return _nonfinite_stop(x, f, g, k, "gradient")
-        monitor.record(k, f, gnorm, step)
-        if gnorm <= tol:
-            return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
+        stop, gnorm = _iteration_start(x, f, g, k, tol, monitor, step)
+        if stop is not None:
+            return stop
         if k == max_iter:
             break
         if p is None or not _finite(p):
@@ -289,14 +298,9 @@ def run_newton_cg(problem, x0, tol, max_iter, monitor):
     n = x.size
     step = None
     for k in range(max_iter + 1):
-        gnorm = float(np.linalg.norm(g))
-        if not _finite(f):
-            return _nonfinite_stop(x, f, g, k, "objective")
-        if not _finite(g):
-            return _nonfinite_stop(x, f, g, k, "gradient")
-        monitor.record(k, f, gnorm, step)
-        if gnorm <= tol:
-            return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
+        stop, gnorm = _iteration_start(x, f, g, k, tol, monitor, step)
+        if stop is not None:
+            return stop
         if k == max_iter:
             break
         p = truncated_cg(lambda v: problem.hvp(x, v), g, gnorm, max_cg=max(20, 2 * n))
@@ -361,14 +365,9 @@ def run_trust_ncg(problem, x0, tol, max_iter, monitor, initial_radius=1.0, max_r
     radius = initial_radius
     n = x.size
     for k in range(max_iter + 1):
-        gnorm = float(np.linalg.norm(g))
-        if not _finite(f):
-            return _nonfinite_stop(x, f, g, k, "objective")
-        if not _finite(g):
-            return _nonfinite_stop(x, f, g, k, "gradient")
-        monitor.record(k, f, gnorm, None, radius=radius)
-        if gnorm <= tol:
-            return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
+        stop, gnorm = _iteration_start(x, f, g, k, tol, monitor, None, radius=radius)
+        if stop is not None:
+            return stop
         if k == max_iter:
             break
         p, predicted, on_boundary = steihaug_cg(lambda v: problem.hvp(x, v), g, gnorm, radius,
@@ -400,14 +399,9 @@ def run_bfgs(problem, x0, tol, max_iter, monitor):
     first = True
     step = None
     for k in range(max_iter + 1):
-        gnorm = float(np.linalg.norm(g))
-        if not _finite(f):
-            return _nonfinite_stop(x, f, g, k, "objective")
-        if not _finite(g):
-            return _nonfinite_stop(x, f, g, k, "gradient")
-        monitor.record(k, f, gnorm, step)
-        if gnorm <= tol:
-            return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
+        stop, gnorm = _iteration_start(x, f, g, k, tol, monitor, step)
+        if stop is not None:
+            return stop
         if k == max_iter:
             break
         p = -Hinv @ g
@@ -448,14 +442,9 @@ def run_gd(problem, x0, tol, max_iter, monitor, memory=10):
     alpha = None
     step = None
     for k in range(max_iter + 1):
-        gnorm = float(np.linalg.norm(g))
-        if not _finite(f):
-            return _nonfinite_stop(x, f, g, k, "objective")
-        if not _finite(g):
-            return _nonfinite_stop(x, f, g, k, "gradient")
-        monitor.record(k, f, gnorm, step)
-        if gnorm <= tol:
-            return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
+        stop, gnorm = _iteration_start(x, f, g, k, tol, monitor, step)
+        if stop is not None:
+            return stop
         if k == max_iter:
             break
         if alpha is None:
