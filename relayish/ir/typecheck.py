@@ -413,8 +413,8 @@ class TypeChecker(ExprFunctor):
         if t is None:
             if self.mod is None:
                 raise TypeCheckError(f"unknown global {_text(e)}: no module was given to resolve it "
-                                     "(pass it: rl.typeof(expr, mod), or check the module first "
-                                     "with rl.infer_type(mod))")
+                                     "(pass the module that defines it, e.g. rl.evaluate(f, *args, "
+                                     "mod=mod) or rl.typeof(expr, mod), or run the module itself)")
             known = ", ".join("@" + name for name in self.global_types) or "none"
             raise TypeCheckError(f"unknown global {_text(e)}: the module has no such function "
                                  f"(it has: {known})")
