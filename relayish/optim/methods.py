@@ -125,6 +125,10 @@ def _iteration_start(x, f, g, k, tol, monitor, step, **progress):
     return None, gnorm
 
 
+def _max_iter_reached(x, f, g, max_iter):
+    return Outcome(x, f, g, max_iter, False, f"stopped: max_iter={max_iter} iterations reached")
+
+
 def _line_search_failed(x, f, g, k, gnorm, tol):
     if gnorm <= tol:
         return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
@@ -190,7 +194,7 @@ def run_newton(problem, x0, tol, max_iter, monitor):
             step, _ = found
             x = x + step * p
             f, g, H, p = problem.value_grad_hess(x)
-    return Outcome(x, f, g, max_iter, False, f"stopped: max_iter={max_iter} iterations reached")
+    return _max_iter_reached(x, f, g, max_iter)
 
 
 def _run_newton_on_device(problem, x0, tol, max_iter, monitor):
@@ -261,8 +265,7 @@ def _newton_device_loop(problem, dev, x0, tol, max_iter, monitor):
             x, g, H, p, stats = dev.at(x_host + step * p_host)
             problem.count()
             f, gnorm, slope, g_ok, p_ok = np.asarray(stats).tolist()
-    return Outcome(np.array(x), f, np.array(g), max_iter, False,
-                   f"stopped: max_iter={max_iter} iterations reached")
+    return _max_iter_reached(np.array(x), f, np.array(g), max_iter)
 
 
 def truncated_cg(hvp, g, gnorm, max_cg):
@@ -314,7 +317,7 @@ def run_newton_cg(problem, x0, tol, max_iter, monitor):
         step, _ = found
         x = x + step * p
         f, g = problem.value_and_grad(x)
-    return Outcome(x, f, g, max_iter, False, f"stopped: max_iter={max_iter} iterations reached")
+    return _max_iter_reached(x, f, g, max_iter)
 
 
 def steihaug_cg(hvp, g, gnorm, radius, max_cg):
@@ -386,7 +389,7 @@ def run_trust_ncg(problem, x0, tol, max_iter, monitor, initial_radius=1.0, max_r
             f, g = problem.value_and_grad(x)
         elif radius < 1e-14 * (1.0 + float(np.linalg.norm(x))):
             return _line_search_failed(x, f, g, k, gnorm, tol)
-    return Outcome(x, f, g, max_iter, False, f"stopped: max_iter={max_iter} iterations reached")
+    return _max_iter_reached(x, f, g, max_iter)
 
 
 def run_bfgs(problem, x0, tol, max_iter, monitor):
@@ -430,7 +433,7 @@ def run_bfgs(problem, x0, tol, max_iter, monitor):
             Hinv = (Hinv - rho * (np.outer(s, Hy) + np.outer(Hy, s))
                     + (rho * rho * float(y @ Hy) + rho) * np.outer(s, s))
         f, g = f_new, g_new
-    return Outcome(x, f, g, max_iter, False, f"stopped: max_iter={max_iter} iterations reached")
+    return _max_iter_reached(x, f, g, max_iter)
 
 
 def run_gd(problem, x0, tol, max_iter, monitor, memory=10):
@@ -462,7 +465,7 @@ def run_gd(problem, x0, tol, max_iter, monitor, memory=10):
         alpha = min(max(float(s @ s) / sy, 1e-12), 1e12) if sy > 0 else min(1.0, 1.0 / gnorm)
         f, g = f_new, g_new
         recent = (recent + [f])[-memory:]
-    return Outcome(x, f, g, max_iter, False, f"stopped: max_iter={max_iter} iterations reached")
+    return _max_iter_reached(x, f, g, max_iter)
 
 
 METHODS = {

@@ -859,27 +859,24 @@ class _Parser:
         return self.block()
 
     def kw_ref(self):
-        self.advance()
-        self.expect("(", "'(' after 'ref'")
-        value = self.expr()
-        self.expect(")")
-        return RefCreate(value)
+        return RefCreate(*self.keyword_args(1))
 
     def kw_ref_read(self):
-        self.advance()
-        self.expect("(", "'(' after 'ref_read'")
-        ref = self.expr()
-        self.expect(")")
-        return RefRead(ref)
+        return RefRead(*self.keyword_args(1))
 
     def kw_ref_write(self):
-        self.advance()
-        self.expect("(", "'(' after 'ref_write'")
-        ref = self.expr()
-        self.expect(",", "',' between the ref and the value")
-        value = self.expr()
+        return RefWrite(*self.keyword_args(2))
+
+    def keyword_args(self, count):
+        """`keyword(e1, ..., e_count)`: the keyword token is current; returns the expressions."""
+        keyword = self.advance()[1]
+        self.expect("(", f"'(' after '{keyword}'")
+        args = [self.expr()]
+        for _ in range(count - 1):
+            self.expect(",", f"',' between the arguments of '{keyword}'")
+            args.append(self.expr())
         self.expect(")")
-        return RefWrite(ref, value)
+        return args
 
     def kw_misplaced(self):
         raise self.error(f"{self.tok[1]!r} cannot start an expression")
