@@ -1,27 +1,32 @@
 """Newton's method: relayish vs a hand-written jitted jax Newton iteration, and iteration counts
 against scipy.optimize, measured side by side in one run.
 
-    python benchmarks/newton.py [--repeat 200] [--hessian forward|reverse|both]
+    python benchmarks/newton.py [--repeat 20] [--hessian forward|reverse|both]
 
-On a small shared machine XLA:CPU's thread pool makes both sides' times bimodal (a 32x32 step
-takes ~25 or ~55 us depending on whether a pool thread is free); for steadier figures run both
-single-threaded: XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1".
+On a small shared machine XLA:CPU's thread pool makes both sides' times noisy; for steadier
+figures run both single-threaded: XLA_FLAGS="--xla_cpu_multi_thread_eigen=false
+intra_op_parallelism_threads=1".
 
 Problems: Rosenbrock in 32 dimensions from (-1.2, 1, ..., 1), and L2-regularized logistic
 regression on 200 x 50 data (examples/logistic_regression.py).
 
 * relayish: `rl.optim.minimize(method="newton", backend="jax")`. One call gives the iteration
-  count and the setup time (AD, tracing, XLA compilation: all done before iteration 0). The time
-  per iteration is the wall time between consecutive history records of the same Newton loop
-  from x0 on the problem minimize builds (compiled once) — i.e. exactly minimize's iterations,
-  without its once-per-call setup. Each iteration includes the evaluation at the trial point
-  x + p (f, g, H and the next direction in one compiled call) and reading back a few floats.
+  count and the setup time (AD, tracing, XLA compilation: all done before iteration 0). Without
+  verbose/callback, minimize runs the whole Newton loop (line search included) as one XLA
+  computation, so single iterations cannot be timed from Python. Instead the loop minimize runs
+  after its setup (`methods.run_newton` on the problem minimize builds, compiled once) is timed
+  from x0 with max_iter = 0, 1, ..., n: run k stops at the start of iteration k, so
+  T(k) - T(k-1) is the cost of iteration k. Reported: the median of those differences (a typical
+  iteration), their mean (T(n) - T(0)) / n (line-search iterations included), and the whole
+  loop T(n), which adds the fixed cost of one call (the evaluation at x0, dispatch, read-back).
+  With a callback (verbose) the loop runs step by step from Python: that is timed between
+  history records, as "stepwise".
 * jax: `step = jax.jit(lambda x: x - jnp.linalg.solve(jax.hessian(f)(x), jax.grad(f)(x)))`, the
-  same objective written in jax.numpy; time per call (block_until_ready), x on the device.
-  "host" is the same step called on a numpy array and converted back to numpy.
-* The two are timed in interleaved rounds (one relayish run of n_iter iterations, then n_iter
-  jax steps, order swapped every round); the ratio is the median of the per-round ratios of
-  medians, so drifting machine load hits both alike.
+  same objective written in jax.numpy; time per call (block_until_ready), x on the device, no
+  line search. For reference also the same step looped n times inside one jit (lax.fori_loop):
+  its per-iteration cost, measured the same way as relayish's (differences over n).
+* The two are timed in interleaved rounds (the order swapped every round); a ratio is the
+  median of the per-round ratios of medians, so drifting machine load hits both alike.
 * scipy: iteration counts of scipy.optimize.minimize with Newton-CG and trust-ncg (exact
   gradient and Hessian-vector products written in numpy) next to relayish's newton, newton-cg
   and trust-ncg (all with gradient tolerance 1e-8... scipy's Newton-CG stops on xtol=1e-8).
@@ -83,19 +88,27 @@ def logistic_problem(n_samples=200, n_features=50, lam=1e-2):
 def relayish_setup(f, x0, args, hessian):
     """One minimize call (iterations, setup time) and the problem it builds, compiled."""
     from relayish.optim.problem import RelayishProblem, flat_objective
-    stamps = []
     start = time.perf_counter()
-    res = rl.optim.minimize(f, x0, method="newton", backend="jax", args=args, hessian=hessian,
-                            callback=lambda e: stamps.append(time.perf_counter()))
-    setup = stamps[0] - start
+    rl.optim.minimize(f, x0, method="newton", backend="jax", args=args, hessian=hessian,
+                      max_iter=0)
+    setup = time.perf_counter() - start
+    res = rl.optim.minimize(f, x0, method="newton", backend="jax", args=args, hessian=hessian)
     obj, spec, x_flat = flat_objective(f, x0, args)
     problem = RelayishProblem(obj, x_flat.size, "newton", "jax", "cpu", hessian)
-    problem.warm_up(x_flat)
+    problem.warm_up(x_flat, watched=False, max_iter=100)
+    problem.warm_up(x_flat, watched=True)
     return res, setup, problem, x_flat
 
 
-def relayish_iterations(problem, x_flat):
-    """Wall time of each iteration of one Newton run from x0 (between history records)."""
+def newton_loop(problem, x_flat, max_iter):
+    """What minimize runs after its setup: the Newton loop from x0 (one XLA computation on the
+    device path when nothing watches it)."""
+    from relayish.optim.methods import Monitor, run_newton
+    run_newton(problem, x_flat, 1e-8, max_iter, Monitor())
+
+
+def stepwise_iterations(problem, x_flat):
+    """Wall time of each iteration of the stepwise loop (a callback watches it)."""
     from relayish.optim.methods import Monitor, run_newton
     stamps = []
     run_newton(problem, x_flat, 1e-8, 100, Monitor(lambda e: stamps.append(time.perf_counter())))
@@ -110,55 +123,72 @@ def jax_step(f_jax, x0):
     return step, x, time.perf_counter() - t
 
 
-def jax_iterations(step, x, calls):
+def jax_looped(f_jax, x0):
+    """The same step, k times in one jit (lax.fori_loop): a jax user's loop without dispatch."""
+    def steps(x, k):
+        return jax.lax.fori_loop(
+            0, k, lambda i, x: x - jnp.linalg.solve(jax.hessian(f_jax)(x), jax.grad(f_jax)(x)), x)
+    looped = jax.jit(steps)
+    looped(jnp.asarray(x0), 1).block_until_ready()
+    return looped
+
+
+def timed(fn, calls):
+    """Median wall time of one call of fn, over `calls` calls."""
     out = []
     for _ in range(calls):
         t = time.perf_counter()
-        step(x).block_until_ready()
-        out.append(time.perf_counter() - t)
-    return out
-
-
-def side_by_side(problem, x_flat, step, x_jax, n_iter, repeat):
-    """Interleaved rounds: one relayish Newton run (n_iter iterations) and n_iter jax steps,
-    the order swapped every round. Returns the medians per iteration and the median of the
-    per-round ratios (relayish median / jax median in the same round)."""
-    ours, theirs, ratios = [], [], []
-    runs = max(1, -(-20 // max(n_iter, 1)))        # at least 20 iterations of each per round
-
-    def relayish_round():
-        return [d for _ in range(runs) for d in relayish_iterations(problem, x_flat)]
-    for k in range(max(repeat // (runs * max(n_iter, 1)), 5)):
-        if k % 2:
-            b = jax_iterations(step, x_jax, runs * n_iter)
-            a = relayish_round()
-        else:
-            a = relayish_round()
-            b = jax_iterations(step, x_jax, runs * n_iter)
-        ours.extend(a)
-        theirs.extend(b)
-        ratios.append(np.median(a) / np.median(b))
-    return float(np.median(ours)), float(np.median(theirs)), float(np.median(ratios))
-
-
-def host_jax_step(step, x0, repeat):
-    """The jax step called on a numpy array and converted back to numpy."""
-    out = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        np.asarray(step(x0))
+        fn()
         out.append(time.perf_counter() - t)
     return float(np.median(out))
 
 
-def evaluation_alone(problem, x_flat, repeat):
-    """relayish's compiled (f, g, H, direction) evaluation, numpy in and out (value_grad_hess)."""
-    calls = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        problem.value_grad_hess(x_flat)
-        calls.append(time.perf_counter() - t)
-    return float(np.median(calls))
+def side_by_side(problem, x_flat, step, looped, x_jax, n_iter, rounds, calls=15):
+    """Interleaved rounds (order swapped every round). Per round: T(k) for the relayish loop and
+    the looped jax step with k = 0..n_iter, and the jax step alone; returns medians over rounds
+    of: relayish median and mean iteration, whole loop, jax step, looped-jax iteration, and the
+    per-round ratios."""
+    rows = []
+    for r in range(rounds):
+        def ours():
+            return [timed(lambda k=k: newton_loop(problem, x_flat, k), calls)
+                    for k in range(n_iter + 1)]
+
+        def theirs():
+            single = timed(lambda: step(x_jax).block_until_ready(), calls * (n_iter + 1))
+            loop = [timed(lambda k=k: looped(x_jax, k).block_until_ready(), calls)
+                    for k in (0, n_iter)]
+            return single, loop
+        if r % 2:
+            single, loop = theirs()
+            T = ours()
+        else:
+            T = ours()
+            single, loop = theirs()
+        diffs = np.diff(T)
+        looped_iter = (loop[1] - loop[0]) / n_iter
+        rows.append(dict(median=float(np.median(diffs)), mean=(T[-1] - T[0]) / n_iter,
+                         whole=T[-1], single=single, looped=looped_iter,
+                         r_median=float(np.median(diffs)) / single,
+                         r_mean=(T[-1] - T[0]) / n_iter / single,
+                         r_whole=T[-1] / (n_iter * single),
+                         r_looped=(T[-1] - T[0]) / n_iter / looped_iter))
+    return {key: float(np.median([row[key] for row in rows])) for key in rows[0]}
+
+
+def stepwise_side_by_side(problem, x_flat, step, x_jax, n_iter, rounds):
+    ours, ratios = [], []
+    for _ in range(rounds):
+        a = [d for _ in range(4) for d in stepwise_iterations(problem, x_flat)]
+        b = timed(lambda: step(x_jax).block_until_ready(), len(a))
+        ours.extend(a)
+        ratios.append(np.median(a) / b)
+    return float(np.median(ours)), float(np.median(ratios))
+
+
+def host_jax_step(step, x0, repeat):
+    """The jax step called on a numpy array and converted back to numpy."""
+    return timed(lambda: np.asarray(step(x0)), repeat)
 
 
 def scipy_counts(numpy, x0, args):
@@ -181,39 +211,42 @@ def relayish_counts(f, x0, args):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description="relayish Newton vs jax and scipy")
-    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=20, help="interleaved rounds")
     parser.add_argument("--hessian", choices=("forward", "reverse", "both"), default="both")
     args = parser.parse_args(argv)
     modes = ("forward", "reverse") if args.hessian == "both" else (args.hessian,)
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}; numpy {np.__version__}; "
           f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}")
-    print("relayish iteration (forward Hessian): one compiled call evaluating f, g, H and the Newton direction at "
-          "the trial point x + p\n  (the Armijo test of the full step) and one read-back of "
-          "[f, |g|, g.p, finiteness flags]; x, g, H, p stay on the device.\n"
-          "jax step: x - solve(hessian(f)(x), grad(f)(x)), jitted, x on the device, no line "
-          "search, nothing read back.\nInterleaved rounds (order swapped each round); ratio = "
-          "median over rounds of (relayish median / jax median).")
+    print("relayish: minimize's Newton loop after its setup, timed with max_iter = 0..n; an "
+          "iteration = T(k) - T(k-1)\n  (forward Hessian: the whole loop, Armijo line search "
+          "included, is one XLA computation).\njax step: x - solve(hessian(f)(x), grad(f)(x)), "
+          "jitted, x on the device, no line search, called from Python.\nInterleaved rounds "
+          "(order swapped each round); ratio = median over rounds of (relayish / jax).")
     for make in (rosenbrock_problem, logistic_problem):
         name, f, f_jax, numpy, x0, fargs = make()
         print(f"\n== {name} ==")
         step, x_jax, jax_compile = jax_step(f_jax, x0)
-        jax_host = host_jax_step(step, x0, args.repeat)
+        looped = jax_looped(f_jax, x0)
+        jax_host = host_jax_step(step, x0, 200)
         for mode in modes:
             res, setup, problem, x_flat = relayish_setup(f, x0, fargs, mode)
-            per_iter, jax_iter, ratio = side_by_side(problem, x_flat, step, x_jax, res.n_iter,
-                                                     args.repeat)
-            print(f"  jax hand-written Newton step (jit, hessian + solve): {jax_iter * 1e6:9.1f} "
-                  f"us/iter   (host arrays in/out: {jax_host * 1e6:.1f} us; compile "
-                  f"{jax_compile:.2f} s)")
-            where = "device loop" if problem.device_newton is not None else "host loop  "
-            print(f"  relayish minimize newton, {mode:7s} Hessian, {where}: {per_iter * 1e6:9.1f} "
-                  f"us/iter   ratio {ratio:5.2f}x (medians {per_iter / jax_iter:4.2f}x; vs host "
-                  f"{per_iter / jax_host:4.2f}x)   ({res.n_iter} iterations, "
-                  f"converged={res.converged}; AD + compile {setup:.2f} s)")
-            call = evaluation_alone(problem, x_flat, args.repeat)
-            print(f"      its compiled (f, g, H, direction) evaluation alone, numpy in/out: "
-                  f"{call * 1e6:9.1f} us   ratio {call / jax_host:5.2f}x vs the host-array jax "
-                  f"step")
+            n = res.n_iter
+            m = side_by_side(problem, x_flat, step, looped, x_jax, n, args.repeat)
+            where = "one XLA loop" if problem.device_newton is not None else "host loop"
+            print(f"  jax hand-written Newton step (jit, hessian + solve): {m['single'] * 1e6:8.1f} "
+                  f"us/iter   (numpy in/out: {jax_host * 1e6:.1f} us; compile {jax_compile:.2f} s;"
+                  f" the step looped in one jit: {m['looped'] * 1e6:.1f} us/iter)")
+            print(f"  relayish newton, {mode} Hessian ({where}; {n} iterations, converged="
+                  f"{res.converged}; AD + compile {setup:.2f} s):")
+            print(f"      per iteration: median {m['median'] * 1e6:8.1f} us  ratio "
+                  f"{m['r_median']:5.2f}x   mean {m['mean'] * 1e6:8.1f} us  ratio "
+                  f"{m['r_mean']:5.2f}x   (mean vs the looped jax step: {m['r_looped']:.2f}x)")
+            print(f"      whole loop from x0 (one call: evaluation at x0 + {n} iterations): "
+                  f"{m['whole'] * 1e6:8.1f} us  vs {n} jax steps: ratio {m['r_whole']:5.2f}x")
+            if problem.device_newton is not None:
+                per, ratio = stepwise_side_by_side(problem, x_flat, step, x_jax, n, args.repeat)
+                print(f"      stepwise (with a callback / verbose): median {per * 1e6:8.1f} us "
+                      f"per iteration  ratio {ratio:5.2f}x")
         print("  iterations to convergence:")
         for method, (nit, ok, gn) in relayish_counts(f, x0, fargs).items():
             print(f"    relayish {method:10s} {nit:4d}  converged={ok}  |grad| {gn:.1e}")

@@ -162,9 +162,13 @@ def run_newton(problem, x0, tol, max_iter, monitor):
 
     The objective, gradient and Hessian are evaluated at the full Newton step in one call; when
     Armijo accepts the full step (the usual case) that call already holds the next iteration's
-    data, so each iteration costs one fused evaluation.
+    data, so each iteration costs one fused evaluation. On the jax backend (problem.device_newton)
+    the loop runs on the device: as one XLA computation when no callback watches it, else step
+    by step with the iterate kept on the device.
     """
     if getattr(problem, "device_newton", None) is not None:
+        if monitor.callback is None:
+            return _run_newton_in_one_call(problem, x0, tol, max_iter, monitor)
         return _run_newton_on_device(problem, x0, tol, max_iter, monitor)
     x = x0
     f, g, H, p = problem.value_grad_hess(x)
@@ -195,6 +199,29 @@ def run_newton(problem, x0, tol, max_iter, monitor):
             x = x + step * p
             f, g, H, p = problem.value_grad_hess(x)
     return _max_iter_reached(x, f, g, max_iter)
+
+
+def _run_newton_in_one_call(problem, x0, tol, max_iter, monitor):
+    """run_newton as one compiled XLA loop (device_loop.py): nothing watches the iterations,
+    so the history is recorded on the device and read back with the result."""
+    from relayish.optim import device_loop as loop
+    out = problem.device_newton.solve(x0, tol, max_iter)
+    problem.count(out.fused_evaluations)
+    problem.nfev += out.objective_evaluations
+    for k, (f, gnorm, step) in enumerate(zip(out.history_fun.tolist(),
+                                             out.history_grad_norm.tolist(),
+                                             out.history_step.tolist())):
+        monitor.record(k, f, gnorm, None if k == 0 else step)
+    x, f, g, k = out.x, out.fun, out.grad, out.n_iter
+    if out.status == loop.CONVERGED:
+        return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
+    if out.status == loop.MAX_ITER:
+        return _max_iter_reached(x, f, g, max_iter)
+    if out.status == loop.NO_DECREASE:
+        return _line_search_failed(x, f, g, k, out.grad_norm, tol)
+    what = {loop.BAD_OBJECTIVE: "objective", loop.BAD_GRADIENT: "gradient",
+            loop.BAD_HESSIAN: "Hessian"}[out.status]
+    return _nonfinite_stop(x, f, g, k, what)
 
 
 def _run_newton_on_device(problem, x0, tol, max_iter, monitor):

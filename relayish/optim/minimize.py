@@ -102,7 +102,7 @@ def minimize(f, x0, method="newton", tol=1e-8, max_iter=100, backend="jax", verb
     obj, spec, x_flat = flat_objective(f, x0, args)
     problem = RelayishProblem(obj, x_flat.size, method, backend, device, hessian)
     if backend == "jax":
-        problem.warm_up(x_flat)
+        problem.warm_up(x_flat, watched=verbose or callback is not None, max_iter=max_iter)
     return _run(problem, x_flat, spec.value, method, tol, max_iter, verbose, callback, backend)
 
 

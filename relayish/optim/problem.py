@@ -289,7 +289,7 @@ def _jvp_of_gradient(obj):
     return jvp(_gradient(obj))
 
 
-def _batched_value_grad_hess(jg_run, n):
+def _batched_value_grad_hess(jg_run, fun_run, n):
     """DeviceNewton for fn(x) -> (f, g, H, p) as one jitted jax computation, or None.
 
     jg_run is the compiled relayish program jvp(gradient(f)) : (x, v) -> ((f, (g,)), (_, (H v,))),
@@ -298,21 +298,21 @@ def _batched_value_grad_hess(jg_run, n):
     stays unbatched: one pass computes f, g and H (the batched form of hessian_forward's n HVPs;
     jax.hessian batches its HVPs the same way). p is the Newton direction when H is positive
     definite (NaN from the Cholesky otherwise: then the optimizer falls back to its modified
-    Cholesky on H).
+    Cholesky on H). fun_run is the compiled objective, for the line search of the device loop.
     """
-    import jax
     from relayish.errors import CompileError
     try:
         jg = jg_run.jax_function()
+        fun = fun_run.jax_function()
     except CompileError:
         return None
     except Exception:  # noqa: BLE001 - an optimization only: the fallback reports real errors
         return None
-    if not jg_run.uses_x64:
+    if not (jg_run.uses_x64 and fun_run.uses_x64):
         return None
     try:
-        device = DeviceNewton(jg, n)
-        device.warm_up(np.zeros(n))
+        device = DeviceNewton(jg, fun, n)
+        device.check()
     except Exception:  # noqa: BLE001 - an optimization only: fall back to the relayish Hessian
         return None
     return device
@@ -321,48 +321,78 @@ def _batched_value_grad_hess(jg_run, n):
 class DeviceNewton:
     """Newton's compiled evaluations with the iterate kept on the device (jax arrays).
 
-    * `at(x) -> (x, g, H, p, stats)`: f, g, H and the direction p at x, in one call;
-    * `trial(x, p) -> (x + p, g, p', stats)`: the same at the full step x + p, without H (an
+    * `solve(x0, tol, max_iter) -> device_loop.LoopResult`: the whole Newton loop, line search
+      included, as one XLA computation (device_loop.py) — used when no one watches the
+      iterations;
+    * for the Python loop that reports each iteration (methods._newton_device_loop):
+      `at(x) -> (x, g, H, p, stats)`: f, g, H and the direction p at x, in one call, and
+      `trial(x, p) -> (x + p, g, p', stats)`: the same at the full step x + p, without H (an
       output less; `at` gives it when the modified Cholesky needs it) — when Armijo accepts the
-      step (the usual case) this one compiled call is the whole iteration;
-    * stats is one small float64 vector [f, |g|, g.p', all(isfinite(g)), all(isfinite(p'))],
-      the only thing the Python loop reads back per iteration (one transfer).
+      step (the usual case) this one compiled call is the whole iteration. stats is one small
+      float64 vector [f, |g|, g.p', all(isfinite(g)), all(isfinite(p'))], the only thing that
+      loop reads back per iteration (one transfer).
     Call them inside `with dev.context():` (float64: jax.enable_x64, entered once per loop).
-    `calls` counts the compiled calls (at + trial).
+    `calls` counts the compiled calls of at and trial. Each is compiled on first use
+    (`warm_up` does it ahead of the iterations).
     """
 
     STATS = ("f", "gnorm", "slope", "g_finite", "p_finite")
 
-    def __init__(self, jg, n):
+    def __init__(self, jg, fun, n):
         import jax
         import jax.numpy as jnp
         from jax.scipy.linalg import cho_solve
+        from relayish.optim.device_loop import build_newton_loop
         eye = np.eye(n)
         self.n = n
         self.calls = 0
 
-        def fghp(x):
+        def evaluate(x):
             (f, (g,)), (_, (H,)) = jax.vmap(lambda e: jg(x, e),
                                             out_axes=((None, (None,)), (0, (0,))))(eye)
+            f, g, H = (jnp.asarray(v, jnp.float64) for v in (f, g, H))
             L = jnp.linalg.cholesky(0.5 * (H + H.T))
-            p = -cho_solve((L, True), g)
+            return f, g, H, -cho_solve((L, True), g)
+
+        def objective(x):
+            return jnp.asarray(fun(x), jnp.float64)
+
+        def at(x):
+            f, g, H, p = evaluate(x)
             stats = jnp.stack([f, jnp.sqrt(jnp.sum(g * g)), jnp.dot(g, p),
                                jnp.all(jnp.isfinite(g)).astype(f.dtype),
                                jnp.all(jnp.isfinite(p)).astype(f.dtype)])
             return x, g, H, p, stats
 
         def trial(x, p):
-            x, g, _, p, stats = fghp(x + p)
+            x, g, _, p, stats = at(x + p)
             return x, g, p, stats
-        self._at = jax.jit(fghp)
+        self._at = jax.jit(at)
         self._trial = jax.jit(trial)
+        self._solve = build_newton_loop(evaluate, objective, n)
         self.context = lambda: jax.enable_x64(True)
 
-    def warm_up(self, x):
+        def check():
+            # trace (not compile) the vmapped evaluation: fails early where batching does not go
+            with self.context():
+                jax.eval_shape(evaluate, jax.ShapeDtypeStruct((n,), jnp.float64))
+                jax.eval_shape(objective, jax.ShapeDtypeStruct((n,), jnp.float64))
+        self.check = check
+
+    def warm_up(self, x, stepwise, max_iter=0):
+        """Compile (and run once at x) what the coming loop uses: at and trial for the
+        stepwise loop, else the whole loop for max_iter's history size."""
         with self.context():
-            self.at(x)
-            self.trial(x, x)
-        self.calls -= 2
+            if stepwise:
+                self.at(x)
+                self.trial(x, x)
+                self.calls -= 2
+            else:
+                self._solve(x, 0.0, 0, capacity_for=max_iter)
+
+    def solve(self, x0, tol, max_iter):
+        with self.context():
+            return self._solve(x0, tol, max_iter)
 
     def at(self, x):
         self.calls += 1
@@ -393,7 +423,7 @@ class RelayishProblem:
         if method == "newton":
             if backend == "jax" and hessian == "forward" and device == "cpu":
                 self.device_newton = _batched_value_grad_hess(
-                    self._run(_jvp_of_gradient(obj)), n)
+                    self._run(_jvp_of_gradient(obj)), self._fun, n)
             fused = (None if self.device_newton is not None
                      else _fused_value_grad_hess(obj, hessian))
             if fused is not None:
@@ -414,9 +444,13 @@ class RelayishProblem:
         self.ngev += calls
         self.nhev += calls
 
-    def warm_up(self, x):
+    def warm_up(self, x, watched=True, max_iter=0):
         """Run every compiled program once at x, so that tracing and XLA compilation happen
-        before the first iteration (and iteration timings measure iterations)."""
+        before the first iteration (and iteration timings measure iterations). `watched`: the
+        iterations will be reported live (so Newton's device loop runs step by step);
+        `max_iter`: the whole-loop program is compiled for that history size."""
+        if self.device_newton is not None:
+            self.device_newton.warm_up(x, stepwise=watched, max_iter=max_iter)
         for fn, args in ((self._fun, (x,)), (self._vg, (x,)), (self._vgh, (x,)),
                          (self._hess, (x,)), (self._hvp, (x, x))):
             if fn is not None:

@@ -1,4 +1,6 @@
-"""Newton on the jax backend with the iterate kept on the device (problem.DeviceNewton)."""
+"""Newton on the jax backend with the iterate kept on the device (problem.DeviceNewton): the
+whole loop as one XLA computation (device_loop.py) when nothing watches the iterations, else
+step by step (methods._newton_device_loop)."""
 import numpy as np
 import pytest
 
@@ -32,11 +34,16 @@ def _count_compiled_calls(dev):
     return counts
 
 
+def _watched():
+    """A monitor with a callback: the iterations are reported live, so the loop is stepwise."""
+    return Monitor(callback=lambda entry: None)
+
+
 def test_accepted_full_steps_cost_one_compiled_call_each():
     f, X, y, _ = logistic()
     problem, x0 = _problem(f, np.zeros(X.shape[1]), (X, y))
     counts = _count_compiled_calls(problem.device_newton)
-    monitor = Monitor()
+    monitor = _watched()
     out = run_newton(problem, x0, 1e-10, 50, monitor)
     assert out.converged
     steps = [h["step"] for h in monitor.history[1:]]
@@ -81,7 +88,7 @@ def test_indefinite_hessian_uses_the_modified_cholesky():
     f = rl.Function([x], rl.sum(x * x * x * x - x * x))
     problem, x0 = _problem(f, np.full(3, 0.1))
     counts = _count_compiled_calls(problem.device_newton)
-    out = run_newton(problem, x0, 1e-10, 50, Monitor())
+    out = run_newton(problem, x0, 1e-10, 50, _watched())
     assert out.converged
     np.testing.assert_allclose(np.abs(out.x), np.full(3, np.sqrt(0.5)), rtol=1e-8)
     assert counts["at"] >= 2       # H fetched for the modified Cholesky (trial does not return it)
@@ -108,3 +115,102 @@ def test_value_grad_hess_on_the_device_path_matches_numpy():
     np.testing.assert_allclose(H, rosen_hess(x), rtol=1e-12)
     if p is not None and np.isfinite(p).all():
         np.testing.assert_allclose(p, -np.linalg.solve(rosen_hess(x), rosen_der(x)), rtol=1e-8)
+
+
+# ---- the whole loop as one XLA computation (device_loop.py) ---------------------------------
+
+def _count_whole_loop_calls(dev):
+    counts = {"solve": 0}
+    solve = dev._solve
+
+    def counted(*a, **kw):
+        counts["solve"] += 1
+        return solve(*a, **kw)
+    dev._solve = counted
+    return counts
+
+
+def _float32_rosenbrock(n=4):
+    x = rl.var("x", shape=(n,), dtype="float32")
+    a = rl.op.strided_slice(x, [0], [n - 1])
+    b = rl.op.strided_slice(x, [1], [n])
+    one, hundred = rl.const(1.0, "float32"), rl.const(100.0, "float32")
+    return rl.Function([x], rl.sum(hundred * (b - a * a) * (b - a * a) + (one - a) * (one - a)))
+
+
+def test_unwatched_newton_is_one_compiled_call():
+    f, X, y, _ = logistic()
+    problem, x0 = _problem(f, np.zeros(X.shape[1]), (X, y))
+    steps_counts = _count_compiled_calls(problem.device_newton)
+    loop_counts = _count_whole_loop_calls(problem.device_newton)
+    monitor = Monitor()
+    out = run_newton(problem, x0, 1e-10, 50, monitor)
+    assert out.converged
+    assert loop_counts == {"solve": 1} and steps_counts == {"at": 0, "trial": 0}
+    steps = [h["step"] for h in monitor.history]
+    assert steps[0] is None and len(steps) == out.n_iter + 1
+    backtracked = sum(s != 1.0 for s in steps[1:])
+    assert backtracked >= 1                  # from w = 0 the first Newton step is too long
+    # the same evaluations as the stepwise loop: x0, one per iteration, one per backtracking;
+    # the objective alone only while backtracking
+    assert problem.ngev == problem.nhev == out.n_iter + 1 + backtracked
+    assert problem.nfev > problem.ngev
+
+
+@pytest.mark.parametrize("make", ["logistic", "rosenbrock4", "float32"])
+def test_whole_loop_takes_the_stepwise_loops_iterates(make):
+    if make == "logistic":
+        f, X, y, _ = logistic()
+        f, x0, args, tol = f, np.zeros(X.shape[1]), (X, y), 1e-10
+    elif make == "rosenbrock4":
+        f, x0, args, tol = rosenbrock(4), rosenbrock_start(4), (), 1e-10
+    else:          # float32: ends when the line search finds no decrease
+        f, x0, args, tol = (_float32_rosenbrock(), rosenbrock_start(4).astype(np.float32), (),
+                            1e-12)
+    whole = rl.optim.minimize(f, x0, backend="jax", args=args, tol=tol)
+    stepwise = rl.optim.minimize(f, x0, backend="jax", args=args, tol=tol,
+                                 callback=lambda entry: None)
+    if make == "float32":
+        # at the objective's precision the last steps hang on rounding: compare the outcome only
+        assert not whole.converged and "no decrease" in whole.message
+        assert not stepwise.converged and "no decrease" in stepwise.message
+        return
+    assert whole.message == stepwise.message and whole.n_iter == stepwise.n_iter
+    for a, b in zip(whole.history, stepwise.history):
+        assert a.keys() == b.keys() and a["iter"] == b["iter"]
+        assert [a["fun"], a["grad_norm"], a["step"]] == pytest.approx(
+            [b["fun"], b["grad_norm"], b["step"]], rel=1e-9, abs=1e-14)
+    np.testing.assert_allclose(whole.x, stepwise.x, rtol=1e-9)
+    assert (whole.nfev, whole.ngev, whole.nhev) == (stepwise.nfev, stepwise.ngev, stepwise.nhev)
+
+
+def test_whole_loop_stops_like_the_host_loop():
+    f = rosenbrock(4)
+    res = rl.optim.minimize(f, rosenbrock_start(4), backend="jax", max_iter=3)
+    assert (res.n_iter, res.converged, len(res.history)) == (3, False, 4)
+    assert "max_iter=3" in res.message
+    res = rl.optim.minimize(f, rosenbrock_start(4), backend="jax", max_iter=0)
+    assert (res.n_iter, len(res.history), res.history[0]["step"]) == (0, 1, None)
+    # more iterations than the smallest history holds (its size is a power of two >= 16)
+    res = rl.optim.minimize(f, rosenbrock_start(4), backend="jax", max_iter=2000)
+    assert res.converged and len(res.history) == res.n_iter + 1
+    x = rl.var("x", shape=(2,), dtype=F64)
+    # d2/dx2 x^1.5 is infinite at 0 while f and g are finite: stops on the Hessian
+    pow_ = rl.Function([x], rl.sum(x ** 1.5 - x))
+    for backend in ("jax", "interpreter"):
+        res = rl.optim.minimize(pow_, np.zeros(2), backend=backend)
+        assert "Hessian is not finite" in res.message and res.n_iter == 0
+        assert len(res.history) == 1
+    res = rl.optim.minimize(rl.Function([x], rl.sum(rl.log(x))), np.array([-1.0, 1.0]),
+                            backend="jax")
+    assert "objective is not finite" in res.message and res.history == []
+
+
+def test_whole_loop_meets_an_indefinite_hessian():
+    x = rl.var("x", shape=(3,), dtype=F64)
+    f = rl.Function([x], rl.sum(x * x * x * x - x * x))
+    res = rl.optim.minimize(f, np.full(3, 0.1), backend="jax")
+    host = rl.optim.minimize(f, np.full(3, 0.1), backend="interpreter")
+    assert res.converged and res.n_iter == host.n_iter
+    np.testing.assert_allclose(res.x, host.x, rtol=1e-10)
+    np.testing.assert_allclose(np.abs(res.x), np.full(3, np.sqrt(0.5)), rtol=1e-8)
