@@ -6,9 +6,9 @@ constants, so that it takes the host loop's iterates. It runs as one `lax.while_
 jitted call: no Python, no dispatch and no transfer per iteration. The history (f, |g|, step per
 iteration) is written into fixed-size arrays and read back once at the end.
 
-It is used when nothing watches the iterations (no `verbose`, no `callback`): progress reported
-live needs the Python loop (methods._newton_device_loop), which returns to the host once per
-iteration.
+It is used when nothing watches the iterations (no `verbose`, no `callback`) and max_iter fits
+the history (`fits`): progress reported live needs the Python loop
+(methods._newton_device_loop), which returns to the host once per iteration.
 
 The loop body evaluates (f, g, H, p) once, at the point `z` that the previous body chose:
     START        z = x0: take it;
@@ -49,6 +49,14 @@ class LoopResult:
     history_step: np.ndarray     # NaN at iteration 0
     fused_evaluations: int       # (f, g, H, p) evaluations
     objective_evaluations: int   # f alone (backtracking)
+
+
+MAX_HISTORY = 1 << 16       # rows; a larger max_iter runs the stepwise loop instead
+
+
+def fits(max_iter):
+    """Is max_iter small enough for the history arrays (else the stepwise loop runs)?"""
+    return max_iter + 1 <= MAX_HISTORY
 
 
 def history_capacity(max_iter):

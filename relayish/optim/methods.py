@@ -167,7 +167,8 @@ def run_newton(problem, x0, tol, max_iter, monitor):
     by step with the iterate kept on the device.
     """
     if getattr(problem, "device_newton", None) is not None:
-        if monitor.callback is None:
+        from relayish.optim import device_loop
+        if monitor.callback is None and device_loop.fits(max_iter):
             return _run_newton_in_one_call(problem, x0, tol, max_iter, monitor)
         return _run_newton_on_device(problem, x0, tol, max_iter, monitor)
     x = x0

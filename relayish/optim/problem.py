@@ -450,7 +450,9 @@ class RelayishProblem:
         iterations will be reported live (so Newton's device loop runs step by step);
         `max_iter`: the whole-loop program is compiled for that history size."""
         if self.device_newton is not None:
-            self.device_newton.warm_up(x, stepwise=watched, max_iter=max_iter)
+            from relayish.optim.device_loop import fits
+            stepwise = watched or not fits(max_iter)
+            self.device_newton.warm_up(x, stepwise=stepwise, max_iter=max_iter)
         for fn, args in ((self._fun, (x,)), (self._vg, (x,)), (self._vgh, (x,)),
                          (self._hess, (x,)), (self._hvp, (x, x))):
             if fn is not None:

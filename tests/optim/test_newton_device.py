@@ -194,6 +194,11 @@ def test_whole_loop_stops_like_the_host_loop():
     # more iterations than the smallest history holds (its size is a power of two >= 16)
     res = rl.optim.minimize(f, rosenbrock_start(4), backend="jax", max_iter=2000)
     assert res.converged and len(res.history) == res.n_iter + 1
+    # beyond the largest history the stepwise loop runs (no billion-row arrays)
+    problem, x0 = _problem(f, rosenbrock_start(4))
+    counts = _count_compiled_calls(problem.device_newton)
+    out = run_newton(problem, x0, 1e-10, 10 ** 9, Monitor())
+    assert out.converged and counts["trial"] == out.n_iter
     x = rl.var("x", shape=(2,), dtype=F64)
     # d2/dx2 x^1.5 is infinite at 0 while f and g are finite: stops on the Hessian
     pow_ = rl.Function([x], rl.sum(x ** 1.5 - x))
