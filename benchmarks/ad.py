@@ -18,9 +18,15 @@ from __future__ import annotations
 import argparse
 import time
 
+import os
+import sys
+
 import numpy as np
 
 import relayish as rl
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples"))
+from tree_network import random_tree, to_value, tree_module  # noqa: E402
 
 F = "float64"
 
@@ -35,41 +41,7 @@ def best_of(fn, repeat):
     return min(times)
 
 
-# ---- the tree network -------------------------------------------------------------------------
-
-def tree_module(hidden):
-    """@net(W, b, t) = leaf vector | tanh(W @ concat(net(l), net(r)) + b); main = sum(net(t)^2)."""
-    mod = rl.Module()
-    p = rl.Prelude(mod)
-    vt = rl.TensorType((hidden,), F)
-    tt = rl.TypeCall(p.Tree, [vt])
-    net = rl.GlobalVar("net")
-    W, b, t = rl.var("W", shape=(hidden, 2 * hidden), dtype=F), rl.var("b", type=vt), rl.var("t", type=tt)
-    leaf, left, right = rl.Var("leaf"), rl.Var("l"), rl.Var("r")
-    mod[net] = rl.Function([W, b, t], rl.Match(t, [
-        rl.Clause(rl.PatternConstructor(p.Leaf, [rl.PatternVar(leaf)]), leaf),
-        rl.Clause(rl.PatternConstructor(p.Node, [rl.PatternVar(left), rl.PatternVar(right)]),
-                  rl.tanh(rl.matmul(W, rl.concatenate([net(W, b, left), net(W, b, right)],
-                                                      axis=0)) + b))]), vt)
-    W2, b2, t2 = rl.var("W", shape=(hidden, 2 * hidden), dtype=F), rl.var("b", type=vt), rl.var("t", type=tt)
-    h = rl.Var("h")
-    mod["main"] = rl.Function([W2, b2, t2], rl.Let(h, net(W2, b2, t2), rl.sum(h * h)))
-    return mod, p
-
-
-def random_tree(rng, leaves, hidden):
-    """A random binary tree as nested Python tuples with vector leaves."""
-    if leaves == 1:
-        return rng.normal(size=hidden)
-    k = int(rng.integers(1, leaves))
-    return (random_tree(rng, k, hidden), random_tree(rng, leaves - k, hidden))
-
-
-def to_value(p, tree):
-    if isinstance(tree, tuple):
-        return rl.ConstructorValue(p.Node, [to_value(p, tree[0]), to_value(p, tree[1])])
-    return rl.ConstructorValue(p.Leaf, [tree])
-
+# ---- the tree network (examples/tree_network.py) ---------------------------------------------
 
 def autograd_tree_grad():
     import autograd

@@ -1,6 +1,9 @@
 """Gradients of relayish programs against jax.grad of the same functions written in jax (float64),
 and against finite differences: closures, higher-order functions, map/fold over lists,
 recursion over trees, data-dependent if inside recursion, refs updated in recursive loops."""
+import os
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,6 +11,10 @@ import pytest
 
 import relayish as rl
 from adcheck import assert_values_close, check_fd
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples")
+sys.path.insert(0, os.path.abspath(EXAMPLES))
+from tree_network import random_tree, to_value, tree_module  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -95,35 +102,6 @@ def test_map_and_fold_over_list_input():
     check_fd(mod, [wv, rl.list_value(mod, xs)])
 
 
-def tree_net_module(hidden=4):
-    """@net(W, b, t: Tree[Tensor[(h,)]]) = leaf vector, or tanh(W @ concat(children) + b)."""
-    mod = rl.Module()
-    p = rl.Prelude(mod)
-    vt = rl.TensorType((hidden,), F)
-    tt = rl.TypeCall(p.Tree, [vt])
-    net = rl.GlobalVar("net")
-    W, b, t = rl.var("W", shape=(hidden, 2 * hidden), dtype=F), rl.var("b", type=vt), rl.var("t", type=tt)
-    leaf, l, r = rl.Var("leaf"), rl.Var("l"), rl.Var("r")
-    mod[net] = rl.Function([W, b, t], rl.Match(t, [
-        rl.Clause(rl.PatternConstructor(p.Leaf, [rl.PatternVar(leaf)]), leaf),
-        rl.Clause(rl.PatternConstructor(p.Node, [rl.PatternVar(l), rl.PatternVar(r)]),
-                  rl.tanh(rl.matmul(W, rl.concatenate([net(W, b, l), net(W, b, r)], axis=0)) + b))]),
-        vt)
-    W2, b2, t2 = rl.var("W", shape=(hidden, 2 * hidden), dtype=F), rl.var("b", type=vt), rl.var("t", type=tt)
-    mod["main"] = rl.Function([W2, b2, t2], rl.sum(net(W2, b2, t2) * net(W2, b2, t2)))
-    return mod, p
-
-
-def random_tree(p, leaves, hidden):
-    """(relayish value, python nested tuples) for a random binary tree with `leaves` leaves."""
-    if leaves == 1:
-        v = rng.normal(size=hidden)
-        return rl.ConstructorValue(p.Leaf, [v]), v
-    k = int(rng.integers(1, leaves))
-    (la, pa), (lb, pb) = random_tree(p, k, hidden), random_tree(p, leaves - k, hidden)
-    return rl.ConstructorValue(p.Node, [la, lb]), (pa, pb)
-
-
 def jax_net(W, b, t):
     if isinstance(t, tuple):
         return jnp.tanh(W @ jnp.concatenate([jax_net(W, b, t[0]), jax_net(W, b, t[1])]) + b)
@@ -137,9 +115,10 @@ def leaves_of(value):
 
 
 def test_recursion_over_trees():
-    mod, p = tree_net_module()
+    mod, p = tree_module(4)
     W, b = rng.normal(size=(4, 8)) * 0.5, rng.normal(size=4)
-    tv, tp = random_tree(p, 5, 4)
+    tp = random_tree(rng, 5, 4)
+    tv = to_value(p, tp)
     gW, gb, gt = rl_grads(mod, [W, b, tv])
 
     def jf(W, b, t):

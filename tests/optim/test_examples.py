@@ -30,3 +30,10 @@ def test_logistic_regression_example(capsys):
     res = logistic_regression.main(["--backend", "interpreter"])
     assert res.converged and res.n_iter <= 15
     assert "training accuracy" in capsys.readouterr().out
+
+
+def test_tree_network_example(capsys):
+    import tree_network
+    total_W = tree_network.main(["--trees", "3", "--hidden", "3"])
+    assert total_W.shape == (3, 6) and np.isfinite(total_W).all() and np.abs(total_W).sum() > 0
+    assert capsys.readouterr().out.count("loss") == 3
