@@ -163,13 +163,13 @@ def run_newton(problem, x0, tol, max_iter, monitor):
     The objective, gradient and Hessian are evaluated at the full Newton step in one call; when
     Armijo accepts the full step (the usual case) that call already holds the next iteration's
     data, so each iteration costs one fused evaluation. On the jax backend (problem.device_newton)
-    the loop runs on the device: as one XLA computation when no callback watches it, else step
-    by step with the iterate kept on the device.
+    the loop runs on the device: its usual iterations in XLA when no callback watches it, else
+    step by step with the iterate kept on the device.
     """
     if getattr(problem, "device_newton", None) is not None:
         from relayish.optim import device_loop
         if monitor.callback is None and device_loop.fits(max_iter):
-            return _run_newton_in_one_call(problem, x0, tol, max_iter, monitor)
+            return _run_newton_in_xla(problem, x0, tol, max_iter, monitor)
         return _run_newton_on_device(problem, x0, tol, max_iter, monitor)
     x = x0
     f, g, H, p = problem.value_grad_hess(x)
@@ -202,27 +202,42 @@ def run_newton(problem, x0, tol, max_iter, monitor):
     return _max_iter_reached(x, f, g, max_iter)
 
 
-def _run_newton_in_one_call(problem, x0, tol, max_iter, monitor):
-    """run_newton as one compiled XLA loop (device_loop.py): nothing watches the iterations,
-    so the history is recorded on the device and read back with the result."""
+def _run_newton_in_xla(problem, x0, tol, max_iter, monitor):
+    """run_newton with its usual iterations in XLA (device_loop.py): each call of the loop runs
+    iterations until one needs the host — a line search, the modified Cholesky — or the run
+    stops; the host does that step with this module's code and calls the loop again. Nothing
+    watches the iterations, so each call's history rows are recorded when it returns."""
     from relayish.optim import device_loop as loop
-    out = problem.device_newton.solve(x0, tol, max_iter)
-    problem.count(out.fused_evaluations)
-    problem.nfev += out.objective_evaluations
-    for k, (f, gnorm, step) in enumerate(zip(out.history_fun.tolist(),
-                                             out.history_grad_norm.tolist(),
-                                             out.history_step.tolist())):
-        monitor.record(k, f, gnorm, None if k == 0 else step)
-    x, f, g, k = out.x, out.fun, out.grad, out.n_iter
-    if out.status == loop.CONVERGED:
-        return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
-    if out.status == loop.MAX_ITER:
-        return _max_iter_reached(x, f, g, max_iter)
-    if out.status == loop.NO_DECREASE:
-        return _line_search_failed(x, f, g, k, out.grad_norm, tol)
-    what = {loop.BAD_OBJECTIVE: "objective", loop.BAD_GRADIENT: "gradient",
-            loop.BAD_HESSIAN: "Hessian"}[out.status]
-    return _nonfinite_stop(x, f, g, k, what)
+    dev = problem.device_newton
+    state = dev.loop(x0, loop.START, x0, tol, max_iter)
+    while True:
+        problem.count(state.evaluations)
+        for k, (f, gnorm, step) in enumerate(state.history.tolist(), start=state.first):
+            monitor.record(k, f, gnorm, None if k == 0 else step)
+        x, f, g, p, k = state.x, state.f, state.g, state.p, state.k
+        if state.status == loop.CONVERGED:
+            return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
+        if state.status == loop.MAX_ITER:
+            return _max_iter_reached(x, f, g, max_iter)
+        if state.status in (loop.BAD_OBJECTIVE, loop.BAD_GRADIENT):
+            what = "objective" if state.status == loop.BAD_OBJECTIVE else "gradient"
+            return _nonfinite_stop(x, f, g, k, what)
+        if state.status == loop.DIRECTION:
+            if not _finite(state.H):
+                return _nonfinite_stop(x, f, g, k, "Hessian")
+            p, _ = modified_cholesky_direction(state.H, g)
+            if not g @ p < 0:
+                p = -g
+            state = dev.loop(x + p, loop.TRIAL, x, tol, max_iter, f=f, g=g, p=p, k=k)
+            continue
+        # LINE_SEARCH: Armijo rejected the full step x + p
+        f_trial = state.f_trial if math.isfinite(state.f_trial) else math.inf
+        found = backtrack(problem.fun, x, f, g, p, f_trial=f_trial)
+        if found is None:
+            return _line_search_failed(x, f, g, k, float(np.linalg.norm(g)), tol)
+        t, _ = found
+        state = dev.loop(x + t * p, loop.BACKTRACKED, x, tol, max_iter, step=t, f=f, g=g, p=p,
+                         k=k)
 
 
 def _run_newton_on_device(problem, x0, tol, max_iter, monitor):

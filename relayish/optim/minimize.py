@@ -121,7 +121,8 @@ def minimize_callables(fun, grad, x0, method="newton", tol=1e-8, max_iter=100, h
 
 def _run(problem, x_flat, unflatten, method, tol, max_iter, verbose, callback, backend):
     callbacks = [c for c in (progress_printer() if verbose else None, callback) if c is not None]
-    monitor = Monitor(lambda e: [c(e) for c in callbacks] if callbacks else None)
+    # no callback at all when nothing watches: Newton on jax then keeps its iterations in XLA
+    monitor = Monitor((lambda e: [c(e) for c in callbacks]) if callbacks else None)
     outcome = METHODS[method](problem, x_flat, float(tol), int(max_iter), monitor)
     if verbose:
         print(f"{method}: {outcome.message} after {outcome.n_iter} iterations, "

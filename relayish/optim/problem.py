@@ -289,7 +289,7 @@ def _jvp_of_gradient(obj):
     return jvp(_gradient(obj))
 
 
-def _batched_value_grad_hess(jg_run, fun_run, n):
+def _batched_value_grad_hess(jg_run, n):
     """DeviceNewton for fn(x) -> (f, g, H, p) as one jitted jax computation, or None.
 
     jg_run is the compiled relayish program jvp(gradient(f)) : (x, v) -> ((f, (g,)), (_, (H v,))),
@@ -298,20 +298,19 @@ def _batched_value_grad_hess(jg_run, fun_run, n):
     stays unbatched: one pass computes f, g and H (the batched form of hessian_forward's n HVPs;
     jax.hessian batches its HVPs the same way). p is the Newton direction when H is positive
     definite (NaN from the Cholesky otherwise: then the optimizer falls back to its modified
-    Cholesky on H). fun_run is the compiled objective, for the line search of the device loop.
+    Cholesky on H).
     """
     from relayish.errors import CompileError
     try:
         jg = jg_run.jax_function()
-        fun = fun_run.jax_function()
     except CompileError:
         return None
     except Exception:  # noqa: BLE001 - an optimization only: the fallback reports real errors
         return None
-    if not (jg_run.uses_x64 and fun_run.uses_x64):
+    if not jg_run.uses_x64:
         return None
     try:
-        device = DeviceNewton(jg, fun, n)
+        device = DeviceNewton(jg, n)
         device.check()
     except Exception:  # noqa: BLE001 - an optimization only: fall back to the relayish Hessian
         return None
@@ -319,11 +318,12 @@ def _batched_value_grad_hess(jg_run, fun_run, n):
 
 
 class DeviceNewton:
-    """Newton's compiled evaluations with the iterate kept on the device (jax arrays).
+    """Newton's compiled evaluations, with the iterate kept on the device (jax arrays).
 
-    * `solve(x0, tol, max_iter) -> device_loop.LoopResult`: the whole Newton loop, line search
-      included, as one XLA computation (device_loop.py) — used when no one watches the
-      iterations;
+    * `loop(...) -> device_loop.LoopState`: Newton's usual iterations (Cholesky direction,
+      full step accepted) back to back as one XLA computation, returning when an iteration
+      needs the host (a line search, the modified Cholesky) or stops — used when nothing
+      watches the iterations (methods._run_newton_in_xla);
     * for the Python loop that reports each iteration (methods._newton_device_loop):
       `at(x) -> (x, g, H, p, stats)`: f, g, H and the direction p at x, in one call, and
       `trial(x, p) -> (x + p, g, p', stats)`: the same at the full step x + p, without H (an
@@ -331,14 +331,14 @@ class DeviceNewton:
       step (the usual case) this one compiled call is the whole iteration. stats is one small
       float64 vector [f, |g|, g.p', all(isfinite(g)), all(isfinite(p'))], the only thing that
       loop reads back per iteration (one transfer).
-    Call them inside `with dev.context():` (float64: jax.enable_x64, entered once per loop).
-    `calls` counts the compiled calls of at and trial. Each is compiled on first use
-    (`warm_up` does it ahead of the iterations).
+    Call at and trial inside `with dev.context():` (float64: jax.enable_x64, entered once per
+    loop); `loop` enters it itself. `calls` counts the compiled calls of at and trial. Each is
+    compiled on first use (`warm_up` does it ahead of the iterations).
     """
 
     STATS = ("f", "gnorm", "slope", "g_finite", "p_finite")
 
-    def __init__(self, jg, fun, n):
+    def __init__(self, jg, n):
         import jax
         import jax.numpy as jnp
         from jax.scipy.linalg import cho_solve
@@ -354,9 +354,6 @@ class DeviceNewton:
             L = jnp.linalg.cholesky(0.5 * (H + H.T))
             return f, g, H, -cho_solve((L, True), g)
 
-        def objective(x):
-            return jnp.asarray(fun(x), jnp.float64)
-
         def at(x):
             f, g, H, p = evaluate(x)
             stats = jnp.stack([f, jnp.sqrt(jnp.sum(g * g)), jnp.dot(g, p),
@@ -369,30 +366,34 @@ class DeviceNewton:
             return x, g, p, stats
         self._at = jax.jit(at)
         self._trial = jax.jit(trial)
-        self._solve = build_newton_loop(evaluate, objective, n)
+        self._loop = build_newton_loop(evaluate, n)
         self.context = lambda: jax.enable_x64(True)
 
         def check():
             # trace (not compile) the vmapped evaluation: fails early where batching does not go
             with self.context():
                 jax.eval_shape(evaluate, jax.ShapeDtypeStruct((n,), jnp.float64))
-                jax.eval_shape(objective, jax.ShapeDtypeStruct((n,), jnp.float64))
         self.check = check
 
     def warm_up(self, x, stepwise, max_iter=0):
         """Compile (and run once at x) what the coming loop uses: at and trial for the
-        stepwise loop, else the whole loop for max_iter's history size."""
+        stepwise loop, else the XLA loop for max_iter's history size."""
         with self.context():
             if stepwise:
                 self.at(x)
                 self.trial(x, x)
                 self.calls -= 2
             else:
-                self._solve(x, 0.0, 0, capacity_for=max_iter)
+                self.loop(x, 0, x, 0.0, 0, capacity_for=max_iter)
 
-    def solve(self, x0, tol, max_iter):
+    def loop(self, z, mode, x, tol, max_iter, step=np.nan, f=np.nan, g=None, p=None, k=0,
+             capacity_for=0):
+        """One call of the XLA loop (device_loop.build_newton_loop) -> device_loop.LoopState."""
+        zeros = np.zeros(self.n)
         with self.context():
-            return self._solve(x0, tol, max_iter)
+            return self._loop(z, mode, step, x, f, zeros if g is None else g,
+                              zeros if p is None else p, k, tol, max_iter,
+                              capacity_for=capacity_for)
 
     def at(self, x):
         self.calls += 1
@@ -423,7 +424,7 @@ class RelayishProblem:
         if method == "newton":
             if backend == "jax" and hessian == "forward" and device == "cpu":
                 self.device_newton = _batched_value_grad_hess(
-                    self._run(_jvp_of_gradient(obj)), self._fun, n)
+                    self._run(_jvp_of_gradient(obj)), n)
             fused = (None if self.device_newton is not None
                      else _fused_value_grad_hess(obj, hessian))
             if fused is not None:

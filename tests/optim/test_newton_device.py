@@ -1,6 +1,6 @@
 """Newton on the jax backend with the iterate kept on the device (problem.DeviceNewton): the
-whole loop as one XLA computation (device_loop.py) when nothing watches the iterations, else
-step by step (methods._newton_device_loop)."""
+usual iterations as one XLA computation (device_loop.py) when nothing watches them, else step
+by step (methods._newton_device_loop)."""
 import numpy as np
 import pytest
 
@@ -117,16 +117,16 @@ def test_value_grad_hess_on_the_device_path_matches_numpy():
         np.testing.assert_allclose(p, -np.linalg.solve(rosen_hess(x), rosen_der(x)), rtol=1e-8)
 
 
-# ---- the whole loop as one XLA computation (device_loop.py) ---------------------------------
+# ---- the usual iterations in XLA, the rare ones on the host (device_loop.py) ----------------
 
-def _count_whole_loop_calls(dev):
-    counts = {"solve": 0}
-    solve = dev._solve
+def _count_loop_calls(dev):
+    counts = {"loop": 0}
+    loop = dev._loop
 
     def counted(*a, **kw):
-        counts["solve"] += 1
-        return solve(*a, **kw)
-    dev._solve = counted
+        counts["loop"] += 1
+        return loop(*a, **kw)
+    dev._loop = counted
     return counts
 
 
@@ -138,27 +138,45 @@ def _float32_rosenbrock(n=4):
     return rl.Function([x], rl.sum(hundred * (b - a * a) * (b - a * a) + (one - a) * (one - a)))
 
 
-def test_unwatched_newton_is_one_compiled_call():
+def test_unwatched_newton_runs_its_full_steps_in_one_call():
     f, X, y, _ = logistic()
     problem, x0 = _problem(f, np.zeros(X.shape[1]), (X, y))
     steps_counts = _count_compiled_calls(problem.device_newton)
-    loop_counts = _count_whole_loop_calls(problem.device_newton)
+    loop_counts = _count_loop_calls(problem.device_newton)
     monitor = Monitor()
     out = run_newton(problem, x0, 1e-10, 50, monitor)
-    assert out.converged
-    assert loop_counts == {"solve": 1} and steps_counts == {"at": 0, "trial": 0}
+    assert out.converged and steps_counts == {"at": 0, "trial": 0}
     steps = [h["step"] for h in monitor.history]
     assert steps[0] is None and len(steps) == out.n_iter + 1
+    assert [h["iter"] for h in monitor.history] == list(range(out.n_iter + 1))
     backtracked = sum(s != 1.0 for s in steps[1:])
     assert backtracked >= 1                  # from w = 0 the first Newton step is too long
+    # one call from x0, and one more after each line search (the Hessian stays positive
+    # definite here, so the modified Cholesky never sends the loop back to the host)
+    assert loop_counts == {"loop": 1 + backtracked}
     # the same evaluations as the stepwise loop: x0, one per iteration, one per backtracking;
     # the objective alone only while backtracking
     assert problem.ngev == problem.nhev == out.n_iter + 1 + backtracked
     assert problem.nfev > problem.ngev
 
 
+def test_rosenbrock_full_steps_stay_in_xla():
+    problem, x0 = _problem(rosenbrock(32), rosenbrock_start(32))
+    loop_counts = _count_loop_calls(problem.device_newton)
+    monitor = Monitor()
+    out = run_newton(problem, x0, 1e-8, 100, monitor)
+    assert out.converged and all(h["step"] == 1.0 for h in monitor.history[1:])
+    assert loop_counts == {"loop": 1} and out.n_iter >= 4
+
+
 @pytest.mark.parametrize("make", ["logistic", "rosenbrock4", "float32"])
-def test_whole_loop_takes_the_stepwise_loops_iterates(make):
+def test_xla_loop_takes_the_stepwise_loops_iterates(make, monkeypatch):
+    from relayish.optim.problem import DeviceNewton
+    used = []
+    for name in ("loop", "at", "trial"):
+        method = getattr(DeviceNewton, name)
+        monkeypatch.setattr(DeviceNewton, name, lambda self, *a, _m=method, _n=name, **kw:
+                            used.append(_n) or _m(self, *a, **kw))
     if make == "logistic":
         f, X, y, _ = logistic()
         f, x0, args, tol = f, np.zeros(X.shape[1]), (X, y), 1e-10
@@ -168,8 +186,12 @@ def test_whole_loop_takes_the_stepwise_loops_iterates(make):
         f, x0, args, tol = (_float32_rosenbrock(), rosenbrock_start(4).astype(np.float32), (),
                             1e-12)
     whole = rl.optim.minimize(f, x0, backend="jax", args=args, tol=tol)
+    # minimize without verbose or callback runs the XLA loop, never the stepwise calls
+    assert "loop" in used and "at" not in used and "trial" not in used
+    used.clear()
     stepwise = rl.optim.minimize(f, x0, backend="jax", args=args, tol=tol,
                                  callback=lambda entry: None)
+    assert "trial" in used and "loop" not in used
     if make == "float32":
         # at the objective's precision the last steps hang on rounding: compare the outcome only
         assert not whole.converged and "no decrease" in whole.message
@@ -184,7 +206,7 @@ def test_whole_loop_takes_the_stepwise_loops_iterates(make):
     assert (whole.nfev, whole.ngev, whole.nhev) == (stepwise.nfev, stepwise.ngev, stepwise.nhev)
 
 
-def test_whole_loop_stops_like_the_host_loop():
+def test_xla_loop_stops_like_the_host_loop():
     f = rosenbrock(4)
     res = rl.optim.minimize(f, rosenbrock_start(4), backend="jax", max_iter=3)
     assert (res.n_iter, res.converged, len(res.history)) == (3, False, 4)
@@ -211,7 +233,7 @@ def test_whole_loop_stops_like_the_host_loop():
     assert "objective is not finite" in res.message and res.history == []
 
 
-def test_whole_loop_meets_an_indefinite_hessian():
+def test_xla_loop_meets_an_indefinite_hessian():
     x = rl.var("x", shape=(3,), dtype=F64)
     f = rl.Function([x], rl.sum(x * x * x * x - x * x))
     res = rl.optim.minimize(f, np.full(3, 0.1), backend="jax")
