@@ -12,7 +12,8 @@ regression on 200 x 50 data (examples/logistic_regression.py).
 
 * relayish: `rl.optim.minimize(method="newton", backend="jax")`. One call gives the iteration
   count and the setup time (AD, tracing, XLA compilation: all done before iteration 0). Without
-  verbose/callback, minimize runs the whole Newton loop (line search included) as one XLA
+  verbose/callback, minimize runs the Newton loop (line search included; only a modified-
+  Cholesky direction goes back to the host, which these two problems never need) as one XLA
   computation, so single iterations cannot be timed from Python. Instead the loop minimize runs
   after its setup (`methods.run_newton` on the problem minimize builds, compiled once) is timed
   from x0 with max_iter = 0, 1, ..., n: run k stops at the start of iteration k, so
@@ -218,7 +219,7 @@ def main(argv=None):
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}; numpy {np.__version__}; "
           f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}")
     print("relayish: minimize's Newton loop after its setup, timed with max_iter = 0..n; an "
-          "iteration = T(k) - T(k-1)\n  (forward Hessian: the whole loop, Armijo line search "
+          "iteration = T(k) - T(k-1)\n  (forward Hessian: the loop, Armijo line search "
           "included, is one XLA computation).\njax step: x - solve(hessian(f)(x), grad(f)(x)), "
           "jitted, x on the device, no line search, called from Python.\nInterleaved rounds "
           "(order swapped each round); ratio = median over rounds of (relayish / jax).")

@@ -203,15 +203,16 @@ def run_newton(problem, x0, tol, max_iter, monitor):
 
 
 def _run_newton_in_xla(problem, x0, tol, max_iter, monitor):
-    """run_newton with its usual iterations in XLA (device_loop.py): each call of the loop runs
-    iterations until one needs the host — a line search, the modified Cholesky — or the run
-    stops; the host does that step with this module's code and calls the loop again. Nothing
+    """run_newton in XLA (device_loop.py): each call of the loop runs iterations, line searches
+    included, until one needs the modified Cholesky (H not positive definite) or the run stops;
+    the host computes that direction with this module's code and calls the loop again. Nothing
     watches the iterations, so each call's history rows are recorded when it returns."""
     from relayish.optim import device_loop as loop
     dev = problem.device_newton
     state = dev.loop(x0, loop.START, x0, tol, max_iter)
     while True:
         problem.count(state.evaluations)
+        problem.nfev += state.objective_evaluations
         for k, (f, gnorm, step) in enumerate(state.history.tolist(), start=state.first):
             monitor.record(k, f, gnorm, None if k == 0 else step)
         x, f, g, p, k = state.x, state.f, state.g, state.p, state.k
@@ -230,14 +231,8 @@ def _run_newton_in_xla(problem, x0, tol, max_iter, monitor):
                 p = -g
             state = dev.loop(x + p, loop.TRIAL, x, tol, max_iter, f=f, g=g, p=p, k=k)
             continue
-        # LINE_SEARCH: Armijo rejected the full step x + p
-        f_trial = state.f_trial if math.isfinite(state.f_trial) else math.inf
-        found = backtrack(problem.fun, x, f, g, p, f_trial=f_trial)
-        if found is None:
-            return _line_search_failed(x, f, g, k, float(np.linalg.norm(g)), tol)
-        t, _ = found
-        state = dev.loop(x + t * p, loop.BACKTRACKED, x, tol, max_iter, step=t, f=f, g=g, p=p,
-                         k=k)
+        # NO_DECREASE: the line search found no step that decreases f
+        return _line_search_failed(x, f, g, k, float(np.linalg.norm(g)), tol)
 
 
 def _run_newton_on_device(problem, x0, tol, max_iter, monitor):

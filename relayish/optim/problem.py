@@ -289,7 +289,7 @@ def _jvp_of_gradient(obj):
     return jvp(_gradient(obj))
 
 
-def _batched_value_grad_hess(jg_run, n):
+def _batched_value_grad_hess(jg_run, fun_run, n):
     """DeviceNewton for fn(x) -> (f, g, H, p) as one jitted jax computation, or None.
 
     jg_run is the compiled relayish program jvp(gradient(f)) : (x, v) -> ((f, (g,)), (_, (H v,))),
@@ -298,19 +298,20 @@ def _batched_value_grad_hess(jg_run, n):
     stays unbatched: one pass computes f, g and H (the batched form of hessian_forward's n HVPs;
     jax.hessian batches its HVPs the same way). p is the Newton direction when H is positive
     definite (NaN from the Cholesky otherwise: then the optimizer falls back to its modified
-    Cholesky on H).
+    Cholesky on H). fun_run is the compiled objective, for the line search in XLA.
     """
     from relayish.errors import CompileError
     try:
         jg = jg_run.jax_function()
+        fun = fun_run.jax_function()
     except CompileError:
         return None
     except Exception:  # noqa: BLE001 - an optimization only: the fallback reports real errors
         return None
-    if not jg_run.uses_x64:
+    if not (jg_run.uses_x64 and fun_run.uses_x64):
         return None
     try:
-        device = DeviceNewton(jg, n)
+        device = DeviceNewton(jg, fun, n)
         device.check()
     except Exception:  # noqa: BLE001 - an optimization only: fall back to the relayish Hessian
         return None
@@ -320,10 +321,10 @@ def _batched_value_grad_hess(jg_run, n):
 class DeviceNewton:
     """Newton's compiled evaluations, with the iterate kept on the device (jax arrays).
 
-    * `loop(...) -> device_loop.LoopState`: Newton's usual iterations (Cholesky direction,
-      full step accepted) back to back as one XLA computation, returning when an iteration
-      needs the host (a line search, the modified Cholesky) or stops — used when nothing
-      watches the iterations (methods._run_newton_in_xla);
+    * `loop(...) -> device_loop.LoopState`: Newton's iterations, Armijo line search included,
+      back to back as one XLA computation, returning when an iteration needs the modified
+      Cholesky (on the host) or the run stops — used when nothing watches the iterations
+      (methods._run_newton_in_xla);
     * for the Python loop that reports each iteration (methods._newton_device_loop):
       `at(x) -> (x, g, H, p, stats)`: f, g, H and the direction p at x, in one call, and
       `trial(x, p) -> (x + p, g, p', stats)`: the same at the full step x + p, without H (an
@@ -338,7 +339,7 @@ class DeviceNewton:
 
     STATS = ("f", "gnorm", "slope", "g_finite", "p_finite")
 
-    def __init__(self, jg, n):
+    def __init__(self, jg, fun, n):
         import jax
         import jax.numpy as jnp
         from jax.scipy.linalg import cho_solve
@@ -354,6 +355,9 @@ class DeviceNewton:
             L = jnp.linalg.cholesky(0.5 * (H + H.T))
             return f, g, H, -cho_solve((L, True), g)
 
+        def objective(x):
+            return jnp.asarray(fun(x), jnp.float64)
+
         def at(x):
             f, g, H, p = evaluate(x)
             stats = jnp.stack([f, jnp.sqrt(jnp.sum(g * g)), jnp.dot(g, p),
@@ -366,13 +370,14 @@ class DeviceNewton:
             return x, g, p, stats
         self._at = jax.jit(at)
         self._trial = jax.jit(trial)
-        self._loop = build_newton_loop(evaluate, n)
+        self._loop = build_newton_loop(evaluate, objective, n)
         self.context = lambda: jax.enable_x64(True)
 
         def check():
             # trace (not compile) the vmapped evaluation: fails early where batching does not go
             with self.context():
                 jax.eval_shape(evaluate, jax.ShapeDtypeStruct((n,), jnp.float64))
+                jax.eval_shape(objective, jax.ShapeDtypeStruct((n,), jnp.float64))
         self.check = check
 
     def warm_up(self, x, stepwise, max_iter=0):
@@ -424,7 +429,7 @@ class RelayishProblem:
         if method == "newton":
             if backend == "jax" and hessian == "forward" and device == "cpu":
                 self.device_newton = _batched_value_grad_hess(
-                    self._run(_jvp_of_gradient(obj)), n)
+                    self._run(_jvp_of_gradient(obj)), self._fun, n)
             fused = (None if self.device_newton is not None
                      else _fused_value_grad_hess(obj, hessian))
             if fused is not None:

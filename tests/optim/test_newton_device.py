@@ -138,7 +138,7 @@ def _float32_rosenbrock(n=4):
     return rl.Function([x], rl.sum(hundred * (b - a * a) * (b - a * a) + (one - a) * (one - a)))
 
 
-def test_unwatched_newton_runs_its_full_steps_in_one_call():
+def test_unwatched_newton_is_one_call_line_searches_included():
     f, X, y, _ = logistic()
     problem, x0 = _problem(f, np.zeros(X.shape[1]), (X, y))
     steps_counts = _count_compiled_calls(problem.device_newton)
@@ -151,9 +151,9 @@ def test_unwatched_newton_runs_its_full_steps_in_one_call():
     assert [h["iter"] for h in monitor.history] == list(range(out.n_iter + 1))
     backtracked = sum(s != 1.0 for s in steps[1:])
     assert backtracked >= 1                  # from w = 0 the first Newton step is too long
-    # one call from x0, and one more after each line search (the Hessian stays positive
-    # definite here, so the modified Cholesky never sends the loop back to the host)
-    assert loop_counts == {"loop": 1 + backtracked}
+    # one call: the line search runs in XLA, and the Hessian stays positive definite here, so
+    # the modified Cholesky never sends the loop back to the host
+    assert loop_counts == {"loop": 1}
     # the same evaluations as the stepwise loop: x0, one per iteration, one per backtracking;
     # the objective alone only while backtracking
     assert problem.ngev == problem.nhev == out.n_iter + 1 + backtracked
@@ -181,7 +181,9 @@ def test_xla_loop_takes_the_stepwise_loops_iterates(make, monkeypatch):
         f, X, y, _ = logistic()
         f, x0, args, tol = f, np.zeros(X.shape[1]), (X, y), 1e-10
     elif make == "rosenbrock4":
-        f, x0, args, tol = rosenbrock(4), rosenbrock_start(4), (), 1e-10
+        # tol 1e-8: much below, f ~ 1e-20 and whether a step still decreases it depends on
+        # how XLA rounds the objective (fused in the loop or compiled alone)
+        f, x0, args, tol = rosenbrock(4), rosenbrock_start(4), (), 1e-8
     else:          # float32: ends when the line search finds no decrease
         f, x0, args, tol = (_float32_rosenbrock(), rosenbrock_start(4).astype(np.float32), (),
                             1e-12)
@@ -201,7 +203,7 @@ def test_xla_loop_takes_the_stepwise_loops_iterates(make, monkeypatch):
     for a, b in zip(whole.history, stepwise.history):
         assert a.keys() == b.keys() and a["iter"] == b["iter"]
         assert [a["fun"], a["grad_norm"], a["step"]] == pytest.approx(
-            [b["fun"], b["grad_norm"], b["step"]], rel=1e-9, abs=1e-14)
+            [b["fun"], b["grad_norm"], b["step"]], rel=1e-9, abs=1e-12)
     np.testing.assert_allclose(whole.x, stepwise.x, rtol=1e-9)
     assert (whole.nfev, whole.ngev, whole.nhev) == (stepwise.nfev, stepwise.ngev, stepwise.nhev)
 
