@@ -23,14 +23,13 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from relayish.optim.methods import ARMIJO_C1
+from relayish.optim.methods import ARMIJO_C1, BACKTRACK_STEPS
 
 # why a call returned (RUNNING only inside the loop)
 RUNNING, CONVERGED, MAX_ITER, BAD_OBJECTIVE, BAD_GRADIENT, NO_DECREASE, DIRECTION = range(7)
 # what the point a body evaluates is for
 START, TRIAL, BACKTRACKED = range(3)
 
-BACKTRACK_STEPS = 60        # methods.backtrack's max_steps
 MAX_HISTORY = 1 << 16       # rows; a larger max_iter runs the stepwise loop instead
 
 

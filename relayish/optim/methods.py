@@ -24,6 +24,7 @@ import attrs
 import numpy as np
 
 ARMIJO_C1 = 1e-4
+BACKTRACK_STEPS = 60        # trial steps before a line search gives up
 
 
 @attrs.define
@@ -87,7 +88,8 @@ def _nonfinite_stop(x, f, g, k, what):
                                       f"iteration {k}")
 
 
-def backtrack(fun, x, f, g, p, t=1.0, f_ref=None, f_trial=None, max_steps=60):
+def backtrack(fun, x, f, g, p, t=1.0, f_ref=None, f_trial=None,
+              max_steps=BACKTRACK_STEPS):
     """Armijo backtracking with safeguarded quadratic interpolation.
 
     Returns (t, f(x + t p)) for the first t meeting f(x+tp) <= f_ref + c1 t g.p, or None.
@@ -193,7 +195,8 @@ def run_newton(problem, x0, tol, max_iter, monitor):
         if math.isfinite(f_full) and f_full <= f + ARMIJO_C1 * slope:
             x, f, g, H, p, step = x_full, f_full, g_full, H_full, p_full, 1.0
         else:
-            found = backtrack(problem.fun, x, f, g, p, f_trial=f_full if math.isfinite(f_full) else math.inf)
+            found = backtrack(problem.fun, x, f, g, p,
+                              f_trial=f_full if math.isfinite(f_full) else math.inf)
             if found is None:
                 return _line_search_failed(x, f, g, k, gnorm, tol)
             step, _ = found
