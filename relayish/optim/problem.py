@@ -272,9 +272,10 @@ def _hvp(obj):
     return hvp_forward_over_reverse(obj)
 
 
-def _fused_value_grad_hess(obj, mode="forward"):
-    """fn(x) -> (f, g, H) in one program (one compiled call per Newton iteration)."""
-    g_prog, h_prog = _gradient(obj), _hessian(obj, mode)
+def _fused_value_grad_hess(obj, g_prog, mode="forward"):
+    """fn(x) -> (f, g, H) in one program (one compiled call per Newton iteration); g_prog is
+    the gradient program of obj."""
+    h_prog = _hessian(obj, mode)
     if not (isinstance(g_prog, Function) and isinstance(h_prog, Function)):
         return None
     x = Var("x", g_prog.params[0].type_annotation)
@@ -284,9 +285,9 @@ def _fused_value_grad_hess(obj, mode="forward"):
     return Function([x], body)
 
 
-def _jvp_of_gradient(obj):
+def _jvp_of_gradient(gradient):
     from relayish.ad.forward import jvp
-    return jvp(_gradient(obj))
+    return jvp(gradient)
 
 
 def _batched_value_grad_hess(jg_run, fun_run, n):
@@ -420,8 +421,9 @@ class RelayishProblem:
         self.n = n
         self.backend, self.device = backend, device
         self.nfev = self.ngev = self.nhev = 0
+        gradient = _gradient(obj)
         self._fun = self._run(obj)
-        self._vg = self._run(_gradient(obj))
+        self._vg = self._run(gradient)
         self._vgh = self._hess = self._hvp = None
         # newton on jax (cpu, forward Hessian): f, g, H and the direction in one vmapped call,
         # with the iterate kept on the device (methods.run_newton uses it when present)
@@ -429,9 +431,9 @@ class RelayishProblem:
         if method == "newton":
             if backend == "jax" and hessian == "forward" and device == "cpu":
                 self.device_newton = _batched_value_grad_hess(
-                    self._run(_jvp_of_gradient(obj)), self._fun, n)
+                    self._run(_jvp_of_gradient(gradient)), self._fun, n)
             fused = (None if self.device_newton is not None
-                     else _fused_value_grad_hess(obj, hessian))
+                     else _fused_value_grad_hess(obj, gradient, hessian))
             if fused is not None:
                 self._vgh = self._run(fused)
             elif self.device_newton is None:
@@ -455,12 +457,16 @@ class RelayishProblem:
         before the first iteration (and iteration timings measure iterations). `watched`: the
         iterations will be reported live (so Newton's device loop runs step by step);
         `max_iter`: the whole-loop program is compiled for that history size."""
+        programs = ((self._fun, (x,)), (self._vg, (x,)), (self._vgh, (x,)),
+                    (self._hess, (x,)), (self._hvp, (x, x)))
         if self.device_newton is not None:
             from relayish.optim.device_loop import fits
             stepwise = watched or not fits(max_iter)
             self.device_newton.warm_up(x, stepwise=stepwise, max_iter=max_iter)
-        for fn, args in ((self._fun, (x,)), (self._vg, (x,)), (self._vgh, (x,)),
-                         (self._hess, (x,)), (self._hvp, (x, x))):
+            # the device loops call no other program, except the stepwise loop's line search,
+            # which evaluates the objective (the others compile if something calls them)
+            programs = ((self._fun, (x,)),) if stepwise else ()
+        for fn, args in programs:
             if fn is not None:
                 self._call(fn, *args)
 
