@@ -7,7 +7,7 @@ import sys
 import attrs
 import numpy as np
 
-from relayish.errors import RelayishError
+from relayish.errors import CompileError, RelayishError
 from relayish.optim.methods import METHODS, CallableProblem, Monitor
 from relayish.optim.problem import HESSIANS, RelayishProblem, flat_objective
 
@@ -100,9 +100,14 @@ def minimize(f, x0, method="newton", tol=1e-8, max_iter=100, backend="jax", verb
     if hessian not in HESSIANS:
         raise RelayishError(f"unknown hessian {hessian!r}; choose one of {', '.join(HESSIANS)}")
     obj, spec, x_flat = flat_objective(f, x0, args)
-    problem = RelayishProblem(obj, x_flat.size, method, backend, device, hessian)
-    if backend == "jax":
-        problem.warm_up(x_flat, watched=verbose or callback is not None, max_iter=max_iter)
+    try:
+        problem = RelayishProblem(obj, x_flat.size, method, backend, device, hessian)
+        if backend == "jax":
+            problem.warm_up(x_flat, watched=verbose or callback is not None, max_iter=max_iter)
+    except CompileError as e:
+        # the backend's advice names rl.evaluate; here the switch is minimize's own option
+        raise CompileError(f"{e}\n(rl.optim.minimize: pass backend=\"interpreter\" to run this "
+                           "objective without jax)") from e
     return _run(problem, x_flat, spec.value, method, tol, max_iter, verbose, callback, backend)
 
 

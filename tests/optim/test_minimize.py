@@ -151,6 +151,22 @@ def test_wrong_shape_x0_is_an_error():
         rl.optim.minimize(rosenbrock(2), "hello")
 
 
+def test_objective_jax_cannot_compile_names_the_interpreter_option():
+    # the recursion depth depends on the variable's value: no XLA program for it
+    mod = rl.parse("""
+    def @shrink(%x: Tensor[(2), float64], %n: Tensor[(), float64]) -> Tensor[(), float64] {
+      if (%n > 0f64) { @shrink(%x * 0.9f64, %n - 1f64) } else { sum(%x * %x) }
+    }
+    def @main(%x: Tensor[(2), float64]) -> Tensor[(), float64] {
+      @shrink(%x, sum(%x))
+    }
+    """)
+    with pytest.raises(rl.CompileError, match=r"(?s)@shrink.*backend=\"interpreter\""):
+        rl.optim.minimize(mod, np.array([1.0, 2.0]), method="bfgs", backend="jax")
+    res = rl.optim.minimize(mod, np.array([1.0, 2.0]), method="bfgs", backend="interpreter")
+    assert res.converged
+
+
 def test_nan_objective_gives_a_reason():
     x = rl.var("x", shape=(2,), dtype=F64)
     f = rl.Function([x], rl.sum(rl.log(x)))
