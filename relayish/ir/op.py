@@ -38,11 +38,19 @@ class Op(Expr):
 
 
 _REGISTRY: dict[str, Op] = {}
+_GENERATION = [0]      # bumped by every registration: what AD and the backends derive may change
+
+
+def registry_generation() -> int:
+    """A number that changes whenever an op, gradient or tangent rule is (re)registered, so
+    that caches of derived programs (rl.optim's compiled problems) know when to rebuild."""
+    return _GENERATION[0]
 
 
 def register_op(name, num_inputs, *, attrs=None, type_rule=None, impl=None, differentiable=True,
                 normalize_attrs=None, doc="") -> Op:
     """Add (or update) the op `name` in the registry and return it."""
+    _GENERATION[0] += 1
     op = _REGISTRY.get(name)
     if op is None:
         op = Op(name, num_inputs)
@@ -75,6 +83,7 @@ def register_gradient(name):
     """
     def register(rule):
         get_op(name).grad = rule
+        _GENERATION[0] += 1
         return rule
     return register
 
@@ -83,6 +92,7 @@ def register_tangent(name):
     """Decorator for forward mode: `rule(orig_call, tangents) -> Expr` (the output tangent)."""
     def register(rule):
         get_op(name).tangent = rule
+        _GENERATION[0] += 1
         return rule
     return register
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from relayish.errors import CompileError, RelayishError
 from relayish.optim.methods import METHODS, CallableProblem, Monitor
-from relayish.optim.problem import HESSIANS, RelayishProblem, flat_objective
+from relayish.optim.problem import HESSIANS, flat_objective, relayish_problem
 
 BACKENDS = ("jax", "interpreter")
 
@@ -101,7 +101,7 @@ def minimize(f, x0, method="newton", tol=1e-8, max_iter=100, backend="jax", verb
         raise RelayishError(f"unknown hessian {hessian!r}; choose one of {', '.join(HESSIANS)}")
     obj, spec, x_flat = flat_objective(f, x0, args)
     try:
-        problem = RelayishProblem(obj, x_flat.size, method, backend, device, hessian)
+        problem = relayish_problem(obj, x_flat.size, method, backend, device, hessian)
         if backend == "jax":
             problem.warm_up(x_flat, watched=verbose or callback is not None, max_iter=max_iter)
     except CompileError as e:

@@ -414,6 +414,47 @@ class DeviceNewton:
         return jax.device_put(np.asarray(v, dtype=np.float64))
 
 
+class ProblemCache:
+    """The problems (derived programs, compiled) of the last few minimize calls.
+
+    Calling minimize again on the same objective — the same program up to variable names, the
+    same fixed args, checked with structural_equal — with the same options reuses AD, tracing
+    and compilation, so multi-start runs pay the setup once. An entry is dropped when an op,
+    gradient or tangent rule is registered after it was built (op.registry_generation).
+    """
+
+    def __init__(self, size=4):
+        self.size = size
+        self.entries = []          # (objective, options, problem), most recent first
+
+    def get(self, obj, options):
+        from relayish.ir.structural import structural_equal
+        for i, (cached_obj, cached_options, problem) in enumerate(self.entries):
+            if cached_options == options and structural_equal(cached_obj, obj):
+                self.entries.insert(0, self.entries.pop(i))
+                problem.reset_counts()
+                return problem
+        return None
+
+    def put(self, obj, options, problem):
+        self.entries.insert(0, (obj, options, problem))
+        del self.entries[self.size:]
+
+
+PROBLEMS = ProblemCache()
+
+
+def relayish_problem(obj, n, method, backend="jax", device="cpu", hessian="forward"):
+    """RelayishProblem(...), or the cached one built for the same objective and options."""
+    from relayish.ir.op import registry_generation
+    options = (n, method, backend, device, hessian, registry_generation())
+    problem = PROBLEMS.get(obj, options)
+    if problem is None:
+        problem = RelayishProblem(obj, n, method, backend, device, hessian)
+        PROBLEMS.put(obj, options, problem)
+    return problem
+
+
 class RelayishProblem:
     """The callables of methods.py, from compiled (jax) or interpreted relayish programs."""
 
@@ -445,6 +486,9 @@ class RelayishProblem:
     def batched(self):
         """Newton on jax uses the vmapped (f, g, H, p) evaluation kept on the device."""
         return self.device_newton is not None
+
+    def reset_counts(self):
+        self.nfev = self.ngev = self.nhev = 0
 
     def count(self, calls=1):
         """Count `calls` fused (f, g, H) evaluations done through device_newton."""

@@ -254,3 +254,34 @@ def test_jax_newton_uses_the_batched_evaluation():
         np.testing.assert_allclose(g, rosen_der(x), rtol=1e-12)
         np.testing.assert_allclose(np.asarray(H), rosen_hess(x), rtol=1e-12)
         np.testing.assert_allclose(p, -np.linalg.solve(rosen_hess(x), rosen_der(x)), rtol=1e-10)
+
+
+def test_repeated_minimize_reuses_the_compiled_problem(monkeypatch):
+    """Multi-start: the same objective (rebuilt, so only structurally equal) and options reuse
+    the derived and compiled programs; other args, options or a new gradient rule rebuild."""
+    from relayish.ir.op import get_op, register_gradient
+    from relayish.optim import problem as problem_module
+    monkeypatch.setattr(problem_module, "PROBLEMS", problem_module.ProblemCache())
+    built = []
+    real = problem_module.RelayishProblem
+
+    class Counting(real):
+        def __init__(self, *a, **kw):
+            built.append(a[2])
+            super().__init__(*a, **kw)
+    monkeypatch.setattr(problem_module, "RelayishProblem", Counting)
+    f, X, y, (fun, grad, hess) = logistic()
+    first = rl.optim.minimize(f, np.zeros(X.shape[1]), args=(X, y))
+    again = rl.optim.minimize(logistic()[0], np.full(X.shape[1], 0.5), args=(X, y))
+    assert built == ["newton"] and first.converged and again.converged
+    np.testing.assert_allclose(again.x, first.x, atol=1e-8)
+    same = rl.optim.minimize(f, np.zeros(X.shape[1]), args=(X, y))
+    # evaluation counts are per call, not cumulative
+    assert (same.nfev, same.ngev, same.nhev) == (first.nfev, first.ngev, first.nhev)
+    assert built == ["newton"]
+    rl.optim.minimize(f, np.zeros(X.shape[1]), args=(X * 2.0, y))          # other data
+    rl.optim.minimize(f, np.zeros(X.shape[1]), args=(X, y), method="bfgs")  # other method
+    assert built == ["newton", "newton", "bfgs"]
+    register_gradient("exp")(get_op("exp").grad)     # re-registering invalidates the cache
+    rl.optim.minimize(f, np.zeros(X.shape[1]), args=(X, y))
+    assert built == ["newton", "newton", "bfgs", "newton"]
