@@ -285,3 +285,17 @@ def test_repeated_minimize_reuses_the_compiled_problem(monkeypatch):
     register_gradient("exp")(get_op("exp").grad)     # re-registering invalidates the cache
     rl.optim.minimize(f, np.zeros(X.shape[1]), args=(X, y))
     assert built == ["newton", "newton", "bfgs", "newton"]
+
+
+def test_cache_tells_modules_apart_by_their_helpers():
+    text = """
+    def @h(%x: Tensor[(2), float64]) -> Tensor[(2), float64] { BODY }
+    def @main(%x: Tensor[(2), float64]) -> Tensor[(), float64] { sum(@h(%x)) }
+    """
+    square = rl.parse(text.replace("BODY", "%x * %x"))
+    quartic = rl.parse(text.replace("BODY", "%x * %x * %x * %x"))
+    a = rl.optim.minimize(square, np.array([1.0, 2.0]))
+    b = rl.optim.minimize(quartic, np.array([1.0, 2.0]))
+    assert a.n_iter == 1 and b.n_iter > 5        # Newton is exact on the quadratic only
+    again = rl.optim.minimize(rl.parse(text.replace("BODY", "%x * %x")), np.array([1.0, 2.0]))
+    assert again.n_iter == 1
