@@ -75,7 +75,7 @@ def progress_printer(stream=None):
 
 
 def minimize(f, x0, method="newton", tol=1e-8, max_iter=100, backend="jax", verbose=False,
-             device="cpu", args=(), callback=None, hessian="forward"):
+             device="cpu", args=(), callback=None, hessian="auto"):
     """Minimize a relayish objective.
 
         x = rl.var("x", shape=(2,), dtype="float64")
@@ -94,7 +94,8 @@ def minimize(f, x0, method="newton", tol=1e-8, max_iter=100, backend="jax", verb
     Stops when |grad| <= tol (converged=True) or with converged=False and a `message`.
     verbose=True prints one line per iteration; callback(entry) receives each history entry.
     hessian (newton): "forward" builds the Hessian from n forward-over-reverse Hessian-vector
-    products, "reverse" uses rl.hessian (reverse over reverse).
+    products, "reverse" uses rl.hessian (reverse over reverse); "auto" (the default) takes
+    forward on the jax backend's cpu device path, where it is vmapped, and reverse elsewhere.
     """
     _check_options(method, tol, max_iter, backend, device)
     if hessian not in HESSIANS:

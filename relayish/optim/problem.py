@@ -255,7 +255,9 @@ def _gradient(obj):
     return api.gradient(obj)
 
 
-HESSIANS = ("forward", "reverse")
+# "auto": forward over reverse where Newton's device path vmaps it (jax, cpu), reverse over
+# reverse elsewhere (cheaper on the interpreter and to derive: notes/ad.md, notes/optim.md)
+HESSIANS = ("auto", "forward", "reverse")
 
 
 def _hessian(obj, mode="forward"):
@@ -444,7 +446,7 @@ class ProblemCache:
 PROBLEMS = ProblemCache()
 
 
-def relayish_problem(obj, n, method, backend="jax", device="cpu", hessian="forward"):
+def relayish_problem(obj, n, method, backend="jax", device="cpu", hessian="auto"):
     """RelayishProblem(...), or the cached one built for the same objective and options."""
     from relayish.ir.op import registry_generation
     options = (n, method, backend, device, hessian, registry_generation())
@@ -458,7 +460,7 @@ def relayish_problem(obj, n, method, backend="jax", device="cpu", hessian="forwa
 class RelayishProblem:
     """The callables of methods.py, from compiled (jax) or interpreted relayish programs."""
 
-    def __init__(self, obj, n, method, backend="jax", device="cpu", hessian="forward"):
+    def __init__(self, obj, n, method, backend="jax", device="cpu", hessian="auto"):
         self.n = n
         self.backend, self.device = backend, device
         self.nfev = self.ngev = self.nhev = 0
@@ -470,15 +472,16 @@ class RelayishProblem:
         # with the iterate kept on the device (methods.run_newton uses it when present)
         self.device_newton = None
         if method == "newton":
-            if backend == "jax" and hessian == "forward" and device == "cpu":
+            if backend == "jax" and hessian in ("auto", "forward") and device == "cpu":
                 self.device_newton = _batched_value_grad_hess(
                     self._run(_jvp_of_gradient(gradient)), self._fun, n)
+            mode = "reverse" if hessian == "auto" else hessian
             fused = (None if self.device_newton is not None
-                     else _fused_value_grad_hess(obj, gradient, hessian))
+                     else _fused_value_grad_hess(obj, gradient, mode))
             if fused is not None:
                 self._vgh = self._run(fused)
             elif self.device_newton is None:
-                self._hess = self._run(_hessian(obj, hessian))
+                self._hess = self._run(_hessian(obj, mode))
         elif method in ("newton-cg", "trust-ncg"):
             self._hvp = self._run(_hvp(obj))
 

@@ -200,13 +200,29 @@ def test_bad_arguments():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_reverse_hessian_option(backend):
+@pytest.mark.parametrize("hessian", ["forward", "reverse"])
+def test_hessian_options(backend, hessian):
     f, A, b = quadratic(4)
-    res = rl.optim.minimize(f, np.zeros(4), hessian="reverse", backend=backend)
+    res = rl.optim.minimize(f, np.zeros(4), hessian=hessian, backend=backend)
     assert res.converged and res.n_iter == 1
     np.testing.assert_allclose(res.x, np.linalg.solve(A, b), rtol=1e-10)
     with pytest.raises(RelayishError, match="unknown hessian"):
         rl.optim.minimize(f, np.zeros(4), hessian="exact")
+
+
+def test_auto_hessian_is_reverse_on_the_interpreter_and_vmapped_forward_on_jax(monkeypatch):
+    from relayish.optim import problem as problem_module
+    monkeypatch.setattr(problem_module, "PROBLEMS", problem_module.ProblemCache())
+    modes = []
+    real = problem_module._hessian
+    monkeypatch.setattr(problem_module, "_hessian",
+                        lambda obj, mode="forward": modes.append(mode) or real(obj, mode))
+    f, A, b = quadratic(4)
+    interpreted = rl.optim.minimize(f, np.zeros(4), backend="interpreter")
+    assert modes == ["reverse"]
+    compiled = rl.optim.minimize(f, np.zeros(4), backend="jax")
+    assert modes == ["reverse"]          # the jax cpu path vmaps jvp(gradient): no Hessian program
+    np.testing.assert_allclose(interpreted.x, compiled.x, rtol=1e-10)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
