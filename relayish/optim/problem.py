@@ -464,6 +464,7 @@ class RelayishProblem:
         self.n = n
         self.backend, self.device = backend, device
         self.nfev = self.ngev = self.nhev = 0
+        self._warm = set()          # what warm_up compiled: (stepwise, history capacity)
         gradient = _gradient(obj)
         self._fun = self._run(obj)
         self._vg = self._run(gradient)
@@ -503,12 +504,17 @@ class RelayishProblem:
         """Run every compiled program once at x, so that tracing and XLA compilation happen
         before the first iteration (and iteration timings measure iterations). `watched`: the
         iterations will be reported live (so Newton's device loop runs step by step);
-        `max_iter`: the whole-loop program is compiled for that history size."""
+        `max_iter`: the whole-loop program is compiled for that history size. A problem
+        reused from the cache is warm already for what it ran before."""
+        from relayish.optim.device_loop import fits, history_capacity
+        stepwise = watched or not fits(max_iter)
+        what = (stepwise, None if stepwise else history_capacity(max_iter))
+        if what in self._warm:
+            return
+        self._warm.add(what)
         programs = ((self._fun, (x,)), (self._vg, (x,)), (self._vgh, (x,)),
                     (self._hess, (x,)), (self._hvp, (x, x)))
         if self.device_newton is not None:
-            from relayish.optim.device_loop import fits
-            stepwise = watched or not fits(max_iter)
             self.device_newton.warm_up(x, stepwise=stepwise, max_iter=max_iter)
             # the device loops call no other program, except the stepwise loop's line search,
             # which evaluates the objective (the others compile if something calls them)
