@@ -48,7 +48,10 @@ class OptimizeResult:
                 f"message={self.message!r}, x={self.x!r})")
 
 
-def _check_options(method, tol, max_iter, backend, device):
+def _check_options(method, tol, max_iter, backend, device, callback=None):
+    if callback is not None and not callable(callback):
+        raise RelayishError(f"callback must be a function of one history entry (a dict), got "
+                            f"{type(callback).__name__} {callback!r}")
     if method not in METHODS:
         raise RelayishError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
     if backend not in BACKENDS:
@@ -97,7 +100,7 @@ def minimize(f, x0, method="newton", tol=1e-8, max_iter=100, backend="jax", verb
     products, "reverse" uses rl.hessian (reverse over reverse); "auto" (the default) takes
     forward on the jax backend's cpu device path, where it is vmapped, and reverse elsewhere.
     """
-    _check_options(method, tol, max_iter, backend, device)
+    _check_options(method, tol, max_iter, backend, device, callback)
     if hessian not in HESSIANS:
         raise RelayishError(f"unknown hessian {hessian!r}; choose one of {', '.join(HESSIANS)}")
     obj, spec, x_flat = flat_objective(f, x0, args)
@@ -115,7 +118,7 @@ def minimize(f, x0, method="newton", tol=1e-8, max_iter=100, backend="jax", verb
 def minimize_callables(fun, grad, x0, method="newton", tol=1e-8, max_iter=100, hess=None,
                        hvp=None, verbose=False, callback=None):
     """The same methods over plain numpy callables on a float64 vector (for comparisons)."""
-    _check_options(method, tol, max_iter, "interpreter", "cpu")
+    _check_options(method, tol, max_iter, "interpreter", "cpu", callback)
     if method == "newton" and hess is None:
         raise RelayishError("method 'newton' needs hess=")
     if method in ("newton-cg", "trust-ncg") and hess is None and hvp is None:

@@ -212,9 +212,9 @@ def flat_objective(f, x0, args=()):
                             f"float32); {where} returns {ret}")
     args = tuple(args)
     if len(args) != len(ftype.arg_types) - 1:
-        raise RelayishError(f"{where} takes {len(ftype.arg_types)} parameters: the variable and "
-                            f"{len(ftype.arg_types) - 1} fixed argument(s), but args= gives "
-                            f"{len(args)}")
+        fixed = len(ftype.arg_types) - 1
+        raise RelayishError(f"{where} takes the variable and {fixed} fixed argument(s), but "
+                            f"args= gives {len(args)}")
     spec, flats, n = build_spec(ftype.arg_types[0], x0, mod)
     if n == 0:
         raise RelayishError(f"the variable of type {ftype.arg_types[0]} has no float tensor to "

@@ -197,6 +197,12 @@ def test_bad_arguments():
     with pytest.raises(RelayishError, match="no parameter"):
         rl.optim.minimize(rl.Function([], rl.const(1.0, F64)), np.zeros(2))
     del y
+    for method in ("newton", "bfgs"):
+        with pytest.raises(RelayishError, match="callback must be a function"):
+            rl.optim.minimize(rosenbrock(2), np.zeros(2), method=method, callback=3)
+    with pytest.raises(RelayishError, match="callback must be a function"):
+        rl.optim.minimize_callables(lambda x: 0.0, lambda x: x, np.zeros(2), method="gd",
+                                    callback="print")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
