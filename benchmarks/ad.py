@@ -16,29 +16,18 @@ HIPS autograd.
 from __future__ import annotations
 
 import argparse
-import time
-
 import os
 import sys
 
 import numpy as np
 
 import relayish as rl
+from timing import best_of
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples"))
 from tree_network import random_tree, to_value, tree_module  # noqa: E402
 
 F = "float64"
-
-
-def best_of(fn, repeat):
-    """Best CPU (process) time of `repeat` runs, so other processes on the machine don't count."""
-    times = []
-    for _ in range(repeat):
-        t0 = time.process_time()
-        fn()
-        times.append(time.process_time() - t0)
-    return min(times)
 
 
 # ---- the tree network (examples/tree_network.py) ---------------------------------------------

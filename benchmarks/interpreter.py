@@ -22,21 +22,11 @@ import time
 import numpy as np
 
 import relayish as rl
+from timing import best_of
 from relayish.ir.visitor import build_let_chain
 
 _UNARY = ["tanh", "sin", "exp", "negative"]
 _BINARY = ["add", "multiply", "subtract", "maximum"]
-
-
-def best_of(fn, repeat):
-    """Best CPU time of `repeat` runs: process time, so that other processes sharing the
-    machine's cores do not count (on an idle machine it equals wall time)."""
-    times = []
-    for _ in range(repeat):
-        t0 = time.process_time()
-        fn()
-        times.append(time.process_time() - t0)
-    return min(times)
 
 
 def let_chain_program(n, size):

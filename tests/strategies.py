@@ -31,7 +31,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 import relayish as rl
-from relayish.ir.types import substitute
+from relayish.ir.types import substitute, walk_type
 
 F32, F64 = "float32", "float64"
 SHAPES = ((), (2,), (3,), (2, 3), (3, 2))
@@ -84,19 +84,7 @@ class GeneratedProgram(NamedTuple):
 
 def has_adt(t) -> bool:
     """Whether an ADT type occurs in t (its type arguments may be left open by a nullary ctor)."""
-    stack = [t]
-    while stack:
-        t = stack.pop()
-        if isinstance(t, rl.TypeCall):
-            return True
-        if isinstance(t, rl.TupleType):
-            stack.extend(t.fields)
-        elif isinstance(t, rl.FuncType):
-            stack.extend(t.arg_types)
-            stack.append(t.ret_type)
-        elif isinstance(t, rl.RefType):
-            stack.append(t.value)
-    return False
+    return any(isinstance(s, rl.TypeCall) for s in walk_type(t))
 
 
 def _is_float(t):

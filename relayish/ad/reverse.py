@@ -238,18 +238,7 @@ def _type_calls(t):
 
 def _directly_changes(t) -> bool:
     """Whether L changes t regardless of ADT twins: float tensors or functions inside."""
-    stack = [t]
-    while stack:
-        t = stack.pop()
-        if is_float_tensor(t) or isinstance(t, FuncType):
-            return True
-        if isinstance(t, TupleType):
-            stack.extend(t.fields)
-        elif isinstance(t, RefType):
-            stack.append(t.value)
-        elif isinstance(t, TypeCall):
-            stack.extend(t.args)
-    return False
+    return any(is_float_tensor(s) or isinstance(s, FuncType) for s in walk_type(t))
 
 
 def _fresh(name, taken):

@@ -18,6 +18,7 @@ the step; a NaN or inf at an accepted point or in a gradient/Hessian stops with 
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import attrs
@@ -113,9 +114,10 @@ def backtrack(fun, x, f, g, p, t=1.0, f_ref=None, f_trial=None,
     return None
 
 
-def _iteration_start(x, f, g, k, tol, monitor, step, **progress):
+def _iteration_start(x, f, g, k, tol, max_iter, monitor, step, **progress):
     """What every method does first in an iteration: stop on a non-finite objective or gradient,
-    record progress, stop when the gradient is small. Returns (an Outcome or None, |g|)."""
+    record progress, stop when the gradient is small or when max_iter steps were taken (so a
+    method's loop ends here). Returns (an Outcome or None, |g|)."""
     gnorm = float(np.linalg.norm(g))
     if not _finite(f):
         return _nonfinite_stop(x, f, g, k, "objective"), gnorm
@@ -124,6 +126,8 @@ def _iteration_start(x, f, g, k, tol, monitor, step, **progress):
     monitor.record(k, f, gnorm, step, **progress)
     if gnorm <= tol:
         return Outcome(x, f, g, k, True, "converged: gradient norm below tol"), gnorm
+    if k == max_iter:
+        return _max_iter_reached(x, f, g, max_iter), gnorm
     return None, gnorm
 
 
@@ -176,12 +180,10 @@ def run_newton(problem, x0, tol, max_iter, monitor):
     x = x0
     f, g, H, p = problem.value_grad_hess(x)
     step = None
-    for k in range(max_iter + 1):
-        stop, gnorm = _iteration_start(x, f, g, k, tol, monitor, step)
+    for k in itertools.count():
+        stop, gnorm = _iteration_start(x, f, g, k, tol, max_iter, monitor, step)
         if stop is not None:
             return stop
-        if k == max_iter:
-            break
         if p is None or not _finite(p):
             H = np.asarray(H, dtype=np.float64)
             if not _finite(H):
@@ -202,7 +204,6 @@ def run_newton(problem, x0, tol, max_iter, monitor):
             step, _ = found
             x = x + step * p
             f, g, H, p = problem.value_grad_hess(x)
-    return _max_iter_reached(x, f, g, max_iter)
 
 
 def _run_newton_in_xla(problem, x0, tol, max_iter, monitor):
@@ -341,12 +342,10 @@ def run_newton_cg(problem, x0, tol, max_iter, monitor):
     f, g = problem.value_and_grad(x)
     n = x.size
     step = None
-    for k in range(max_iter + 1):
-        stop, gnorm = _iteration_start(x, f, g, k, tol, monitor, step)
+    for k in itertools.count():
+        stop, gnorm = _iteration_start(x, f, g, k, tol, max_iter, monitor, step)
         if stop is not None:
             return stop
-        if k == max_iter:
-            break
         p = truncated_cg(lambda v: problem.hvp(x, v), g, gnorm, max_cg=max(20, 2 * n))
         if p is None:
             return _nonfinite_stop(x, f, g, k, "Hessian-vector product")
@@ -358,7 +357,6 @@ def run_newton_cg(problem, x0, tol, max_iter, monitor):
         step, _ = found
         x = x + step * p
         f, g = problem.value_and_grad(x)
-    return _max_iter_reached(x, f, g, max_iter)
 
 
 def steihaug_cg(hvp, g, gnorm, radius, max_cg):
@@ -408,12 +406,10 @@ def run_trust_ncg(problem, x0, tol, max_iter, monitor, initial_radius=1.0, max_r
     f, g = problem.value_and_grad(x)
     radius = initial_radius
     n = x.size
-    for k in range(max_iter + 1):
-        stop, gnorm = _iteration_start(x, f, g, k, tol, monitor, None, radius=radius)
+    for k in itertools.count():
+        stop, gnorm = _iteration_start(x, f, g, k, tol, max_iter, monitor, None, radius=radius)
         if stop is not None:
             return stop
-        if k == max_iter:
-            break
         p, predicted, on_boundary = steihaug_cg(lambda v: problem.hvp(x, v), g, gnorm, radius,
                                                 max_cg=max(20, 2 * n))
         if p is None:
@@ -430,7 +426,6 @@ def run_trust_ncg(problem, x0, tol, max_iter, monitor, initial_radius=1.0, max_r
             f, g = problem.value_and_grad(x)
         elif radius < 1e-14 * (1.0 + float(np.linalg.norm(x))):
             return _line_search_failed(x, f, g, k, gnorm, tol)
-    return _max_iter_reached(x, f, g, max_iter)
 
 
 def run_bfgs(problem, x0, tol, max_iter, monitor):
@@ -442,12 +437,10 @@ def run_bfgs(problem, x0, tol, max_iter, monitor):
     Hinv = np.eye(n)
     first = True
     step = None
-    for k in range(max_iter + 1):
-        stop, gnorm = _iteration_start(x, f, g, k, tol, monitor, step)
+    for k in itertools.count():
+        stop, gnorm = _iteration_start(x, f, g, k, tol, max_iter, monitor, step)
         if stop is not None:
             return stop
-        if k == max_iter:
-            break
         p = -Hinv @ g
         if not (g @ p < 0):
             Hinv = np.eye(n)
@@ -474,7 +467,6 @@ def run_bfgs(problem, x0, tol, max_iter, monitor):
             Hinv = (Hinv - rho * (np.outer(s, Hy) + np.outer(Hy, s))
                     + (rho * rho * float(y @ Hy) + rho) * np.outer(s, s))
         f, g = f_new, g_new
-    return _max_iter_reached(x, f, g, max_iter)
 
 
 def run_gd(problem, x0, tol, max_iter, monitor, memory=10):
@@ -485,12 +477,10 @@ def run_gd(problem, x0, tol, max_iter, monitor, memory=10):
     recent = [f]
     alpha = None
     step = None
-    for k in range(max_iter + 1):
-        stop, gnorm = _iteration_start(x, f, g, k, tol, monitor, step)
+    for k in itertools.count():
+        stop, gnorm = _iteration_start(x, f, g, k, tol, max_iter, monitor, step)
         if stop is not None:
             return stop
-        if k == max_iter:
-            break
         if alpha is None:
             alpha = min(1.0, 1.0 / gnorm)
         p = -g
@@ -506,7 +496,6 @@ def run_gd(problem, x0, tol, max_iter, monitor, memory=10):
         alpha = min(max(float(s @ s) / sy, 1e-12), 1e12) if sy > 0 else min(1.0, 1.0 / gnorm)
         f, g = f_new, g_new
         recent = (recent + [f])[-memory:]
-    return _max_iter_reached(x, f, g, max_iter)
 
 
 METHODS = {

@@ -4,23 +4,13 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 
 import relayish as rl
+from relayish.ir.types import walk_type
 from strategies import differentiable_programs, programs
 from test_jax import same_value
 
 
 def _has_function(t):
-    stack = [t]
-    while stack:
-        t = stack.pop()
-        if isinstance(t, rl.FuncType):
-            return True
-        if isinstance(t, rl.TupleType):
-            stack.extend(t.fields)
-        elif isinstance(t, rl.RefType):
-            stack.append(t.value)
-        elif isinstance(t, rl.TypeCall):
-            stack.extend(t.args)
-    return False
+    return any(isinstance(s, rl.FuncType) for s in walk_type(t))
 
 
 def _fresh_args(args):

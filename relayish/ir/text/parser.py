@@ -248,6 +248,10 @@ class _Parser:
     def definition(self):
         self.expect("def")
         name = self.global_name(self.advance())
+        return self.globals[name], self.function_rest()
+
+    def function_rest(self):
+        """What follows `def @name` or `fn`: [type params] (params) [-> type] { body }."""
         type_params = self.type_params()
         self.type_scopes.append({p.name: p for p in type_params})
         params = self.params()
@@ -258,7 +262,7 @@ class _Parser:
         body = self.braced_body()
         self.scopes.pop()
         self.type_scopes.pop()
-        return self.globals[name], Function(params, body, ret_type, type_params)
+        return Function(params, body, ret_type, type_params)
 
     def type_definition(self):
         start = self.expect("type")
@@ -759,17 +763,7 @@ class _Parser:
 
     def kw_fn(self):
         self.advance()
-        type_params = self.type_params()
-        self.type_scopes.append({p.name: p for p in type_params})
-        params = self.params()
-        ret_type = None
-        if self.at("->"):
-            self.advance()
-            ret_type = self.type()
-        body = self.braced_body()
-        self.scopes.pop()
-        self.type_scopes.pop()
-        return Function(params, body, ret_type, type_params)
+        return self.function_rest()
 
     def kw_if(self):
         self.advance()
