@@ -28,6 +28,11 @@ regression on 200 x 50 data (examples/logistic_regression.py).
   its per-iteration cost, measured the same way as relayish's (differences over n).
 * The two are timed in interleaved rounds (the order swapped every round); a ratio is the
   median of the per-round ratios of medians, so drifting machine load hits both alike.
+* whole minimize calls (newton, default hessian="auto", setup included): the first call on an
+  empty problem cache and the median repeated call (the cache reuses AD and compilation), on
+  jax and on the interpreter.
+* Hessian programs: rl.hessian (reverse over reverse) against hessian_forward (n
+  forward-over-reverse HVPs) on the flat objective, interpreted and compiled with jax.
 * scipy: iteration counts of scipy.optimize.minimize with Newton-CG and trust-ncg (exact
   gradient and Hessian-vector products written in numpy) next to relayish's newton, newton-cg
   and trust-ncg (all with gradient tolerance 1e-8... scipy's Newton-CG stops on xtol=1e-8).
@@ -210,6 +215,47 @@ def relayish_counts(f, x0, args):
     return out
 
 
+def wall(fn):
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def whole_calls(f, x0, args, calls=10):
+    """Whole minimize calls (newton, default hessian="auto"), setup included: the first call on
+    an empty problem cache, then the median of repeated calls (the cache reuses AD and
+    compilation). jax and the interpreter."""
+    from relayish.optim import problem as problem_module
+    out = {}
+    for backend in ("jax", "interpreter"):
+        problem_module.PROBLEMS.entries.clear()
+        first = wall(lambda: rl.optim.minimize(f, x0, backend=backend, args=args))
+        again = float(np.median([wall(lambda: rl.optim.minimize(f, x0, backend=backend,
+                                                                  args=args))
+                                 for _ in range(calls)]))
+        out[backend] = (first, again)
+    return out
+
+
+def hessian_programs(f, x0, args, repeat=5):
+    """rl.hessian (reverse over reverse) against hessian_forward (n forward-over-reverse HVPs) on
+    the flat objective: best interpreter time, and best time compiled with jax (and its first
+    call: tracing + compilation)."""
+    from relayish.ad.forward import hessian_forward
+    from relayish.optim.problem import flat_objective
+    obj, _, x = flat_objective(f, x0, args)
+    out = {}
+    for name, make in (("reverse (rl.hessian)", rl.hessian), ("forward (hessian_forward)",
+                                                               hessian_forward)):
+        prog = make(obj)
+        interp = min(wall(lambda: rl.evaluate(prog, x)) for _ in range(repeat))
+        run = rl.compile(prog)
+        compile_s = wall(lambda: run(x))
+        compiled = min(wall(lambda: run(x)) for _ in range(50 * repeat))
+        out[name] = (interp, compiled, compile_s)
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="relayish Newton vs jax and scipy")
     parser.add_argument("--repeat", type=int, default=20, help="interleaved rounds")
@@ -248,6 +294,14 @@ def main(argv=None):
                 per, ratio = stepwise_side_by_side(problem, x_flat, step, x_jax, n, args.repeat)
                 print(f"      stepwise (with a callback / verbose): median {per * 1e6:8.1f} us "
                       f"per iteration  ratio {ratio:5.2f}x")
+        print("  whole minimize calls (newton, hessian=\"auto\", setup included): first call / "
+              "repeated call (cache)")
+        for backend, (first, again) in whole_calls(f, x0, fargs).items():
+            print(f"    {backend:11s} {first:7.3f} s / {again * 1e3:8.2f} ms")
+        print("  Hessian programs: interpreter / compiled with jax (first call)")
+        for name, (interp, compiled, compile_s) in hessian_programs(f, x0, fargs).items():
+            print(f"    {name:26s} {interp * 1e3:7.2f} ms / {compiled * 1e6:7.1f} us "
+                  f"({compile_s:.2f} s)")
         print("  iterations to convergence:")
         for method, (nit, ok, gn) in relayish_counts(f, x0, fargs).items():
             print(f"    relayish {method:10s} {nit:4d}  converged={ok}  |grad| {gn:.1e}")

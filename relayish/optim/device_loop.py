@@ -33,9 +33,11 @@ START, TRIAL, BACKTRACKED = range(3)
 MAX_HISTORY = 1 << 16       # rows; a larger max_iter runs the stepwise loop instead
 
 
-def fits(max_iter):
-    """Is max_iter small enough for the history arrays (else the stepwise loop runs)?"""
-    return max_iter + 1 <= MAX_HISTORY
+def runs_in_xla(watched, max_iter):
+    """Does Newton's device path take this loop? Not when the iterations are reported live
+    (`watched`: a callback or verbose), nor when max_iter is too large for the history
+    arrays; the stepwise loop (methods._newton_device_loop) runs then."""
+    return not watched and max_iter + 1 <= MAX_HISTORY
 
 
 def history_capacity(max_iter):
@@ -49,8 +51,8 @@ class LoopState:
     """Where the Newton loop stands between calls (numpy, on the host).
 
     status: why the call returned; first: the iteration of the call's first history row;
-    x, f, g, p: the current iterate k, its value, gradient and direction; H its Hessian (read
-    when the host computes the direction); history: the rows (f, |g|, step) this call
+    x, f, g, H: the current iterate k, its value, gradient and Hessian (read when the host
+    computes the direction); history: the rows (f, |g|, step) this call
     recorded, for iterations first, first + 1, ...; evaluations: the (f, g, H) evaluations
     this call made, objective_evaluations those of f alone (line searches)."""
     status: int
@@ -59,7 +61,6 @@ class LoopState:
     x: np.ndarray
     f: float
     g: np.ndarray
-    p: np.ndarray
     H: np.ndarray
     history: np.ndarray
     evaluations: int
@@ -152,7 +153,7 @@ def build_newton_loop(evaluate, objective, n):
         s = lax.while_loop(lambda s: s["status"] == RUNNING,
                            lambda s: body(s, first_row, tol, max_iter), state)
         # two arrays to read back: the floats and the counts
-        floats = jnp.concatenate([s["x"], s["g"], s["p"], s["H"].reshape(-1), s["f"][None],
+        floats = jnp.concatenate([s["x"], s["g"], s["H"].reshape(-1), s["f"][None],
                                   s["history"][:capacity].reshape(-1)])
         counts = jnp.stack([s["status"], s["k"], s["evaluations"], s["objective"]])
         return floats, counts
@@ -167,12 +168,12 @@ def build_newton_loop(evaluate, objective, n):
                                 capacity)
         status, k_end, evaluations, objective_evaluations = np.asarray(counts).tolist()
         floats = np.asarray(floats)
-        x, g, p = floats[:n].copy(), floats[n:2 * n].copy(), floats[2 * n:3 * n].copy()
-        H = floats[3 * n:3 * n + n * n].reshape(n, n)
-        f, rows = float(floats[3 * n + n * n]), floats[3 * n + n * n + 1:]
+        x, g = floats[:n].copy(), floats[n:2 * n].copy()
+        H = floats[2 * n:2 * n + n * n].reshape(n, n)
+        f, rows = float(floats[2 * n + n * n]), floats[2 * n + n * n + 1:]
         first = k if mode == START else k + 1       # the first iteration this call took
         last = k_end - 1 if status in (BAD_OBJECTIVE, BAD_GRADIENT) else k_end   # last recorded
-        return LoopState(status=status, k=k_end, first=first, x=x, f=f, g=g, p=p, H=H,
+        return LoopState(status=status, k=k_end, first=first, x=x, f=f, g=g, H=H,
                          history=rows.reshape(capacity, 3)[:max(last - first + 1, 0)],
                          evaluations=evaluations, objective_evaluations=objective_evaluations)
     run.jitted = jitted

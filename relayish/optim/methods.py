@@ -174,7 +174,7 @@ def run_newton(problem, x0, tol, max_iter, monitor):
     """
     if getattr(problem, "device_newton", None) is not None:
         from relayish.optim import device_loop
-        if monitor.callback is None and device_loop.fits(max_iter):
+        if device_loop.runs_in_xla(monitor.callback is not None, max_iter):
             return _run_newton_in_xla(problem, x0, tol, max_iter, monitor)
         return _run_newton_on_device(problem, x0, tol, max_iter, monitor)
     x = x0
@@ -219,7 +219,7 @@ def _run_newton_in_xla(problem, x0, tol, max_iter, monitor):
         problem.nfev += state.objective_evaluations
         for k, (f, gnorm, step) in enumerate(state.history.tolist(), start=state.first):
             monitor.record(k, f, gnorm, None if k == 0 else step)
-        x, f, g, p, k = state.x, state.f, state.g, state.p, state.k
+        x, f, g, k = state.x, state.f, state.g, state.k
         if state.status == loop.CONVERGED:
             return Outcome(x, f, g, k, True, "converged: gradient norm below tol")
         if state.status == loop.MAX_ITER:

@@ -336,11 +336,9 @@ class DeviceNewton:
       float64 vector [f, |g|, g.p', all(isfinite(g)), all(isfinite(p'))], the only thing that
       loop reads back per iteration (one transfer).
     Call at and trial inside `with dev.context():` (float64: jax.enable_x64, entered once per
-    loop); `loop` enters it itself. `calls` counts the compiled calls of at and trial. Each is
-    compiled on first use (`warm_up` does it ahead of the iterations).
+    loop); `loop` enters it itself. Each is compiled on first use (`warm_up` does it ahead of
+    the iterations).
     """
-
-    STATS = ("f", "gnorm", "slope", "g_finite", "p_finite")
 
     def __init__(self, jg, fun, n):
         import jax
@@ -349,7 +347,6 @@ class DeviceNewton:
         from relayish.optim.device_loop import build_newton_loop
         eye = np.eye(n)
         self.n = n
-        self.calls = 0
 
         def evaluate(x):
             (f, (g,)), (_, (H,)) = jax.vmap(lambda e: jg(x, e),
@@ -386,13 +383,13 @@ class DeviceNewton:
     def warm_up(self, x, stepwise, max_iter=0):
         """Compile (and run once at x) what the coming loop uses: at and trial for the
         stepwise loop, else the XLA loop for max_iter's history size."""
+        from relayish.optim import device_loop
         with self.context():
             if stepwise:
                 self.at(x)
                 self.trial(x, x)
-                self.calls -= 2
             else:
-                self.loop(x, 0, x, 0.0, 0, capacity_for=max_iter)
+                self.loop(x, device_loop.START, x, 0.0, 0, capacity_for=max_iter)
 
     def loop(self, z, mode, x, tol, max_iter, step=np.nan, f=np.nan, g=None, p=None, k=0,
              capacity_for=0):
@@ -404,11 +401,9 @@ class DeviceNewton:
                               capacity_for=capacity_for)
 
     def at(self, x):
-        self.calls += 1
         return self._at(x)
 
     def trial(self, x, p):
-        self.calls += 1
         return self._trial(x, p)
 
     def to_device(self, v):
@@ -506,8 +501,8 @@ class RelayishProblem:
         iterations will be reported live (so Newton's device loop runs step by step);
         `max_iter`: the whole-loop program is compiled for that history size. A problem
         reused from the cache is warm already for what it ran before."""
-        from relayish.optim.device_loop import fits, history_capacity
-        stepwise = watched or not fits(max_iter)
+        from relayish.optim.device_loop import history_capacity, runs_in_xla
+        stepwise = not runs_in_xla(watched, max_iter)
         what = (stepwise, None if stepwise else history_capacity(max_iter))
         if what in self._warm:
             return
