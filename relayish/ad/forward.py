@@ -285,8 +285,14 @@ class ForwardTransform(ExprFunctor):
 
     def visit_Let(self, e):
         while isinstance(e, Let):
-            value = self.visit(e.value)
-            new = self.bind_var(e.var)
+            if isinstance(e.value, Function):
+                # `let %f = fn (..) { .. %f(..) .. }` is a recursive local let: the dual
+                # binder must be in scope in its own value (it stays a letrec in the output)
+                new = self.bind_var(e.var)
+                value = self.visit(e.value)
+            else:
+                value = self.visit(e.value)
+                new = self.bind_var(e.var)
             self.scopes[-1].append((new, value))
             e = e.body
         return self.visit(e)

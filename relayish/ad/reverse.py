@@ -504,11 +504,30 @@ class ReverseAD:
         return self.emit(TupleGetItem(self.lift(e.tuple_value), e.index), "proj")
 
     def visit_Function(self, e):
+        return self.emit(self.lifted_function(e), "f")
+
+    def lifted_function(self, e):
         params = [self.lifted_param(p) for p in e.params]
         bp = Var("bp", BP_TYPE)
         body = self.in_scope(lambda: self.lift(e.body), bp=bp)
         ret = self.types.lift(e.ret_type) if e.ret_type is not None else None
-        return self.emit(Function(params + [bp], body, ret, e.type_params), "f")
+        return Function(params + [bp], body, ret, e.type_params)
+
+    def lift_local_function(self, let):
+        """`let %f = fn (..) { .. %f(..) .. }`: the lifted binder is in scope in its own value.
+
+        The binding stays a recursive local let (both backends and the type checker read
+        `let v = fn` as letrec), so the lifted closure calls itself with the caller's bp, like a
+        lifted global calls `@<name>_ad`."""
+        var = let.var
+        v = Var(var.name_hint)
+        if var.type_annotation is not None:
+            v.type_annotation = self.types.lift(var.type_annotation)
+        self.env[var] = v
+        self.named[id(v)] = v
+        self.scope.bindings.append((v, self.lifted_function(let.value)))
+        self.scope.memo[id(let.value)] = v
+        self._keep.append(let.value)
 
     def lifted_param(self, p):
         t = getattr(p, "_checked_type", None) or p.type_annotation
@@ -521,6 +540,10 @@ class ReverseAD:
 
     def visit_Let(self, e):
         while isinstance(e, Let):               # a loop down the chain
+            if isinstance(e.value, Function) and id(e.value) not in self.scope.memo:
+                self.lift_local_function(e)
+                e = e.body
+                continue
             n = len(self.scope.bindings)
             value = self.lift_raw(e.value)
             bindings = self.scope.bindings
