@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import attrs
 import numpy as np
+import pytest
 from hypothesis import strategies as st
 
 import relayish as rl
@@ -35,6 +36,9 @@ from relayish.ir.types import substitute, walk_type
 
 F32, F64 = "float32", "float64"
 SHAPES = ((), (2,), (3,), (2, 3), (3, 2))
+# Lengths of the long let-chains that deep-program tests build: 10^4 in the default run (already
+# far past Python's recursion limit), the 10^5 that AD output reaches under `-m slow`.
+CHAIN_LENGTHS = [10_000, pytest.param(100_000, marks=pytest.mark.slow)]
 BOOL = rl.TensorType((), "bool")
 INT = rl.TensorType((), "int32")
 UNIT = rl.TupleType([])

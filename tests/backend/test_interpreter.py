@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 import relayish as rl
 from relayish.backend import interpreter as interp
 from relayish.ir.visitor import build_let_chain
+from strategies import CHAIN_LENGTHS
 
 
 def f64(name, shape=()):
@@ -518,15 +519,16 @@ def test_calling_a_non_function_value_is_an_evaluation_error():
 
 # ---- scale ------------------------------------------------------------------------------------
 
-def test_let_chain_of_100000():
+@pytest.mark.parametrize("n", CHAIN_LENGTHS)
+def test_let_chain_of_n(n):
     x = f64("x")
     bindings, cur = [], x
-    for i in range(100_000):
+    for i in range(n):
         v = rl.Var(f"t{i}")
         bindings.append((v, cur + c64(1.0)))
         cur = v
     f = rl.Function([x], build_let_chain(bindings, cur))
-    assert rl.evaluate(f, 0.5) == 100_000.5
+    assert rl.evaluate(f, 0.5) == n + 0.5
 
 
 def test_deeply_nested_expression_without_lets():

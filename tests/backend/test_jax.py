@@ -6,6 +6,7 @@ import pytest
 
 import relayish as rl
 from relayish.backend.values import ConstructorValue, RefValue
+from strategies import CHAIN_LENGTHS
 
 F32, F64 = "float32", "float64"
 
@@ -404,12 +405,13 @@ def test_deep_static_recursion():
     assert float(out) == pytest.approx(1.0001 ** 3000)
 
 
-def test_long_let_chain():
+@pytest.mark.parametrize("n", CHAIN_LENGTHS)
+def test_long_let_chain(n):
     # 10^5 lets (as in AD output): walked with a loop; mostly tuple shuffles, so XLA stays small
     from relayish.ir.visitor import build_let_chain
     x = scalar("x")
     chain, cur = [], rl.Tuple([x, x * c64(2.0)])
-    for i in range(100_000):
+    for i in range(n):
         v = rl.Var("v")
         if i % 1000 == 0:
             value = rl.Tuple([cur[0] + c64(1.0), cur[1]])
@@ -419,8 +421,9 @@ def test_long_let_chain():
         cur = v
     f = rl.Function([x], build_let_chain(chain, rl.Tuple([cur[0], cur[1]])))
     a, b = rl.compile(f)(np.float64(1.0))
-    # 100 increments, applied alternately to the two fields (the swap count between is odd)
-    assert sorted([float(a), float(b)]) == [51.0, 52.0]
+    # n/1000 increments, applied alternately to the two fields (the swap count between is odd)
+    half = n // 2000
+    assert sorted([float(a), float(b)]) == [1.0 + half, 2.0 + half]
 
 
 # ---- arguments, caching, devices ---------------------------------------------------------------------

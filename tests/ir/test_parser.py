@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import relayish as rl
 from relayish.ir.op import make_call
 from relayish.ir.visitor import build_let_chain, free_vars
+from strategies import CHAIN_LENGTHS
 
 API_EXAMPLE = """\
 type List[a] { Cons(a, List[a]), Nil }
@@ -362,11 +363,12 @@ def test_truncated_programs_raise_only_parse_errors(text, fraction):
 
 # ---- long programs -------------------------------------------------------------------------------
 
-def test_long_let_chain_parses_with_a_loop():
+@pytest.mark.parametrize("n", CHAIN_LENGTHS)
+def test_long_let_chain_parses_with_a_loop(n):
     x = f32("x")
     multiply, two = rl.get_op("multiply"), rl.const(2.0)
     bindings, prev = [], x
-    for _ in range(100_000):
+    for _ in range(n):
         v = rl.Var("x", rl.TensorType())
         bindings.append((v, rl.Call(multiply, [prev, two])))
         prev = v
@@ -377,7 +379,7 @@ def test_long_let_chain_parses_with_a_loop():
     elapsed = time.perf_counter() - start
     assert isinstance(back, rl.Function)
     rl.assert_structural_equal(func, back)
-    print(f"parsed a 10^5-binding let-chain in {elapsed:.2f}s")
+    print(f"parsed a {n}-binding let-chain in {elapsed:.2f}s")
 
 
 def test_long_statement_sequence_and_long_flat_infix_chain():

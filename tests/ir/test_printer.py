@@ -4,6 +4,7 @@ import pytest
 
 import relayish as rl
 from relayish.ir.visitor import build_let_chain
+from strategies import CHAIN_LENGTHS
 
 
 def f32(name, shape=()):
@@ -212,19 +213,20 @@ def test_astext_of_something_else_is_a_relayish_error():
         rl.astext(42)
 
 
-def test_long_let_chain_prints_one_binding_per_line():
+@pytest.mark.parametrize("n", CHAIN_LENGTHS)
+def test_long_let_chain_prints_one_binding_per_line(n):
     x = f32("x")
     add, one = rl.get_op("add"), rl.const(1.0)
     bindings, prev = [], x
-    for _ in range(100_000):
+    for _ in range(n):
         v = rl.Var("x")
         bindings.append((v, rl.Call(add, [prev, one])))
         prev = v
     text = rl.astext(rl.Function([x], build_let_chain(bindings, prev)))
     lines = text.split("\n")
-    assert len(lines) == 100_003
+    assert len(lines) == n + 3
     assert lines[1] == "  let %x_1 = %x + 1f;"
-    assert lines[-2] == "  %x_100000"
+    assert lines[-2] == f"  %x_{n}"
 
 
 def test_deeply_nested_non_let_expression_prints():

@@ -6,6 +6,7 @@ import pytest
 import relayish as rl
 from relayish.ir.structural import StructuralMismatch
 from relayish.ir.visitor import build_let_chain
+from strategies import CHAIN_LENGTHS
 
 
 def f32(name, shape=()):
@@ -167,7 +168,8 @@ def test_assert_structural_equal_shows_path_and_both_sides():
     rl.assert_structural_equal(a, a)
 
 
-def test_long_let_chains_compare_iteratively_and_report_the_first_difference():
+@pytest.mark.parametrize("n", CHAIN_LENGTHS)
+def test_long_let_chains_compare_iteratively_and_report_the_first_difference(n):
     add, one, two = rl.get_op("add"), rl.const(1.0), rl.const(2.0)
 
     def chain(n, bad_at=None):
@@ -178,7 +180,6 @@ def test_long_let_chains_compare_iteratively_and_report_the_first_difference():
             bindings.append((v, rl.Call(add, [prev, two if i == bad_at else one])))
             prev = v
         return rl.Function([x], build_let_chain(bindings, prev))
-    n = 100_000
     a, b = chain(n), chain(n)
     assert rl.structural_equal(a, b)
     c = chain(n, bad_at=n - 10)

@@ -9,7 +9,7 @@ from relayish.ir.expr import _short_text
 from relayish.ir.op import Op, get_op as registered_op
 from relayish.ir.typecheck import infer_type, typeof, uncovered_cases
 from relayish.ir.visitor import ExprMutator, ExprVisitor, build_let_chain
-from strategies import programs
+from strategies import CHAIN_LENGTHS, programs
 
 F32 = rl.TensorType((), "float32")
 I32 = rl.TensorType((), "int32")
@@ -699,8 +699,8 @@ def test_random_programs_raise_only_type_check_errors(expr):
 
 # ---- deep programs --------------------------------------------------------------------------------
 
-def test_long_let_chain():
-    n = 100_000
+@pytest.mark.parametrize("n", CHAIN_LENGTHS)
+def test_long_let_chain(n):
     x = rl.var("x", shape=(2,))
     bindings, cur = [], x
     for k in range(n):
