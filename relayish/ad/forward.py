@@ -19,7 +19,8 @@ tangent:
     op(a, b)   ~>   let %z = op(a'.0, b'.0); let %dz = TANGENT_op(z-call, [a'.1, b'.1]); (%z, %dz)
 
 Variables, tuples, closures, refs, constructors, match, if and calls of functions and globals
-(recursion included) map structurally; branches test primal values. The output is an ordinary
+(recursion included) map structurally; branches test primal values. A let-bound function may
+call itself (`let %f = fn (..) { .. %f(..) .. }`): its dual binder is bound before its value. The output is an ordinary
 relayish program, so it prints, parses, type-checks, runs on every backend and can be
 differentiated again: `jvp(gradient(f))` is forward-over-reverse and gives Hessian-vector
 products (`hvp_forward_over_reverse`), from which `hessian_forward` stacks the Hessian.

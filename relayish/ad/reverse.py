@@ -36,7 +36,8 @@ Functions receive the bp they extend as their last argument, so a closure called
 inside another gradient) extends the backpropagator of the call site: nested gradients of
 functions with free variables stay correct (no perturbation confusion). If/Match branch on
 primal values; closures, refs, ADTs, globals (lifted to `@<name>_ad`) and recursion need nothing
-beyond the mapping. The output uses only ordinary IR nodes, so it type-checks, prints, parses,
+beyond the mapping. A recursive local closure `let %f = fn (..) { .. %f(..) .. }` stays one: the
+lifted binder is put in scope before its value is lifted (`lift_local_function`). The output uses only ordinary IR nodes, so it type-checks, prints, parses,
 runs anywhere and can be differentiated again.
 
 The entry point (`build_entry`) creates `bp := fn () { () }`, lifts the inputs (ADT inputs via
@@ -540,7 +541,8 @@ class ReverseAD:
 
     def visit_Let(self, e):
         while isinstance(e, Let):               # a loop down the chain
-            if isinstance(e.value, Function) and id(e.value) not in self.scope.memo:
+            if isinstance(e.value, Function) and \
+                    not any(id(e.value) in s.memo for s in self.scopes):
                 self.lift_local_function(e)
                 e = e.body
                 continue
