@@ -236,7 +236,8 @@ def test_inferred_polymorphic_types(prelude):
 
     assert ty("map") == rl.FuncType([rl.FuncType([a], b), rl.TypeCall(List, [a])],
                                     rl.TypeCall(List, [b]), [a, b])
-    assert ty("foldl") == rl.FuncType([rl.FuncType([b, a], b), b, rl.TypeCall(List, [a])], b,
+    # Relay's order: foldl : fn[A, B](fn(A, B) -> A, A, List[B]) -> A
+    assert ty("foldl") == rl.FuncType([rl.FuncType([a, b], a), a, rl.TypeCall(List, [b])], a,
                                       [a, b])
     assert ty("foldr") == rl.FuncType([rl.FuncType([a, b], b), b, rl.TypeCall(List, [a])], b,
                                       [a, b])
@@ -275,5 +276,57 @@ def @main() -> int32 { match (@twice(Z())) { S(_) => 1, Z => 0 } }
 def test_prelude_text_parses_on_its_own():
     from relayish.ir.prelude import PRELUDE_TEXT
     mod = rl.parse(PRELUDE_TEXT)
-    assert set(mod.type_definitions) == {rl.GlobalTypeVar(n) for n in ("List", "Option", "Tree", "Nat")}
+    assert set(mod.type_definitions) == {rl.GlobalTypeVar(n) for n in
+                                         ("List", "Option", "Tree", "RoseTree", "Nat")}
+    from relayish.ir.prelude import FUNCTION_NAMES
+    assert {gv.name_hint for gv in mod.functions} == set(FUNCTION_NAMES)
     rl.infer_type(mod)
+
+
+# ---- Relay's prelude functions that carry no floats (the others: tests/ad/test_prelude_gradients.py)
+
+def _ints(mod, values):
+    return rl.list_value(mod, [np.int32(v) for v in values])
+
+
+def test_sum_adds_int32_lists(prelude):
+    p, mod = prelude, prelude.mod
+    l = rl.var("l", type=rl.TypeCall(p.List, [I32]))
+    for values in ([], [4], [1, -2, 30]):
+        assert int(_run(mod, [l], p.sum(l), _ints(mod, values))) == sum(values)
+
+
+def test_size_counts_the_nodes_of_a_rose_tree(prelude):
+    p, mod = prelude, prelude.mod
+    leaf = lambda v: p.Rose(rl.const(v), p.Nil())          # noqa: E731
+    tree = p.Rose(rl.const(0.0), p.make_list([leaf(1.0), p.Rose(rl.const(2.0), p.make_list([leaf(3.0)]))]))
+    assert int(_run(mod, [], p.size(tree))) == 4
+
+
+def test_nat_add_and_nat_double(prelude):
+    p, mod = prelude, prelude.mod
+
+    def count(v):
+        n = 0
+        while v.constructor is p.S:
+            n, v = n + 1, v.fields[0]
+        return n
+    assert count(_run(mod, [], p.nat_add(p.make_nat(2), p.make_nat(3)))) == 5
+    assert count(_run(mod, [], p.nat_double(p.make_nat(4)))) == 8
+
+
+def test_filter_zip_and_rev_on_ints(prelude):
+    p, mod = prelude, prelude.mod
+    l = rl.var("l", type=rl.TypeCall(p.List, [I32]))
+    odd = _fn([("v", I32)], lambda v: rl.not_equal(v - (v / 2) * 2, rl.const(0, "int32")))
+    out = _run(mod, [l], p.rev(p.filter(odd, l)), _ints(mod, [1, 2, 3, 5, 6]))
+    assert [int(v) for v in rl.from_list_value(out)] == [5, 3, 1]
+    out = _run(mod, [l], p.zip(l, p.tl(l)), _ints(mod, [1, 2, 3]))
+    assert [tuple(map(int, pair)) for pair in rl.from_list_value(out)] == [(1, 2), (2, 3)]
+
+
+def test_hd_of_an_empty_list_is_an_evaluation_error(prelude):
+    p, mod = prelude, prelude.mod
+    l = rl.var("l", type=rl.TypeCall(p.List, [I32]))
+    with pytest.raises(rl.EvaluationError):
+        _run(mod, [l], p.hd(l), _ints(mod, []))
