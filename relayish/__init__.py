@@ -30,7 +30,8 @@ from relayish.backend.values import (Closure, ConstructorValue, RefValue, from_l
                                      list_value)
 from relayish.backend.interpreter import evaluate
 from relayish.backend.api import compile  # noqa: A004  API name
-from relayish.ad.api import grad, gradient, hessian, hvp, jvp, value_and_grad, vjp
+from relayish.ad.api import (derivative, grad, gradient, hessian, hvp, jacobian, jvp,
+                             value_and_grad, vjp)
 from relayish import optim
 
 __version__ = "0.1.0"

@@ -1,152 +1,374 @@
-"""The `relayish` command.
+"""The `relayish` command (also `python -m relayish`).
 
-    relayish run FILE [ARG...]      evaluate @main; each ARG is JSON (number or nested list)
-    relayish check FILE             type-check; print each global with its type
-    relayish fmt FILE               print the canonical text
-    relayish grad FILE [--order N]  print the (N-th order) gradient program of @main
-    relayish minimize FILE --x0 JSON [--method newton] [--json] ...
-                                    minimize @main over its tensor argument, showing progress
+    relayish run FILE [ARG...]          evaluate @main; each ARG is JSON (number or nested list)
+    relayish check FILE                 type-check; print each global with its type
+    relayish fmt FILE... [--check|--write]
+                                        print, check or rewrite the canonical text
+    relayish grad FILE [--order N]      print the gradient (N = 1) or the N-th derivative tensor
+    relayish minimize FILE --x0 JSON [--args JSON | --args-npz FILE] [--json] ...
+                                        minimize @main over its first argument, showing progress
+    relayish --version
 
-run and minimize take --backend jax|interpreter and --device cpu|gpu. Errors print
-`FILE:LINE:COLUMN: message` (or `FILE: message` when no position is known) on stderr and exit
-with status 1; usage mistakes exit with 2 (argparse). `minimize` exits with 0 when it
-converged and 3 when it stopped without converging (the result is printed either way).
+Errors print `FILE:LINE:COLUMN: message` (or `FILE: message` when no position is known) on
+stderr. Exit status: 0 success, 1 an error in the program or its inputs (and `fmt --check` on a
+file that is not formatted), 2 usage, 3 `minimize` stopped without converging (the result is
+printed anyway), 130 interrupted. notes/cli.md has the details and the reasons.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
+import tempfile
+import time
 
 import numpy as np
 
 from relayish.errors import ParseError, RelayishError
 from relayish.ir.text.parser import source_position
 
+EXIT_OK = 0
 EXIT_ERROR = 1
+EXIT_USAGE = 2
 EXIT_NOT_CONVERGED = 3
+EXIT_INTERRUPTED = 130
+
+MESSAGE_LINE_LIMIT = 400    # characters of one error-message line shown before it is cut
 
 
 class CommandError(Exception):
-    """A user-facing failure that is not a RelayishError (e.g. an unreadable file)."""
+    """A user-facing failure that is not a RelayishError (an unreadable file, a bad argument)."""
+
+
+# ---- the argument parser --------------------------------------------------------------------
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and epilogs (examples, exit codes) printed as written; each option's help
+    ends with its default when it has one worth showing (not for flags and unset options)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and "%(default)" not in text \
+                and (action.option_strings or action.nargs in ("?", "*")):
+            text += " (default: %(default)s)"
+        return text
+
+
+EXIT_CODES = """exit status:
+  0    success
+  1    an error in the program, its inputs or a file (printed as FILE:LINE:COLUMN: message);
+       fmt --check: a file is not formatted
+  2    usage: an unknown option, a malformed JSON argument
+  3    minimize stopped without converging (the result is printed anyway)
+  130  interrupted (Ctrl-C)"""
+
+GRAD_HELP = """\
+order 1 (the default) prints rl.gradient of @main:
+    fn(x1, .., xn) -> (f(x1, .., xn), (df/dx1, .., df/dxn))
+  for any parameters (tensors, tuples, ADT values; integer inputs get zero gradients) and a
+  float result (a tensor result is seeded with ones: the gradient of the sum of its elements).
+order N >= 2 needs @main to take one float tensor x, of shape s, and return a float scalar;
+  it prints the program of the N-th derivative tensor
+    fn(x) -> Tensor[s * N]        entry [i1, .., iN] = d^N f / dx[i1] .. dx[iN]
+  for x of shape (n): order 2 the Hessian, shape (n, n); order 3 shape (n, n, n). It is
+  rl.derivative(@main, order=N): the forward-mode jacobian (one jvp per element of x) of the
+  order N-1 program, starting from the reverse-mode gradient, so the printed program grows
+  about n times with each order."""
+
+
+def _minimize_backends():
+    from relayish.optim.minimize import BACKENDS
+    return tuple(BACKENDS), ("auto" if "auto" in BACKENDS else "jax")
 
 
 def _parser():
     p = argparse.ArgumentParser(
-        prog="relayish",
-        description="Run, check, format, differentiate and optimize relayish programs.")
+        prog="relayish", formatter_class=_HelpFormatter,
+        description="Run, check, format, differentiate and optimize relayish programs.",
+        epilog="Each command has its own help: relayish COMMAND --help.\n\n" + EXIT_CODES)
+    from relayish import __version__
+    p.add_argument("--version", action="version", version=f"relayish {__version__}")
     sub = p.add_subparsers(dest="command", metavar="{run,check,fmt,grad,minimize}")
     sub.required = True
 
-    def backend_options(sp):
-        sp.add_argument("--backend", choices=("jax", "interpreter"), default=None,
-                        help="execution backend (run: interpreter by default; minimize: jax)")
+    def command(name, help, example, description=None):
+        sp = sub.add_parser(name, help=help, description=description or help,
+                            formatter_class=_HelpFormatter,
+                            epilog=f"example:\n  {example}\n\n{EXIT_CODES}")
+        sp.set_defaults(command_parser=sp, handler=COMMANDS[name])
+        return sp
+
+    def device_option(sp):
         sp.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
-                        help="device for the jax backend (default cpu)")
+                        help="device of the jax backend (the interpreter runs on the cpu only)")
 
-    sp = sub.add_parser("run", help="evaluate @main on JSON arguments and print the result")
-    sp.add_argument("file")
-    sp.add_argument("args", nargs="*", metavar="ARG", help="JSON number or nested list")
-    backend_options(sp)
+    sp = command("run", "evaluate @main on JSON arguments and print the result as JSON",
+                 "relayish run prog.rly '[1.0, 2.0]' 3")
+    sp.add_argument("file", metavar="FILE")
+    sp.add_argument("args", nargs="*", metavar="ARG",
+                    help="one JSON value (number, true/false or nested list) per parameter of "
+                         "@main; a float parameter takes numbers, an int parameter integers, a "
+                         "bool parameter true/false: nothing is converted silently")
+    sp.add_argument("--backend", choices=("interpreter", "jax"), default="interpreter",
+                    help="execution backend")
+    device_option(sp)
 
-    sp = sub.add_parser("check", help="type-check and print each global with its type")
-    sp.add_argument("file")
+    sp = command("check", "type-check and print each global with its type",
+                 "relayish check prog.rly")
+    sp.add_argument("file", metavar="FILE")
 
-    sp = sub.add_parser("fmt", help="print the program in canonical text form")
-    sp.add_argument("file")
+    sp = command("fmt", "print the program in canonical text form, or check or rewrite files",
+                 "relayish fmt --check examples/*.rly")
+    sp.add_argument("files", nargs="+", metavar="FILE")
+    mode = sp.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true",
+                      help="print each FILE that is not formatted and exit with 1 if any")
+    mode.add_argument("--write", action="store_true",
+                      help="rewrite each FILE in place in canonical form")
 
-    sp = sub.add_parser("grad", help="print the gradient program of @main")
-    sp.add_argument("file")
-    sp.add_argument("--order", type=int, default=1, help="order of the derivative (default 1)")
+    sp = command("grad", "print the gradient (or N-th derivative) program of @main",
+                 "relayish grad prog.rly --order 2 > hessian.rly",
+                 description="Print a relayish program derived from @main.\n\n" + GRAD_HELP)
+    sp.add_argument("file", metavar="FILE")
+    sp.add_argument("--order", type=int, default=1, metavar="N",
+                    help="1: value and gradient; N >= 2: the N-th derivative tensor")
 
-    sp = sub.add_parser("minimize", help="minimize @main over its tensor argument")
-    sp.add_argument("file")
-    sp.add_argument("--x0", required=True, help="starting point, JSON (number or nested list)")
+    backends, default_backend = _minimize_backends()
+    sp = command("minimize", "minimize @main over its first parameter",
+                 "relayish minimize examples/rosenbrock.rly --x0 '[-1.2, 1.0]' --json",
+                 description="Minimize @main (returning a float scalar) over its first "
+                             "parameter, starting at --x0;\nthe other parameters are fixed "
+                             "data (--args or --args-npz). Progress lines go to\nstdout, or to "
+                             "stderr with --json.")
+    sp.add_argument("file", metavar="FILE")
+    sp.add_argument("--x0", required=True, metavar="JSON",
+                    help="starting point: a JSON number or nested list of the first "
+                         "parameter's shape")
+    data = sp.add_mutually_exclusive_group()
+    data.add_argument("--args", metavar="JSON",
+                      help="a JSON list with one value per parameter after the first (Python's "
+                           "args=), e.g. '[[1, 2, 3], 0.5]'")
+    data.add_argument("--args-npz", metavar="NPZ",
+                      help="a numpy .npz file of those parameters, by name (np.savez(f, a=...))"
+                           " or in order (arr_0, arr_1, ..)")
     sp.add_argument("--method", default="newton",
-                    choices=("newton", "newton-cg", "trust-ncg", "bfgs", "gd"))
+                    choices=("newton", "newton-cg", "trust-ncg", "bfgs", "gd"),
+                    help="newton: exact Hessian and line search; newton-cg, trust-ncg: "
+                         "Hessian-vector products; bfgs; gd: gradient descent")
     sp.add_argument("--tol", type=float, default=1e-8, help="gradient-norm tolerance")
-    sp.add_argument("--max-iter", type=int, default=100)
+    sp.add_argument("--max-iter", type=int, default=100, metavar="N", help="iteration limit")
+    sp.add_argument("--backend", choices=backends, default=default_backend,
+                    help="execution backend")
+    device_option(sp)
     sp.add_argument("--json", action="store_true",
-                    help='print {"x": [...], "fun": f, "n_iter": k, "converged": b} on stdout '
-                         "(progress goes to stderr)")
-    sp.add_argument("--quiet", action="store_true", help="no per-iteration progress")
-    backend_options(sp)
+                    help="print the result as one strict JSON object on stdout: x, fun, "
+                         "grad_norm, n_iter, converged, message, method, backend, nfev, ngev, "
+                         "nhev, time_s (non-finite numbers are null)")
+    sp.add_argument("--history", action="store_true",
+                    help="with --json: add the per-iteration history (iter, fun, grad_norm, "
+                         "step)")
+    sp.add_argument("--quiet", action="store_true", help="no per-iteration progress lines")
+    sp.add_argument("--plot", metavar="PNG",
+                    help="save f and |grad| per iteration (log scale) to this PNG file "
+                         "(needs matplotlib: pip install 'relayish[plot]')")
     return p
 
 
+# ---- entry point and error reporting --------------------------------------------------------
+
 def main(argv=None):
     """Entry point of the `relayish` console script; returns the exit status."""
-    parser = _parser()
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args, parser)
-    except ParseError as e:
-        _report(args.file, e.message, e.line, e.column, e.source_line, e.column)
-    except RelayishError as e:
-        line, column = getattr(e, "line", None), getattr(e, "column", None)
-        where = source_position(getattr(e, "node", None)) if line is None else None
-        if where is not None:
-            _, line, column = where
-        _report(args.file, str(e), line, column)
-    except CommandError as e:
-        _report(args.file, str(e))
+        return args.handler(args)
     except BrokenPipeError:                 # `relayish grad f.rly | head`: not an error
         try:
             sys.stdout = open(os.devnull, "w")
         except OSError:
             pass
-        return 0
+        return EXIT_OK
     except KeyboardInterrupt:
         print("relayish: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def _guarded(file, action):
+    """Run action(); report any failure as `FILE: ...` on stderr and return the exit status.
+    No traceback is ever shown."""
+    try:
+        return action()
+    except ParseError as e:
+        if e.filename == file:
+            # the parser's own rendering: FILE:LINE:COLUMN, the line (a window of a long one)
+            # and the caret
+            print(str(e), file=sys.stderr)
+        else:
+            _report(file, e.message, e.line, e.column)
+    except RelayishError as e:
+        line, column = getattr(e, "line", None), getattr(e, "column", None)
+        where = source_position(getattr(e, "node", None)) if line is None else None
+        if where is not None:
+            _, line, column = where
+        _report(file, str(e), line, column)
+    except CommandError as e:
+        _report(file, str(e))
+    except (BrokenPipeError, KeyboardInterrupt):
+        raise
+    except RecursionError:
+        _report(file, "the input is nested too deeply to process")
     except Exception as e:  # noqa: BLE001 - the command never shows a traceback
-        _report(args.file, f"internal error ({type(e).__name__}: {e}); this is a bug in relayish")
+        _report(file, f"internal error ({type(e).__name__}: {_excerpt(str(e))}); "
+                      "this is a bug in relayish")
     return EXIT_ERROR
 
 
-def _report(file, message, line=None, column=None, source_line=None, caret=None):
+def _report(file, message, line=None, column=None):
     where = f"{file}:{line}:{column}" if line else file
-    print(f"{where}: {message}", file=sys.stderr)
-    if source_line is not None and caret:
-        print("  " + source_line, file=sys.stderr)
-        print("  " + " " * max(caret - 1, 0) + "^", file=sys.stderr)
+    print(f"{where}: {_excerpt(message)}", file=sys.stderr)
 
 
-# ---- helpers --------------------------------------------------------------------------------
+def _excerpt(message):
+    """The message with each overlong line cut: an error shows a piece of the program, never
+    a whole generated one."""
+    lines = []
+    for text in str(message).splitlines() or [""]:
+        if len(text) > MESSAGE_LINE_LIMIT:
+            text = (text[:MESSAGE_LINE_LIMIT] +
+                    f"... ({len(text) - MESSAGE_LINE_LIMIT} more characters)")
+        lines.append(text)
+    return "\n".join(lines)
+
+
+def _usage(args, message):
+    args.command_parser.error(message)      # exits with status 2
+
+
+# ---- reading files and arguments ------------------------------------------------------------
+
+def _read_text(path):
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as e:
+        raise CommandError(f"cannot read the file: {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CommandError(f"cannot read the file: not UTF-8 text (byte 0x{data[e.start]:02x} "
+                           f"at offset {e.start})") from None
+
 
 def _load(path):
     from relayish.ir.text.parser import parse
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as e:
-        raise CommandError(f"cannot read the file: {e.strerror or e}") from None
-    return parse(text)
+    return parse(_read_text(path), filename=path)
 
 
-def _json_arg(text, what, parser):
+def _main_function(mod):
+    """The type-checked module and its @main."""
+    from relayish.ir.typecheck import infer_type
+    if "main" not in mod:
+        raise CommandError("the program has no @main function")
+    mod = infer_type(mod)
+    return mod, mod["main"]
+
+
+def _json_arg(args, text, what):
+    """A command-line JSON value (a number, true/false or a nested list of them); malformed
+    JSON is a usage error."""
+    return _json_scalars(args, _json_loads(args, text, what), what)
+
+
+def _json_loads(args, text, what):
     try:
-        value = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as e:
-        parser.error(f"{what} is not valid JSON ({e.msg}): {text!r}")
-    if not _is_numeric_json(value):
-        parser.error(f"{what} must be a JSON number or nested list of numbers: {text!r}")
+        _usage(args, f"{what} is not valid JSON ({e.msg}): {_excerpt(text)!r}")
+    except RecursionError:
+        _usage(args, f"{what} is nested too deeply")
+
+
+def _json_scalars(args, value, what):
+    if any(not isinstance(v, (bool, int, float)) for v in _leaves(value)):
+        _usage(args, f"{what} must be a JSON number, true/false or a nested list of them: "
+                     f"{_excerpt(json.dumps(value))}")
     return value
 
 
-def _is_numeric_json(v):
-    if isinstance(v, bool):
-        return True
-    if isinstance(v, (int, float)):
-        return True
-    if isinstance(v, list):
-        return all(_is_numeric_json(x) for x in v)
-    return False
+def _leaves(value):
+    """The scalars of a nested list, in order (a loop: the nesting may be deep)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            stack.extend(reversed(v))
+        else:
+            yield v
+
+
+KIND_WORDS = {"f": "numbers", "i": "integers", "u": "non-negative integers", "b": "true or false"}
+
+
+def tensor_value(data, t, what):
+    """JSON data as a value of tensor type t, converting nothing silently: a float tensor takes
+    numbers (not true/false), an integer tensor integers in its range (not 10.5, not 10.0),
+    a bool tensor true/false; the shape must be t's."""
+    dtype = np.dtype(t.dtype)
+    kind = dtype.kind
+    for v in _leaves(data):
+        if kind == "b":
+            ok = isinstance(v, bool)
+        elif kind in "iu":
+            ok = isinstance(v, int) and not isinstance(v, bool)
+            if ok and not np.iinfo(dtype).min <= v <= np.iinfo(dtype).max:
+                raise CommandError(f"{what}: {v} is out of the range of {t.dtype}")
+        else:
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if not ok:
+            raise CommandError(f"{what}: {t.dtype} takes {KIND_WORDS[kind]}, got "
+                               f"{json.dumps(v)}")
+    try:
+        arr = np.array(data, dtype=dtype)
+    except (ValueError, OverflowError):
+        raise CommandError(f"{what}: the nested lists are not rectangular (expected {t})") \
+            from None
+    if kind == "f" and not np.isfinite(arr).all():
+        with np.errstate(all="ignore"):
+            wide = np.array(data, dtype=np.float64)
+        if (np.isinf(arr) & np.isfinite(wide)).any():
+            raise CommandError(f"{what}: a value is out of the range of {t.dtype}")
+    if arr.shape != tuple(t.shape):
+        raise CommandError(f"{what}: has shape {arr.shape}, @main expects {t}")
+    return arr
+
+
+def _param_text(param, t):
+    return f"%{param.name_hint}: {t}"
+
+
+def _check_tensor_param(param, t, what):
+    from relayish.ir.types import TensorType
+    if not isinstance(t, TensorType):
+        raise CommandError(f"{what} ({_param_text(param, t)}): the command line passes tensors "
+                           "only")
+
+
+def _npz_value(arr, param, t, what):
+    """A .npz array for a tensor parameter: same kind of dtype, widening only, same shape."""
+    want = np.dtype(t.dtype)
+    if not (arr.dtype.kind == want.kind and np.can_cast(arr.dtype, want, "safe")):
+        raise CommandError(f"{what} ({_param_text(param, t)}): the array has dtype {arr.dtype}, "
+                           f"which does not convert to {t.dtype} without loss")
+    if arr.shape != tuple(t.shape):
+        raise CommandError(f"{what} ({_param_text(param, t)}): the array has shape {arr.shape}, "
+                           f"@main expects {t}")
+    return arr.astype(want)
 
 
 def to_json(value):
-    """A runtime value as JSON-able data: tensors as (nested) lists, tuples as lists."""
+    """A runtime value as JSON-able data: tensors as (nested) lists, tuples as lists, ADT values
+    as {"Ctor": [fields]}, refs as {"ref": value}; closures as their text."""
     from relayish.backend.values import ConstructorValue, RefValue
     if isinstance(value, tuple):
         return [to_json(v) for v in value]
@@ -163,86 +385,302 @@ def to_json(value):
     return arr.tolist()
 
 
-def _main_types(mod):
-    from relayish.ir.typecheck import infer_type
-    mod = infer_type(mod)
-    return mod, mod["main"].checked_type
+def strict_json(data):
+    """json.dumps that `json.loads` in strict mode and jq accept: NaN and +-inf become null."""
+    return json.dumps(_finite(data), allow_nan=False)
+
+
+def _finite(data):
+    if isinstance(data, dict):
+        return {k: _finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_finite(v) for v in data]
+    if isinstance(data, np.generic):
+        data = data.item()
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    return data
 
 
 # ---- commands -------------------------------------------------------------------------------
 
-def cmd_run(args, parser):
-    from relayish.ir.types import TensorType
-    mod, ftype = _main_types(_load(args.file))
+def cmd_run(args):
+    return _guarded(args.file, lambda: _run(args))
+
+
+def _run(args):
+    from relayish.backend.api import compile as rl_compile
+    mod, main = _main_function(_load(args.file))
+    ftype = main.checked_type
     if len(args.args) != len(ftype.arg_types):
         raise CommandError(f"@main takes {len(ftype.arg_types)} argument(s), "
                            f"{len(args.args)} given")
     values = []
-    for k, (text, t) in enumerate(zip(args.args, ftype.arg_types)):
-        data = _json_arg(text, f"argument {k + 1}", parser)
-        if not isinstance(t, TensorType):
-            raise CommandError(f"argument {k + 1}: @main's parameter has type {t}; the command "
-                               "line passes tensors only")
-        arr = np.asarray(data, dtype=t.dtype)
-        if arr.shape != t.shape:
-            raise CommandError(f"argument {k + 1} has shape {arr.shape}, @main expects {t}")
-        values.append(arr)
-    backend = args.backend or "interpreter"
-    if backend == "interpreter":
-        from relayish.backend.interpreter import evaluate
-        result = evaluate(mod, *values)
-    else:
-        from relayish.backend.api import compile as rl_compile
-        result = rl_compile(mod, backend="jax", device=args.device)(*values)
-    print(json.dumps(to_json(result)))
-    return 0
+    for k, (text, param, t) in enumerate(zip(args.args, main.params, ftype.arg_types)):
+        what = f"argument {k + 1}"
+        data = _json_arg(args, text, what)
+        _check_tensor_param(param, t, what)
+        values.append(tensor_value(data, t, f"{what} ({_param_text(param, t)})"))
+    # rl.compile checks the device against the backend (the interpreter runs on the cpu only)
+    run = rl_compile(mod, backend=args.backend, device=args.device)
+    print(strict_json(to_json(run(*values))))
+    return EXIT_OK
 
 
-def cmd_check(args, parser):
+def cmd_check(args):
+    return _guarded(args.file, lambda: _check(args))
+
+
+def _check(args):
     from relayish.ir.typecheck import infer_type
     mod = infer_type(_load(args.file))
     for gv, func in mod.items():
         print(f"@{gv.name_hint}: {func.checked_type}")
-    return 0
+    return EXIT_OK
 
 
-def cmd_fmt(args, parser):
+def format_source(text):
+    """The canonical text of a program, comments kept where the text package's formatter keeps
+    them (relayish.ir.text.format_source); otherwise rl.astext of the parsed module."""
+    from relayish.ir import text as text_format
+    keep_comments = getattr(text_format, "format_source", None)
+    if keep_comments is not None:
+        return keep_comments(text)
+    from relayish.ir.text.parser import parse
     from relayish.ir.text.printer import astext
-    print(astext(_load(args.file)))
-    return 0
+    return astext(parse(text)) + "\n"
 
 
-def cmd_grad(args, parser):
+def _formats_comments():
+    from relayish.ir import text as text_format
+    return getattr(text_format, "format_source", None) is not None
+
+
+def _has_comments(text):
+    from relayish.ir.text.lexer import _TOKEN
+    return any(m.lastgroup in ("comment", "bcomment") for m in _TOKEN.finditer(text))
+
+
+def cmd_fmt(args):
+    if not (args.check or args.write) and len(args.files) > 1:
+        _usage(args, "printing takes one FILE; use --check or --write for several")
+    status = EXIT_OK
+    for path in args.files:
+        status = max(status, _guarded(path, lambda: _fmt_one(args, path)))
+    return status
+
+
+def _fmt_one(args, path):
+    from relayish.ir.text.parser import parse
+    text = _read_text(path)
+    parse(text, filename=path)          # a malformed file is reported with its name
+    formatted = format_source(text)
+    if not (args.check or args.write):
+        sys.stdout.write(formatted)
+        return EXIT_OK
+    if formatted == text:
+        return EXIT_OK
+    if args.check:
+        print(f"{path}: not formatted")
+        return EXIT_ERROR
+    if not _formats_comments() and _has_comments(text):
+        raise CommandError("not rewritten: the file has comments, and this formatter does not "
+                           "keep comments yet (relayish fmt FILE prints the canonical text)")
+    _replace_file(path, formatted)
+    print(f"{path}: reformatted")
+    return EXIT_OK
+
+
+def _replace_file(path, text):
+    """Write text to path through a temporary file in the same folder: an interrupted write
+    leaves the old file whole."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".relayish-fmt-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+                fh.write(text)
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as e:
+        raise CommandError(f"cannot write the file: {e.strerror or e}") from None
+
+
+def cmd_grad(args):
+    if args.order < 1:
+        _usage(args, f"--order must be at least 1, got {args.order}")
+    return _guarded(args.file, lambda: _grad(args))
+
+
+def _grad(args):
     from relayish.ad import api
     from relayish.ir.text.printer import astext
-    if args.order < 1:
-        parser.error(f"--order must be at least 1, got {args.order}")
-    g = _load(args.file)
-    for _ in range(args.order - 1):
-        g = api.grad(g)
-    print(astext(api.gradient(g)))
-    return 0
+    from relayish.ir.types import TensorType
+    mod, main = _main_function(_load(args.file))
+    if args.order == 1:
+        out = api.gradient(mod)
+    else:
+        ftype = main.checked_type
+        x_t = ftype.arg_types[0] if len(ftype.arg_types) == 1 else None
+        ret = ftype.ret_type
+        if not (isinstance(x_t, TensorType) and x_t.is_float and isinstance(ret, TensorType)
+                and ret.is_float and ret.shape == ()):
+            raise CommandError(f"grad --order {args.order} needs @main to take one float tensor "
+                               f"and return a float scalar; @main is {ftype} (--order 1 "
+                               "differentiates any @main)")
+        out = api.derivative(mod, order=args.order)
+    print(astext(out))
+    return EXIT_OK
 
 
-def cmd_minimize(args, parser):
+def cmd_minimize(args):
+    if args.history and not args.json:
+        _usage(args, "--history goes with --json (the progress lines show the history)")
+    x0_data = _json_arg(args, args.x0, "--x0")
+    args_data = _json_arg_list(args) if args.args is not None else None
+    return _guarded(args.file, lambda: _minimize(args, x0_data, args_data))
+
+
+def _json_arg_list(args):
+    value = _json_loads(args, args.args, "--args")
+    if not isinstance(value, list):
+        _usage(args, f"--args must be a JSON list with one value per parameter after the "
+                     f"first, e.g. '[[1, 2], 3]'; got {_excerpt(args.args)!r}")
+    for k, v in enumerate(value):
+        _json_scalars(args, v, f"--args value {k + 1}")
+    return value
+
+
+def _fixed_args(args, main, args_data):
+    """The values of @main's parameters after the first, from --args or --args-npz."""
+    params, types = main.params[1:], main.checked_type.arg_types[1:]
+    if args.args_npz is not None:
+        return _npz_args(args.args_npz, params, types)
+    given = [] if args_data is None else args_data
+    if len(given) != len(params):
+        names = ", ".join(_param_text(p, t) for p, t in zip(params, types)) or "none"
+        raise CommandError(f"@main takes {len(params)} parameter(s) after the first ({names}); "
+                           f"{len(given)} given" + ("" if args_data is not None else
+                                                    " (pass them with --args or --args-npz)"))
+    values = []
+    for k, (data, param, t) in enumerate(zip(given, params, types)):
+        what = f"--args value {k + 1}"
+        _check_tensor_param(param, t, what)
+        values.append(tensor_value(data, t, f"{what} ({_param_text(param, t)})"))
+    return tuple(values)
+
+
+def _npz_args(path, params, types):
+    import zipfile
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise CommandError(f"--args-npz {path}: cannot read the arrays: {e}") from None
+    names = [p.name_hint for p in params]
+    positional = [f"arr_{k}" for k in range(len(arrays))]
+    if arrays and sorted(arrays) == sorted(positional) and not set(arrays) & set(names):
+        keys = positional
+        if len(keys) != len(names):
+            raise CommandError(f"--args-npz {path}: has {len(keys)} array(s) (arr_0..), @main "
+                               f"takes {len(names)} parameter(s) after the first")
+    else:
+        missing = [n for n in names if n not in arrays]
+        unknown = sorted(set(arrays) - set(names))
+        if missing or unknown:
+            detail = "; ".join(part for part in (
+                f"missing {', '.join(missing)}" if missing else "",
+                f"unknown {', '.join(unknown)}" if unknown else "") if part)
+            raise CommandError(f"--args-npz {path}: the arrays are named after @main's "
+                               f"parameters after the first ({', '.join(names) or 'none'}) or "
+                               f"arr_0, arr_1, ..; {detail}")
+        keys = names
+    return tuple(_npz_value(arrays[key], p, t, f"--args-npz {path}: array {key}")
+                 for key, p, t in zip(keys, params, types))
+
+
+def _minimize(args, x0_data, args_data):
+    from relayish.ir.types import TensorType
     from relayish.optim.minimize import minimize, progress_printer
-    x0 = _json_arg(args.x0, "--x0", parser)
-    mod = _load(args.file)
+    plt = _pyplot() if args.plot else None
+    mod, main = _main_function(_load(args.file))
+    if not main.params:
+        raise CommandError("@main takes no parameter to minimize over")
+    x_t = main.checked_type.arg_types[0]
+    x0 = x0_data
+    if isinstance(x_t, TensorType):
+        x0 = tensor_value(x0_data, x_t, f"--x0 ({_param_text(main.params[0], x_t)})")
+    fixed = _fixed_args(args, main, args_data)
     stream = sys.stderr if args.json else sys.stdout
     callback = None if args.quiet else progress_printer(stream)
+    start = time.perf_counter()
     res = minimize(mod, x0, method=args.method, tol=args.tol, max_iter=args.max_iter,
-                   backend=args.backend or "jax", device=args.device, callback=callback)
+                   backend=args.backend, device=args.device, args=fixed, callback=callback)
+    seconds = time.perf_counter() - start
+    if plt is not None:
+        _plot(plt, res, args.plot)
     x = to_json(res.x)
     if args.json:
-        print(json.dumps({"x": x, "fun": res.fun, "n_iter": res.n_iter,
-                          "converged": res.converged}))
+        result = {"x": x, "fun": res.fun, "grad_norm": res.grad_norm, "n_iter": res.n_iter,
+                  "converged": res.converged, "message": res.message, "method": res.method,
+                  "backend": res.backend, "nfev": res.nfev, "ngev": res.ngev, "nhev": res.nhev,
+                  "time_s": round(seconds, 6)}
+        if args.history:
+            result["history"] = res.history
+        print(strict_json(result))
     else:
-        status = "converged" if res.converged else "did not converge"
-        print(f"{args.method}: {status} after {res.n_iter} iterations ({res.message})")
+        # the message reads "converged: ..." or "stopped: ...": say the status once
+        status, _, reason = res.message.partition(": ")
+        print(f"{args.method}: {status} after {res.n_iter} iterations: {reason or status}")
         print(f"fun = {res.fun:.12g}")
         print(f"grad_norm = {res.grad_norm:.3e}")
-        print(f"x = {json.dumps(x)}")
-    return 0 if res.converged else EXIT_NOT_CONVERGED
+        print(f"x = {strict_json(x)}")
+        print(f"evaluations: nfev = {res.nfev}, ngev = {res.ngev}, nhev = {res.nhev}; "
+              f"time {seconds:.3f} s (setup and compilation included)")
+    return EXIT_OK if res.converged else EXIT_NOT_CONVERGED
+
+
+def _pyplot():
+    """matplotlib.pyplot on a file-only backend, or a CommandError saying how to install it
+    (checked before minimizing, so a long run does not end in this error)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise CommandError("--plot needs matplotlib, which is not installed: "
+                           "pip install 'relayish[plot]' (or pip install matplotlib)") from None
+    return plt
+
+
+def _plot(plt, res, path):
+    iters = [e["iter"] for e in res.history]
+    funs = [e["fun"] for e in res.history]
+    norms = [e["grad_norm"] for e in res.history]
+    fig, (ax_f, ax_g) = plt.subplots(2, 1, sharex=True, figsize=(6.4, 6.4))
+    ax_f.plot(iters, funs, marker=".")
+    # a log scale needs positive values; an objective that reaches zero or below gets a
+    # symmetric log scale, linear near zero
+    ax_f.set_yscale("log" if funs and min(funs) > 0 else "symlog")
+    ax_f.set_ylabel("f")
+    ax_f.set_title(f"{res.method}: {res.message}", fontsize="small")
+    ax_g.plot(iters, norms, marker=".", color="tab:orange")
+    ax_g.set_yscale("log" if norms and min(norms) > 0 else "symlog")
+    ax_g.set_ylabel("|grad f|")
+    ax_g.set_xlabel("iteration")
+    for ax in (ax_f, ax_g):
+        ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    try:
+        fig.savefig(path, format="png")
+    except OSError as e:
+        raise CommandError(f"--plot {path}: cannot write the file: {e.strerror or e}") from None
+    finally:
+        plt.close(fig)
 
 
 COMMANDS = {"run": cmd_run, "check": cmd_check, "fmt": cmd_fmt, "grad": cmd_grad,

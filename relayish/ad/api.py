@@ -27,7 +27,8 @@ from relayish.ir.visitor import ExprVisitor, run_deep
 from relayish.ad.reverse import ReverseAD, build_entry
 from relayish.ad.forward import jvp  # noqa: F401  forward mode lives beside reverse mode
 
-__all__ = ["gradient", "grad", "value_and_grad", "vjp", "hessian", "hvp", "jvp"]
+__all__ = ["gradient", "grad", "value_and_grad", "vjp", "hessian", "hvp", "jvp", "jacobian",
+           "derivative"]
 
 
 def gradient(f, mod=None):
@@ -112,6 +113,65 @@ def hvp_reverse(f, mod=None):
         return Function([x, v], Let(r, Call(vjp_func, [x]),
                                     TupleGetItem(Call(TupleGetItem(r, 1), [v]), 0)))
     return _wrap(back_prog, build)
+
+
+def jacobian(f, mod=None):
+    """`fn(x: Tensor[s, float]) -> Tensor[t, float]` to `fn(x) -> Tensor[t + s]` (forward mode).
+
+    Entry [i.., j..] is d out[i..] / d x[j..]: the trailing axes follow x, as in jax.jacfwd.
+    The slice for x's element j is the jvp with the j-th basis vector, so the program makes
+    one jvp call per element of x.
+
+        x = rl.var("x", shape=(3,), dtype="float64")
+        J = rl.jacobian(rl.Function([x], rl.sin(x) * rl.sum(x)))
+        rl.evaluate(J, np.ones(3))               # shape (3, 3)
+    """
+    func, src, x_t = _one_vector_input(f, mod, "jacobian")
+    out_t = func.checked_type.ret_type
+    if not (isinstance(out_t, TensorType) and out_t.is_float):
+        raise GradientError(f"jacobian needs a function returning a float tensor; this one "
+                            f"returns {out_t}")
+    shape = tuple(out_t.shape) + tuple(x_t.shape)
+    size = int(np.prod(x_t.shape, dtype=np.int64))
+    basis = np.eye(size, dtype=x_t.dtype).reshape((size,) + tuple(x_t.shape))
+
+    def build(jvp_func):
+        x, jv = Var("x", x_t), Var("jvp")
+        slices = [TupleGetItem(Call(jv, [x, Constant(np.array(basis[k]))]), 1) for k in range(size)]
+        if size == 0:
+            body = make_call("zeros", [], {"shape": shape, "dtype": out_t.dtype})
+        elif x_t.shape == ():
+            body = slices[0]
+        else:
+            body = make_call("stack", [Tuple(slices)], {"axis": len(out_t.shape)})
+            if len(x_t.shape) > 1:
+                body = make_call("reshape", [body], {"newshape": shape})
+        return Function([x], Let(jv, jvp_func, body))
+    return _wrap(jvp(f, mod=mod), build)
+
+
+def derivative(f, order=1, mod=None):
+    """The `order`-th derivative tensor of `f: fn(x: Tensor[s, float]) -> float scalar`.
+
+    Returns fn(x) -> Tensor[s * order]: order 1 the gradient (as rl.grad), order 2 the Hessian
+    (shape (n, n) for x of shape (n,)), order 3 the (n, n, n) tensor of third derivatives, ...
+    Order k > 1 is the forward-mode jacobian (rl.jacobian) of order k - 1.
+
+        x = rl.var("x", shape=(2,), dtype="float64")
+        d3 = rl.derivative(rl.Function([x], rl.sum(x * x * x)), order=3)
+        rl.evaluate(d3, np.ones(2))              # shape (2, 2, 2): 6 on the diagonal
+    """
+    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
+        raise GradientError(f"derivative: order must be an int of at least 1, got {order!r}")
+    func, src, x_t = _one_vector_input(f, mod, "derivative")
+    out_t = func.checked_type.ret_type
+    if not (isinstance(out_t, TensorType) and out_t.is_float and out_t.shape == ()):
+        raise GradientError(f"derivative needs a function returning a float scalar; this one "
+                            f"returns {out_t}")
+    d = grad(f, mod=mod)
+    for _ in range(order - 1):
+        d = jacobian(d)
+    return d
 
 
 # ---- plumbing --------------------------------------------------------------------------------

@@ -58,6 +58,8 @@ def _check_options(method, tol, max_iter, backend, device, callback=None):
         raise RelayishError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if device not in ("cpu", "gpu"):
         raise RelayishError(f"unknown device {device!r}; choose cpu or gpu")
+    if backend == "interpreter" and device != "cpu":     # the same words as rl.compile's
+        raise RelayishError(f"the interpreter runs on the cpu only, got device={device!r}")
     if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating, np.integer)) \
             or not tol >= 0 or math.isinf(tol):
         raise RelayishError(f"tol must be a non-negative number, got {tol!r}")
