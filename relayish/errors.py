@@ -6,7 +6,15 @@ class RelayishError(Exception):
 
 
 class ParseError(RelayishError):
-    """Malformed program text. Carries the 1-based line and column and shows a caret."""
+    """Malformed program text. Carries the 1-based line and column and shows a caret.
+
+    `.snippet` is the part of the source line to show (at most WINDOW columns around the
+    column, so a 250 KB line shows 80 characters) and a caret under the column, as two lines
+    indented by two spaces; `.excerpt` and `.excerpt_column` are that part and the caret's
+    1-based column in it. `.source_line` is the whole line.
+    """
+
+    WINDOW = 80
 
     def __init__(self, message, line=0, column=0, source_line=None, filename=None):
         self.message = message
@@ -14,13 +22,25 @@ class ParseError(RelayishError):
         self.column = column
         self.source_line = source_line
         self.filename = filename
+        self.excerpt, self.excerpt_column = source_line, column
+        if source_line is not None and len(source_line) > self.WINDOW:
+            lo = min(max(0, column - 1 - self.WINDOW // 2), len(source_line) - self.WINDOW)
+            lo = max(lo, 0)
+            self.excerpt = source_line[lo:lo + self.WINDOW]
+            self.excerpt_column = column - lo
         super().__init__(self._render())
+
+    @property
+    def snippet(self) -> str:
+        if self.excerpt is None:
+            return ""
+        return "  " + self.excerpt + "\n  " + " " * max(self.excerpt_column - 1, 0) + "^"
 
     def _render(self):
         where = f"{self.filename or '<text>'}:{self.line}:{self.column}: "
         text = where + self.message
-        if self.source_line is not None:
-            text += "\n  " + self.source_line + "\n  " + " " * max(self.column - 1, 0) + "^"
+        if self.excerpt is not None:
+            text += "\n" + self.snippet
         return text
 
 

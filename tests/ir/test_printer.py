@@ -104,10 +104,44 @@ def test_scalar_literals(value, dtype, text):
 
 
 def test_nan_with_sign_or_payload_prints_its_bits():
-    neg_nan = -np.asarray(np.nan, "float32")
-    assert rl.astext(rl.Constant(neg_nan)) == "nanxffc00000f"
+    neg_nan = np.asarray(-np.asarray(np.nan, "float32"))
+    assert rl.astext(rl.Constant(neg_nan)) == "nanxFFC00000f"
     payload = np.asarray(0x7FF0000000000123, "uint64").view("float64")
-    assert rl.astext(rl.Constant(payload)) == "nanx7ff0000000000123f64"
+    assert rl.astext(rl.Constant(payload)) == "nanx7FF0000000000123f64"
+
+
+_UINT = {"float16": "uint16", "float32": "uint32", "float64": "uint64"}
+_NAN_BITS = {   # canonical, sign bit, payload, sign and payload, signalling
+    "float16": [0x7E00, 0xFE00, 0x7E01, 0xFC01, 0x7C01],
+    "float32": [0x7FC00000, 0xFFC00000, 0x7FC00001, 0xFF800123, 0x7F800001],
+    "float64": [0x7FF8000000000000, 0xFFF8000000000000, 0x7FF8000000000001,
+                0xFFF0000000000123, 0x7FF0000000000001],
+}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_every_nan_and_infinity_parses_back_to_the_same_bits(dtype):
+    with np.errstate(invalid="ignore"):
+        x86_nan = np.asarray(np.asarray(np.inf, dtype) * 0, dtype)   # the usual x86 NaN
+    values = [np.asarray(b, _UINT[dtype]).view(dtype) for b in _NAN_BITS[dtype]]
+    values += [x86_nan, np.asarray(np.inf, dtype), np.asarray(-np.inf, dtype)]
+    for value in values:
+        assert np.isnan(value) or np.isinf(value)
+        const = rl.Constant(np.asarray(value))
+        text = rl.astext(const)
+        back = rl.parse_expr(text)
+        assert back.data.tobytes() == value.tobytes(), (text, value)
+        # inside an array constant, and as an operand of an infix operator
+        arr = rl.Constant(np.stack([value, value]))
+        assert rl.parse_expr(rl.astext(arr)).data.tobytes() == arr.data.tobytes()
+        x = rl.var("x", dtype=dtype)
+        e = rl.Function([x], x - const)
+        rl.assert_structural_equal(rl.parse_expr(rl.astext(e)), e)
+
+
+def test_lowercase_nan_bits_are_a_parse_error_not_a_different_number():
+    with pytest.raises(rl.ParseError):
+        rl.parse_expr("nanxffc00000f")
 
 
 def test_array_constants():

@@ -6,6 +6,7 @@ Kinds: "local" (%x), "global" (@f, or @"any name"), "number" (digits with an opt
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 
 from relayish.errors import ParseError
@@ -29,6 +30,12 @@ _TOKEN = re.compile(r"""
 _SKIP = {"comment", "bcomment"}
 
 
+MAX_BRACKETS = 30000      # brackets open at once beyond which the text is rejected
+_OPEN = frozenset("([{")
+_CLOSE = frozenset(")]}")
+_CHUNK = 4096             # tokens made per refill of the lazy token list
+
+
 class Source:
     """The text being parsed, for turning offsets into line:column and a caret."""
 
@@ -43,34 +50,76 @@ class Source:
         start = self.line_starts[line]
         end = self.text.find("\n", start)
         source_line = self.text[start:] if end < 0 else self.text[start:end]
-        column = offset - start + 1
-        if len(source_line) <= 200:
-            return ParseError(message, line + 1, column, source_line, self.filename)
-        # a huge line: show 200 characters around the problem, caret included
-        lo = max(0, column - 100)
-        error = ParseError(message, line + 1, column, None, self.filename)
-        error.source_line = source_line[lo:lo + 200]
-        error.args = (f"{error.args[0]}\n  {error.source_line}\n  {' ' * (column - 1 - lo)}^",)
-        return error
+        # ParseError shows a window of a long line around the column
+        return ParseError(message, line + 1, offset - start + 1, source_line, self.filename)
 
 
-def tokenize(source: Source) -> list:
-    tokens = []
-    append = tokens.append
-    for m in _TOKEN.finditer(source.text):
+class Tokens:
+    """The tokens of a text, made lazily in chunks as the parser reaches them.
+
+    `toks[j]` is token j (the "eof" token past the end). Reading lazily means an error near
+    the start of a huge text is reported without scanning the rest, and brackets nested more
+    than MAX_BRACKETS deep are rejected where they reach that depth (5 MB of '(' is rejected
+    after 10^4 tokens, not after tokenizing 5 million). With `comments=True` the comments are
+    kept in `.comments` as (text, start, end) in text order (for the formatter).
+    """
+
+    def __init__(self, source: Source, comments=False):
+        self.items: list = []
+        self.comments: list | None = [] if comments else None
+        self._more = _scan(source, self.comments)
+        self.done = False
+
+    def __getitem__(self, j):
+        items = self.items
+        while j >= len(items) and not self.done:
+            chunk = list(itertools.islice(self._more, _CHUNK))
+            items.extend(chunk)
+            self.done = len(chunk) < _CHUNK or chunk[-1][0] == "eof"
+        return items[j] if j < len(items) else items[-1]
+
+    def all(self) -> list:
+        """Every token (scans the rest of the text)."""
+        while not self.done:
+            self[len(self.items)]
+        return self.items
+
+
+def _scan(source: Source, comments):
+    text = source.text
+    depth = 0
+    for m in _TOKEN.finditer(text):
         kind = m.lastgroup
         if kind in _SKIP:
+            if comments is not None:
+                start, end = m.span(kind)
+                comments.append((m.group(kind), start, end))
             continue
         if kind == "end":
             break
         start, end = m.span(kind)
+        if kind == "punct":
+            tok = m.group(kind)
+            if tok in _OPEN:
+                depth += 1
+                if depth > MAX_BRACKETS:
+                    raise source.error(f"the program is nested too deeply (more than "
+                                       f"{MAX_BRACKETS} brackets open at once)", start)
+            elif tok in _CLOSE:
+                depth -= 1
+            yield ("punct", tok, start, end)
+            continue
         if kind == "bad":
             raise source.error(f"unexpected character {m.group(kind)!r}", start)
         if kind == "badcomment":
             raise source.error("unterminated comment: '/*' without '*/'", start)
         if kind == "badstring":
             raise source.error("unterminated string", start)
-        append((kind, m.group(kind), start, end))
-    n = len(source.text)
-    append(("eof", "", n, n))
-    return tokens
+        yield (kind, m.group(kind), start, end)
+    n = len(text)
+    yield ("eof", "", n, n)
+
+
+def tokenize(source: Source) -> list:
+    """Every token of the text, the "eof" token last."""
+    return Tokens(source).all()

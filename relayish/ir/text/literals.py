@@ -3,7 +3,9 @@
 A scalar literal is a number with a dtype suffix (`1f`, `2.5f64`, `3`, `3i64`, `7u8`, `True`).
 Floats print as the shortest decimal that parses back to the same bits; infinities are the
 words `inf`/`-inf`, the default NaN is `nan`, any other NaN (sign bit or payload) is
-`nanx<hex bits>`, all followed by the float suffix (`inff`, `nanf64`, `nanx7fc00001f`).
+`nanx<bits in UPPERCASE hex>`, all followed by the float suffix (`inff`, `nanf64`,
+`nanxFFC00000f`: the usual x86 NaN, float32). The hex digits are uppercase because the suffixes
+are lowercase: `nanxffc00000f` could not tell the digit f from the suffix f.
 Inside `const(...)` arrays the same texts appear without suffixes.
 """
 from __future__ import annotations
@@ -22,8 +24,8 @@ DTYPE_OF_SUFFIX = {"f": "float32", "f16": "float16", "f32": "float32", "f64": "f
 
 _UINT_OF = {"float16": np.uint16, "float32": np.uint32, "float64": np.uint64}
 
-SPECIAL_FLOAT = re.compile(r"(inf|nan|nanx[0-9a-f]+)(f16|f32|f64|f)?")
-_SPECIAL_ELEMENT = re.compile(r"inf|nan|nanx[0-9a-f]+")
+SPECIAL_FLOAT = re.compile(r"(inf|nan|nanx[0-9A-F]+)(f16|f32|f64|f)?")
+_SPECIAL_ELEMENT = re.compile(r"inf|nan|nanx[0-9A-F]+")
 
 
 def _bits(x, dtype):
@@ -39,7 +41,7 @@ def float_text(x, dtype) -> str:
     x = np.asarray(x, dtype=dtype).reshape(())
     if np.isnan(x):
         bits = _bits(x, dtype)
-        return "nan" if bits == _canonical_nan_bits(dtype) else f"nanx{bits:x}"
+        return "nan" if bits == _canonical_nan_bits(dtype) else f"nanx{bits:X}"
     if np.isinf(x):
         return "inf" if x > 0 else "-inf"
     value = x[()]
@@ -76,7 +78,7 @@ def float_value(text, dtype):
             value = np.asarray(float(body), dtype=dtype)
         if np.isinf(value):
             raise ValueError(f"{body} is too large for {dtype}")
-    return -value if neg else value
+    return np.asarray(-value if neg else value, dtype=dtype)    # `-` of a 0-d array is a scalar
 
 
 def int_value(text, dtype):

@@ -4,8 +4,11 @@
     parse_expr(text, filename=None, mod=None, free_vars=None) -> Expr
 
 A hand-written recursive-descent parser with precedence climbing for infix operators. Blocks
-(`let` chains and `e;` statements) are parsed with a loop, so 10^5-long chains are fine; any
-other nesting deeper than MAX_DEPTH is a ParseError. Every malformed input is a ParseError with
+(`let` chains and `e;` statements), left-leaning infix chains (`a + b + c ...`) and else-if
+chains are parsed with loops, so 10^5-long ones are fine; other nesting recurses (under
+`run_deep`) and is a ParseError beyond MAX_DEPTH levels, or beyond MAX_BRACKETS open brackets,
+which the lazy tokenizer rejects as it reads them. Names resolve through one dict with an undo
+log per scope, so a lookup costs the same at any nesting depth: parsing is linear in the text. Every malformed input is a ParseError with
 a 1-based line and column and a caret under the problem. notes/text-format.md has the grammar.
 """
 from __future__ import annotations
@@ -17,7 +20,7 @@ import weakref
 
 import numpy as np
 
-from relayish.errors import RelayishError
+from relayish.errors import ParseError, RelayishError
 from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, GlobalVar, If, Let,
                               Match, PatternConstructor, PatternTuple, PatternVar,
                               PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,
@@ -25,11 +28,11 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, Glo
 from relayish.ir.types import (DTYPES, FLOAT_DTYPES, FuncType, GlobalTypeVar, RefType, TensorType,
                                TupleType, TypeCall, TypeData, TypeVar)
 from relayish.ir.op import Op
-from relayish.ir.text.lexer import Source, tokenize
+from relayish.ir.text.lexer import Source, Tokens
 from relayish.ir.text.literals import (DTYPE_OF_SUFFIX, SPECIAL_FLOAT, float_value, int_value,
                                        is_special_element)
 
-MAX_DEPTH = 10000
+MAX_DEPTH = 30000      # nesting levels counted by _Parser.enter (about one per printed level)
 
 # infix operators: symbol -> (precedence, op name); `:=` builds a RefWrite
 BINARY = {":=": (1, None),
@@ -87,7 +90,7 @@ def source_position(node):
     return source.filename, error.line, error.column
 
 
-def _run(text, filename, what, mod=None, free_vars=None):
+def _run(text, filename, what, mod=None, free_vars=None, comments=False):
     if not isinstance(text, str):
         raise RelayishError(f"parse takes a str, got {type(text).__name__}")
     source = Source(text, filename)
@@ -96,11 +99,15 @@ def _run(text, filename, what, mod=None, free_vars=None):
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        parser = _Parser(source, tokenize(source), mod, free_vars)
+        parser = _Parser(source, Tokens(source, comments), mod, free_vars)
         try:
             return what(parser)
         except RecursionError:
             raise source.error("the program is nested too deeply", parser.tok[2]) from None
+        except ParseError:
+            raise
+        except RelayishError as exc:      # a node's own check of what the text builds
+            raise source.error(str(exc), parser.tok[2]) from None
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -114,8 +121,11 @@ class _Parser:
         self.i = 0
         self.tok = tokens[0]
         self.depth = 0
-        self.scopes: list[dict] = []         # name -> Expr (a Var, or a graph binding's value)
-        self.type_scopes: list[dict] = []    # name -> TypeVar
+        self.scopes = _Scopes()              # name -> Expr (a Var, or a graph binding's value)
+        self.type_scopes = _Scopes()         # name -> TypeVar
+        # comments (formatter only): key -> the comment texts printed before that item
+        self.comments: dict = {}
+        self.comment_next = 0
         self.mod = mod if mod is not None else Module()
         self.module_mode = False
         self.globals: dict[str, GlobalVar] = {}
@@ -137,7 +147,7 @@ class _Parser:
     def advance(self):
         tok = self.tok
         self.i += 1
-        self.tok = self.toks[self.i] if self.i < len(self.toks) else self.toks[-1]
+        self.tok = self.toks[self.i]
         return tok
 
     def at(self, text, kind=None):
@@ -145,8 +155,7 @@ class _Parser:
         return tok[1] == text and (kind is None or tok[0] == kind) and tok[0] in ("punct", "ident")
 
     def peek(self, k=1):
-        j = self.i + k
-        return self.toks[j] if j < len(self.toks) else self.toks[-1]
+        return self.toks[self.i + k]
 
     def expect(self, text, what=None):
         if not (self.tok[1] == text and self.tok[0] in ("punct", "ident")):
@@ -161,6 +170,38 @@ class _Parser:
         if len(text) > 18:
             raise self.error(f"the number {text[:30]} is too large here", tok)
         return int(text)
+
+    # ---- comments (kept only for the formatter) -----------------------------------------------
+    def take_comments(self, offset) -> list:
+        """The comments not yet attached that start before `offset` (a line-level item starts
+        there: a binding, statement, block tail, clause or definition takes them)."""
+        found = self.toks.comments
+        if not found:
+            return []
+        self.toks[self.i]            # the tokens (and comments) up to here have been read
+        k = self.comment_next
+        taken = []
+        while k < len(found) and found[k][1] < offset:
+            taken.append(found[k][0])
+            k += 1
+        self.comment_next = k
+        return taken
+
+    def keep_comments(self, key, comments):
+        """Attach comments to `key`: a binder Var, a Clause, ("tail"/"end", block) or
+        ("def"/"type", name), ("end",) for the end of the file. Nodes hash by identity."""
+        if comments:
+            self.comments.setdefault(key, []).extend(comments)
+
+    def attach_comments(self, key, offset):
+        self.keep_comments(key, self.take_comments(offset))
+
+    def build(self, node_class, tok, *args):
+        """node_class(*args), a construction-time name check failing as a ParseError at tok."""
+        try:
+            return node_class(*args)
+        except RelayishError as exc:
+            raise self.error(str(exc), tok) from None
 
     def enter(self):
         self.depth += 1
@@ -185,23 +226,26 @@ class _Parser:
         self.module_mode = True
         self.header()
         # pass 1: every type name, so types may be used before their definition
-        depth = 0
-        for k, tok in enumerate(self.toks):
+        depth, k, toks = 0, -1, self.toks
+        while toks[k + 1][0] != "eof":
+            k += 1
+            tok = toks[k]
             if tok[1] in ("{", "(", "[") and tok[0] == "punct":
                 depth += 1
             elif tok[1] in ("}", ")", "]") and tok[0] == "punct":
                 depth -= 1
             elif depth == 0 and tok == ("ident", "type", tok[2], tok[3]):
-                name_tok = self.toks[k + 1]
+                name_tok = toks[k + 1]
                 if name_tok[0] == "ident" and name_tok[1] not in self.type_names:
-                    self.type_names[name_tok[1]] = GlobalTypeVar(name_tok[1])
-                    if self.toks[k + 2][1] != "[":
+                    self.type_names[name_tok[1]] = self.build(GlobalTypeVar, name_tok, name_tok[1])
+                    if toks[k + 2][1] != "[":
                         self.nullary_types.add(name_tok[1])
         # pass 2: type definitions, and where each def starts
-        defs = []
+        defs, items = [], []        # items: ("type", name, end offset) / ("def", start) in order
         while self.tok[0] != "eof":
             if self.at("type", "ident"):
-                self.type_definition()
+                name = self.type_definition()
+                items.append(("type", name, self.toks[self.i - 1][3]))
             elif self.at("def", "ident"):
                 start = self.i
                 self.advance()
@@ -213,15 +257,20 @@ class _Parser:
                     raise self.error(f"@{name} is defined twice", name_tok)
                 self.globals[name] = GlobalVar(name)
                 defs.append(start)
+                items.append(("def", start))
                 self.skip_definition()
             else:
                 raise self.error(f"expected 'def' or 'type' at the top level, found {self.describe()}")
-        # pass 3: function bodies (every global and constructor is known now)
-        for start in defs:
-            self.i = start - 1
+        # pass 3: function bodies (every global and constructor is known now), in text order
+        for item in items:
+            if item[0] == "type":
+                self.attach_comments(("type", item[1]), item[2])
+                continue
+            self.i = item[1] - 1
             self.advance()
             gv, func = self.definition()
             self.mod[gv] = func
+        self.attach_comments(("end",), len(self.source.text))
         for name, offset in self.global_uses.items():
             if name not in self.mod:
                 raise self.source.error(f"unknown global function @{name}", offset)
@@ -246,6 +295,8 @@ class _Parser:
             self.advance()
 
     def definition(self):
+        if self.peek()[0] == "global":
+            self.attach_comments(("def", self.global_name(self.peek())), self.tok[2])
         self.expect("def")
         name = self.global_name(self.advance())
         return self.globals[name], self.function_rest()
@@ -253,15 +304,15 @@ class _Parser:
     def function_rest(self):
         """What follows `def @name` or `fn`: [type params] (params) [-> type] { body }."""
         type_params = self.type_params()
-        self.type_scopes.append({p.name: p for p in type_params})
+        self.type_scopes.open({p.name: p for p in type_params})
         params = self.params()
         ret_type = None
         if self.at("->"):
             self.advance()
             ret_type = self.type()
         body = self.braced_body()
-        self.scopes.pop()
-        self.type_scopes.pop()
+        self.scopes.close()
+        self.type_scopes.close()
         return Function(params, body, ret_type, type_params)
 
     def type_definition(self):
@@ -271,7 +322,7 @@ class _Parser:
         name_tok = self.advance()
         header = self.type_names[name_tok[1]]
         type_vars = self.type_params()
-        self.type_scopes.append({v.name: v for v in type_vars})
+        self.type_scopes.open({v.name: v for v in type_vars})
         self.expect("{")
         ctors = []
         while not self.at("}"):
@@ -279,7 +330,8 @@ class _Parser:
                 raise self.error(f"expected a constructor name, found {self.describe()}")
             if any(c.name_hint == self.tok[1] for c in ctors):
                 raise self.error(f"the type has two constructors named {self.tok[1]}")
-            ctor_name = self.advance()[1]
+            ctor_tok = self.advance()
+            ctor_name = ctor_tok[1]
             inputs = []
             if self.at("("):
                 self.advance()
@@ -288,15 +340,16 @@ class _Parser:
                     if not self.at(")"):
                         self.expect(",", "',' or ')'")
                 self.advance()
-            ctors.append(Constructor(ctor_name, inputs, header))
+            ctors.append(self.build(Constructor, ctor_tok, ctor_name, inputs, header))
             if not self.at("}"):
                 self.expect(",", "',' or '}'")
         self.advance()
-        self.type_scopes.pop()
+        self.type_scopes.close()
         try:
             self.mod.add_type(TypeData(header, type_vars, ctors))
         except RelayishError as exc:
             raise self.error(str(exc), start) from None
+        return name_tok[1]
 
     def type_params(self):
         params = []
@@ -327,7 +380,7 @@ class _Parser:
             if not self.at(")"):
                 self.expect(",", "',' or ')'")
         self.advance()
-        self.scopes.append(scope)
+        self.scopes.open(scope)
         return params
 
     def annotation(self):
@@ -362,10 +415,16 @@ class _Parser:
         if tok[0] != "ident":
             raise self.error(f"expected a type, found {self.describe()}")
         name = tok[1]
+        bound = self.type_scopes.get(name)
+        if bound is not None and self.peek()[1] not in ("(", "["):
+            # a type variable in scope wins over a dtype or keyword of its name (`type T[float32]
+            # { C(float32) }`); the printer writes the shadowed scalar type as Tensor[(), float32]
+            self.advance()
+            return bound
         if name == "fn":
             self.advance()
             type_params = self.type_params()
-            self.type_scopes.append({p.name: p for p in type_params})
+            self.type_scopes.open({p.name: p for p in type_params})
             self.expect("(")
             args = []
             while not self.at(")"):
@@ -375,7 +434,7 @@ class _Parser:
             self.advance()
             self.expect("->")
             ret = self.type()
-            self.type_scopes.pop()
+            self.type_scopes.close()
             return FuncType(args, ret, type_params)
         if name == "ref":
             self.advance()
@@ -396,10 +455,6 @@ class _Parser:
         if name in _DTYPE_SET:
             self.advance()
             return _SCALAR_TYPES[name]
-        for scope in reversed(self.type_scopes):
-            if name in scope:
-                self.advance()
-                return scope[name]
         gtv = self.type_names.get(name)
         if gtv is not None:
             self.advance()
@@ -442,41 +497,50 @@ class _Parser:
 
     def block(self):
         """`let %x = e; e2; ...; tail` with a loop: 10^5 bindings parse without recursion."""
-        scope = {}
-        self.scopes.append(scope)
+        scopes = self.scopes
+        scopes.open()
         bindings = []
         while True:
             tok = self.tok
             if tok[0] == "ident" and tok[1] == "let":
+                comments = self.take_comments(tok[2])
                 self.advance()
                 if self.tok[0] != "local":
                     raise self.error(f"expected a variable (%name) after 'let', found {self.describe()}")
                 name = self.advance()[1][1:]
                 var = Var(name, self.annotation())
+                self.keep_comments(var, comments)
                 self.expect("=", "'='")
                 if self.at("fn"):
-                    scope[name] = var          # `let %f = fn ...` may call itself
+                    scopes.bind(name, var)     # `let %f = fn ...` may call itself
                 value = self.expr()
                 self.expect(";", "';' after the let binding")
-                scope[name] = var
+                scopes.bind(name, var)
                 bindings.append((var, value))
             elif tok[0] == "local" and self.peek()[0] == "punct" and self.peek()[1] == "=":
                 self.advance()
                 self.advance()
                 value = self.expr()
                 self.expect(";", "';' after the binding")
-                scope[tok[1][1:]] = value      # a graph binding names a shared expression
+                scopes.bind(tok[1][1:], value)    # a graph binding names a shared expression
             else:
+                comments = self.take_comments(tok[2])
                 value = self.expr()
                 if self.at(";"):
                     self.advance()
-                    bindings.append((Var("_"), value))
+                    var = Var("_")
+                    self.keep_comments(var, comments)
+                    bindings.append((var, value))
                     continue
                 body = value
                 break
-        self.scopes.pop()
+        scopes.close()
         for var, value in reversed(bindings):
             body = Let(var, value, body)
+        if self.toks.comments is not None:
+            # comments before the tail, and those after it up to the closing brace
+            self.keep_comments(("tail", body), comments)
+            self.keep_comments(("end", body), self.take_comments(self.tok[2]))
         return body
 
     # ---- expressions -------------------------------------------------------------------------
@@ -671,10 +735,9 @@ class _Parser:
         raise self.error(f"expected an expression, found {self.describe()}")
 
     def lookup(self, name, tok):
-        for scope in reversed(self.scopes):
-            e = scope.get(name)
-            if e is not None:
-                return e
+        e = self.scopes.get(name)
+        if e is not None:
+            return e
         if self.module_mode:
             raise self.error(f"unbound variable %{name}", tok)
         var = self.free.get(name)
@@ -698,7 +761,9 @@ class _Parser:
                 self.global_uses.setdefault(name, tok[2])
             elif name in self.mod:
                 gv = self.mod.get_global_var(name)
-            self.globals[name] = gv = gv or GlobalVar(name)
+            if gv is None:
+                gv = GlobalVar(name)
+            self.globals[name] = gv
         return gv
 
     def paren(self):
@@ -766,19 +831,21 @@ class _Parser:
         return self.function_rest()
 
     def kw_if(self):
-        self.advance()
-        self.enter()
-        self.expect("(", "'(' after 'if'")
-        cond = self.expr()
-        self.expect(")")
-        then = self.braced_body()
-        self.expect("else", "'else'")
-        if self.at("if"):
-            other = self.kw_if()
-        else:
-            other = self.braced_body()
-        self.depth -= 1
-        return If(cond, then, other)
+        """`if (c) { a } else if (d) { b } else { c }`: an else-if chain is a loop."""
+        arms = []
+        while True:
+            self.advance()
+            self.expect("(", "'(' after 'if'")
+            cond = self.expr()
+            self.expect(")")
+            arms.append((cond, self.braced_body()))
+            self.expect("else", "'else'")
+            if not self.at("if"):
+                break
+        other = self.braced_body()
+        for cond, then in reversed(arms):
+            other = If(cond, then, other)
+        return other
 
     def kw_match(self):
         keyword = self.advance()
@@ -793,12 +860,15 @@ class _Parser:
         clauses = []
         while not self.at("}"):
             scope = {}
+            comments = self.take_comments(self.tok[2])
             lhs = self.pattern(scope)
             self.expect("=>", "'=>'")
-            self.scopes.append(scope)
+            self.scopes.open(scope)
             rhs = self.expr()
-            self.scopes.pop()
-            clauses.append(Clause(lhs, rhs))
+            self.scopes.close()
+            clause = Clause(lhs, rhs)
+            self.keep_comments(clause, comments)
+            clauses.append(clause)
             if not self.at("}"):
                 self.expect(",", "',' or '}'")
         self.advance()
@@ -973,6 +1043,38 @@ def _array(elements, dtype, shape):
         flat = np.array([int_value(e, dtype) for e in elements], dtype=dtype).reshape(-1)
     return flat.reshape(shape)
 
+
+class _Scopes:
+    """Nested scopes as one dict plus an undo log per open scope: a lookup is one dict read
+    at any nesting depth (a list of dicts searched innermost first is quadratic in depth)."""
+    __slots__ = ("env", "undo")
+
+    def __init__(self):
+        self.env: dict = {}
+        self.undo: list[list] = []
+
+    def open(self, names=None):
+        self.undo.append([])
+        for name, value in (names or {}).items():
+            self.bind(name, value)
+
+    def bind(self, name, value):
+        self.undo[-1].append((name, self.env.get(name, _ABSENT)))
+        self.env[name] = value
+
+    def close(self):
+        env = self.env
+        for name, old in reversed(self.undo.pop()):
+            if old is _ABSENT:
+                del env[name]
+            else:
+                env[name] = old
+
+    def get(self, name):
+        return self.env.get(name)
+
+
+_ABSENT = object()
 
 _KEYWORD_PARSERS = {
     "fn": _Parser.kw_fn, "if": _Parser.kw_if, "match": _Parser.kw_match, "let": _Parser.kw_let,

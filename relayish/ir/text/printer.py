@@ -3,10 +3,15 @@
     astext(node) -> str            node: Expr, Module, Type, Pattern or Clause
     type_text(t) -> str
 
-Let-chains print one binding per line with a loop (10^5-long chains are normal); other nesting
-recurses under `run_deep`. Every Var gets a name unique in the printed text (`%x`, `%x_1`, ...),
-so the parser never needs shadowing to read the printer's output back. Infix operators take
-parentheses from the precedence table below. notes/text-format.md describes the grammar.
+Let-chains print one binding per line with a loop (10^5-long chains are normal), and so do
+left-leaning infix chains (`a + b + c ...`) and else-if chains; other nesting recurses under
+`run_deep`. Printing is linear in the program: each node's text is a small list of pieces
+(strings and the pieces of its children) that is joined once at the end, never copied into
+its parent's string; indentation stops growing after MAX_INDENT columns. Every Var gets a name
+unique in the printed text (`%x`, `%x_1`, ...), so the parser never needs shadowing to read
+the printer's output back. Infix operators take parentheses from the precedence table below.
+Comments handed over by the formatter (format.py) print before the item they are attached to.
+notes/text-format.md describes the grammar.
 """
 from __future__ import annotations
 
@@ -46,6 +51,7 @@ LEFT_ASSOC = {PREC_ADD, PREC_MUL}
 _INLINE_WIDTH = 80
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_]")
 INDENT = "  "
+MAX_INDENT = 64      # columns: deeper blocks print at this indentation (keeps the text linear)
 
 
 def astext(node, show_version=None, **_ignored) -> str:
@@ -62,41 +68,55 @@ def astext(node, show_version=None, **_ignored) -> str:
     if isinstance(node, Type):
         return type_text(node)
     if isinstance(node, TypeData):
-        return _Printer().type_data(node)
+        return _render(_Printer().type_data(node))
     if isinstance(node, Module):
-        return run_deep(_Printer().module, node, True if show_version is None else show_version)
+        return print_module(node, True if show_version is None else show_version)
     if isinstance(node, (Expr, Pattern, Clause)):
-        return run_deep(_Printer().top, node, bool(show_version))
+        return _render(run_deep(_Printer().top, node, bool(show_version)))
     raise RelayishError(f"astext prints expressions, modules, types and patterns, "
                         f"not {type(node).__name__}")
 
 
-def type_text(t) -> str:
-    """`float32`, `Tensor[(2, 3), float64]`, `(T1, T2)`, `fn [a](a) -> a`, `ref(T)`, `List[a]`."""
+def print_module(mod, show_version=True, comments=None) -> str:
+    """The text of a module; `comments` (from the formatter) print before their items."""
+    from relayish.ir.visitor import run_deep
+    return _render(run_deep(_Printer(comments).module, mod, show_version))
+
+
+def type_text(t, shadowed=()) -> str:
+    """`float32`, `Tensor[(2, 3), float64]`, `(T1, T2)`, `fn [a](a) -> a`, `ref(T)`, `List[a]`.
+
+    `shadowed`: the names of the type variables in scope. A type variable may be named like a
+    dtype or an ADT (`type T[float32] { C(float32) }`); the parser reads a name in scope as the
+    variable, so within its scope the scalar type prints as `Tensor[(), float32]` and an ADT
+    without arguments as `Nat[]`.
+    """
     if isinstance(t, TensorType):
         if not t.shape:
-            return t.dtype
+            return f"Tensor[(), {t.dtype}]" if t.dtype in shadowed else t.dtype
         if len(t.shape) == 1:
             return f"Tensor[({t.shape[0]}), {t.dtype}]"
         return f"Tensor[({', '.join(str(d) for d in t.shape)}), {t.dtype}]"
     if isinstance(t, TupleType):
         if len(t.fields) == 1:
-            return f"({type_text(t.fields[0])},)"
-        return "(" + ", ".join(type_text(f) for f in t.fields) + ")"
+            return f"({type_text(t.fields[0], shadowed)},)"
+        return "(" + ", ".join(type_text(f, shadowed) for f in t.fields) + ")"
     if isinstance(t, FuncType):
         params = ""
         if t.type_params:
-            params = "[" + ", ".join(type_text(p) for p in t.type_params) + "]"
-        args = ", ".join(type_text(a) for a in t.arg_types)
-        return f"fn {params}({args}) -> {type_text(t.ret_type)}"
+            params = "[" + ", ".join(p.name for p in t.type_params) + "]"
+            shadowed = set(shadowed) | {p.name for p in t.type_params}
+        args = ", ".join(type_text(a, shadowed) for a in t.arg_types)
+        return f"fn {params}({args}) -> {type_text(t.ret_type, shadowed)}"
     if isinstance(t, RefType):
-        return f"ref({type_text(t.value)})"
+        return f"ref({type_text(t.value, shadowed)})"
     if isinstance(t, (TypeVar, GlobalTypeVar)):
         return t.name
     if isinstance(t, TypeCall):
         if not t.args:
-            return t.func.name          # `Nat`: the parser reads it back as Nat[]
-        return f"{t.func.name}[{', '.join(type_text(a) for a in t.args)}]"
+            # `Nat`: the parser reads it back as Nat[]; `Nat[]` where a type variable is Nat
+            return t.func.name + ("[]" if t.func.name in shadowed else "")
+        return f"{t.func.name}[{', '.join(type_text(a, shadowed) for a in t.args)}]"
     if t is None:
         return "?"
     raise RelayishError(f"cannot print {t!r} as a type")
@@ -184,6 +204,66 @@ class _Block:
         self.ind, self.pending, self.open = ind, [], True
 
 
+# ---- pieces of text ----------------------------------------------------------------------------
+# The printer builds each node's text as a list of pieces (str, or lists of pieces) holding its
+# children's pieces by reference; `_render` joins them once. Building the string at every level
+# instead copies each subtree's text once per enclosing level: quadratic in nesting, cubic with
+# the indentation growing too (2,000 nested ifs took 48 s).
+
+def _render(doc) -> str:
+    """The text of a piece list (an explicit stack: pieces nest as deep as the program)."""
+    if isinstance(doc, str):
+        return doc
+    out, stack = [], [iter(doc)]
+    while stack:
+        for piece in stack[-1]:
+            if isinstance(piece, str):
+                out.append(piece)
+            else:
+                stack.append(iter(piece))
+                break
+        else:
+            stack.pop()
+    return "".join(out)
+
+
+def _one_line(doc, limit=None):
+    """The text of `doc` if it is one line of at most `limit` characters, else None. Reads no
+    more of it than that (the first line break or the limit ends the walk)."""
+    if isinstance(doc, str):
+        return doc if "\n" not in doc and (limit is None or len(doc) <= limit) else None
+    out, n, stack = [], 0, [iter(doc)]
+    while stack:
+        for piece in stack[-1]:
+            if isinstance(piece, str):
+                if "\n" in piece:
+                    return None
+                n += len(piece)
+                if limit is not None and n > limit:
+                    return None
+                out.append(piece)
+            else:
+                stack.append(iter(piece))
+                break
+        else:
+            stack.pop()
+    return "".join(out)
+
+
+def _lines(lines) -> list:
+    """Line pieces joined by line breaks."""
+    out = []
+    for line in lines:
+        if out:
+            out.append("\n")
+        out.append(line)
+    return out
+
+
+def _deeper(ind) -> str:
+    return ind + INDENT if len(ind) < MAX_INDENT else ind
+
+
 _ATOMS = (Var, GlobalVar, Constant, Constructor)
 
 
@@ -229,8 +309,20 @@ def _children(e):
     return ()
 
 
+def _infix(e):
+    """(symbol, precedence) when the Call `e` prints as an infix operator, else None."""
+    op = e.op
+    if type(op).__name__ != "Op" or op.name not in INFIX or len(e.args) != 2:
+        return None
+    defaults = op.attr_defaults
+    for k, v in (e.attrs or {}).items():
+        if not (k in defaults and attr_equal(v, defaults[k])):
+            return None
+    return INFIX[op.name]
+
+
 class _Printer:
-    def __init__(self):
+    def __init__(self, comments=None):
         self.blocks: list[_Block] = []
         self.shared: set = set()
         self.hoisted: dict = {}
@@ -239,6 +331,9 @@ class _Printer:
         self.taken: set[str] = set()
         self.counters: dict[str, int] = {}   # next suffix to try per base name
         self.keep: list = []           # keeps named Vars alive so their ids stay unique
+        self.shadowed: dict[str, int] = {}   # type variable names in scope -> binders open
+        # the formatter's comments: key (see parser.keep_comments) -> texts; popped as printed
+        self.comments: dict = dict(comments or {})
 
     # ---- names -------------------------------------------------------------------------------
     def var_name(self, v: Var) -> str:
@@ -260,96 +355,131 @@ class _Printer:
     def binder(self, v: Var) -> str:
         if v.type_annotation is None:
             return self.var_name(v)
-        return f"{self.var_name(v)}: {type_text(v.type_annotation)}"
+        return f"{self.var_name(v)}: {self.type(v.type_annotation)}"
+
+    def type(self, t) -> str:
+        return type_text(t, self.shadowed)
+
+    def open_type_vars(self, type_vars):
+        for v in type_vars:
+            self.shadowed[v.name] = self.shadowed.get(v.name, 0) + 1
+
+    def close_type_vars(self, type_vars):
+        for v in type_vars:
+            self.shadowed[v.name] -= 1
+            if not self.shadowed[v.name]:
+                del self.shadowed[v.name]
+
+    def comment_lines(self, key, ind) -> list:
+        """The comments attached to `key`, one line each at indentation `ind` (a /* */ comment
+        keeps its own line breaks); each prints once."""
+        if not self.comments:
+            return []
+        return [ind + text.rstrip() for text in self.comments.pop(key, ())]
 
     # ---- top level ---------------------------------------------------------------------------
     def top(self, node, show_version):
         head = f'#[version = "{VERSION}"]\n' if show_version else ""
         if isinstance(node, Pattern):
-            return head + self.pattern(node)
+            return [head, self.pattern(node)]
         if isinstance(node, Clause):
-            return head + self.pattern(node.lhs) + " => " + self.braced(node.rhs, "")
+            return [head, self.pattern(node.lhs), " => ", self.braced(node.rhs, "")]
         self.shared = _shared_nodes(node)
-        return head + self.block(node, "")
+        return [head, self.block(node, "")]
 
     def module(self, mod, show_version):
-        parts = []
+        items = []
         for data in mod.type_definitions.values():
-            parts.append(self.type_data(data))
+            items.append(self.comment_lines(("type", data.header.name), "") +
+                         [self.type_data(data)])
         for gv, func in mod.functions.items():
             self.names, self.taken, self.keep, self.counters = {}, set(), [], {}
             self.shared, self.hoisted, self.graph_counter = _shared_nodes(func), {}, 0
-            parts.append(self.function(func, "", "def " + _global_text(gv.name_hint)))
-        text = "\n".join(parts)
+            items.append(self.comment_lines(("def", gv.name_hint), "") +
+                         [self.function(func, "", "def " + _global_text(gv.name_hint))])
+        end = self.comment_lines(("end",), "")
+        # comments the program no longer has a place for (a formatter bug if any) are kept
+        lost = [text for texts in self.comments.values() for text in texts]
+        lines = [line for item in items for line in item] + end + lost
+        doc = _lines(lines)
         if show_version:
-            text = f'#[version = "{VERSION}"]\n' + text
-        return text + ("\n" if parts else "")
+            doc = [f'#[version = "{VERSION}"]\n', doc]
+        return [doc, "\n"] if lines else doc
 
-    def type_data(self, data: TypeData) -> str:
+    def type_data(self, data: TypeData):
         params = ""
         if data.type_vars:
-            params = "[" + ", ".join(type_text(v) for v in data.type_vars) + "]"
+            params = "[" + ", ".join(v.name for v in data.type_vars) + "]"
+        self.open_type_vars(data.type_vars)
         ctors = []
         for c in data.constructors:
             if c.inputs:
-                ctors.append(f"{c.name_hint}({', '.join(type_text(t) for t in c.inputs)})")
+                ctors.append(f"{c.name_hint}({', '.join(self.type(t) for t in c.inputs)})")
             else:
                 ctors.append(c.name_hint)
+        self.close_type_vars(data.type_vars)
         return f"type {data.header.name}{params} {{ {', '.join(ctors)} }}" if ctors else \
             f"type {data.header.name}{params} {{}}"
 
     # ---- blocks ------------------------------------------------------------------------------
-    def block(self, e, ind) -> str:
+    def block(self, e, ind):
         """A let-chain, one binding per line at indentation `ind` (a loop down the chain).
 
         `let %_ = e;` prints as the statement `e;` unless the body turns out to use `%_`.
         Shared subexpressions first met in this block print as graph bindings `%0 = e;` just
-        before the line that uses them first.
+        before the line that uses them first (after that line's comments).
         """
+        root = e
         ctx = _Block(ind)
         self.blocks.append(ctx)
         lines, statements = [], []
         while isinstance(e, Let):
+            v = e.var
+            comments = self.comment_lines(v, ind)
             value = self.expr(e.value, ind)
+            lines.extend(comments)
             if ctx.pending:
                 lines.extend(ctx.pending)
                 ctx.pending.clear()
-            v = e.var
             if v.name_hint == "_" and v.type_annotation is None and id(v) not in self.names:
                 statements.append((len(lines), v, value))
-                lines.append(f"{ind}{value};")
+                lines.append([ind, value, ";"])
             else:
-                lines.append(f"{ind}let {self.binder(v)} = {value};")
+                lines.append([ind, "let ", self.binder(v), " = ", value, ";"])
             e = e.body
+        comments = self.comment_lines(("tail", root), ind)
         tail = self.expr(e, ind, 0)
+        lines.extend(comments)
         lines.extend(ctx.pending)
-        lines.append(ind + tail)
+        lines.append([ind, tail])
+        lines.extend(self.comment_lines(("end", root), ind))
         ctx.open = False
         self.blocks.pop()
         for index, v, value in statements:
             if id(v) in self.names:          # used after all: print the binding
-                lines[index] = f"{ind}let {self.var_name(v)} = {value};"
-        return "\n".join(lines)
+                lines[index] = [ind, "let ", self.var_name(v), " = ", value, ";"]
+        return _lines(lines)
 
-    def braced(self, e, ind) -> str:
+    def braced(self, e, ind):
         """`{ e }` on one line when short, else a block on its own lines."""
-        inner = self.block(e, ind + INDENT)
-        flat = inner.strip()
-        if "\n" not in flat and len(flat) + len(ind) <= _INLINE_WIDTH:
-            return "{ " + flat + " }"
-        return "{\n" + inner + "\n" + ind + "}"
+        inner_ind = _deeper(ind)
+        inner = self.block(e, inner_ind)
+        flat = _one_line(inner, _INLINE_WIDTH - len(ind) + len(inner_ind))
+        if flat is not None:
+            return "{ " + flat.strip() + " }"
+        return ["{\n", inner, "\n", ind, "}"]
 
     # ---- expressions -------------------------------------------------------------------------
-    def expr(self, e, ind, need=0) -> str:
-        """The text of `e`, parenthesized if its precedence is below `need`."""
+    def expr(self, e, ind, need=0):
+        """The pieces of `e`, parenthesized if its precedence is below `need`."""
         if id(e) in self.shared:
             return self.graph_binding(e)
-        text, prec = self.expr_prec(e, ind)
+        doc, prec = self.expr_prec(e, ind)
         if prec < need:
             if prec == PREC_BLOCK and isinstance(e, Let):
                 return self.braced(e, ind)
-            return "(" + text + ")"
-        return text
+            return ["(", doc, ")"]
+        return doc
 
     def expr_prec(self, e, ind):
         if isinstance(e, Var):
@@ -366,10 +496,10 @@ class _Printer:
         if isinstance(e, Tuple):
             fields = [self.expr(f, ind) for f in e.fields]
             if len(fields) == 1:
-                return f"({fields[0]},)", PREC_ATOM
-            return "(" + ", ".join(fields) + ")", PREC_ATOM
+                return ["(", fields[0], ",)"], PREC_ATOM
+            return ["(", _joined(fields, ", "), ")"], PREC_ATOM
         if isinstance(e, TupleGetItem):
-            return f"{self.postfix_target(e.tuple_value, ind)}.{e.index}", PREC_POSTFIX
+            return [self.postfix_target(e.tuple_value, ind), f".{e.index}"], PREC_POSTFIX
         if isinstance(e, Call):
             return self.call(e, ind)
         if isinstance(e, Let):
@@ -377,45 +507,59 @@ class _Printer:
         if isinstance(e, Function):
             return self.function(e, ind, "fn "), PREC_BLOCK
         if isinstance(e, If):
-            cond = self.expr(e.cond, ind)
-            return (f"if ({cond}) {self.braced(e.true_branch, ind)} "
-                    f"else {self.braced(e.false_branch, ind)}"), PREC_BLOCK
+            return self.if_chain(e, ind), PREC_BLOCK
         if isinstance(e, Match):
             return self.match(e, ind), PREC_BLOCK
         if isinstance(e, RefCreate):
-            return f"ref({self.expr(e.value, ind)})", PREC_POSTFIX
+            return ["ref(", self.expr(e.value, ind), ")"], PREC_POSTFIX
         if isinstance(e, RefRead):
-            return "!" + self.expr(e.ref, ind, PREC_UNARY), PREC_UNARY
+            return ["!", self.expr(e.ref, ind, PREC_UNARY)], PREC_UNARY
         if isinstance(e, RefWrite):
-            return (f"{self.expr(e.ref, ind, PREC_ASSIGN + 1)} := "
-                    f"{self.expr(e.value, ind, PREC_ASSIGN + 1)}"), PREC_ASSIGN
+            return [self.expr(e.ref, ind, PREC_ASSIGN + 1), " := ",
+                    self.expr(e.value, ind, PREC_ASSIGN + 1)], PREC_ASSIGN
         raise RelayishError(f"cannot print a {type(e).__name__} node")
 
-    def graph_binding(self, e) -> str:
+    def if_chain(self, e, ind):
+        """`if (c) {..} else if (d) {..} else {..}`: an If in the else branch continues the
+        chain (a loop, so 10^5 else-ifs print without recursion)."""
+        doc = ["if (", self.expr(e.cond, ind), ") ", self.braced(e.true_branch, ind)]
+        other = e.false_branch
+        while (isinstance(other, If) and id(other) not in self.shared
+               and ("tail", other) not in self.comments and ("end", other) not in self.comments):
+            doc += [" else if (", self.expr(other.cond, ind), ") ",
+                    self.braced(other.true_branch, ind)]
+            other = other.false_branch
+        doc += [" else ", self.braced(other, ind)]
+        return doc
+
+    def graph_binding(self, e):
         """A node used more than once: named by `%N = e;` in the innermost open block the first
         time, by `%N` while that block is open (printed anew where it is closed)."""
         bound = self.hoisted.get(id(e))
         if bound is not None and bound[1].open:
             return bound[0]
         ctx = self.blocks[-1]
-        text, _ = self.expr_prec(e, ctx.ind)
+        doc, _ = self.expr_prec(e, ctx.ind)
         while str(self.graph_counter) in self.taken:
             self.graph_counter += 1
         name = str(self.graph_counter)
         self.taken.add(name)
-        ctx.pending.append(f"{ctx.ind}%{name} = {text};")
+        ctx.pending.append([ctx.ind, "%", name, " = ", doc, ";"])
         self.hoisted[id(e)] = ("%" + name, ctx)
         return "%" + name
 
     def postfix_target(self, e, ind):
         if id(e) in self.shared:
             return self.graph_binding(e)
-        text, prec = self.expr_prec(e, ind)
+        doc, prec = self.expr_prec(e, ind)
         if prec < PREC_POSTFIX or isinstance(e, Constant):
-            return "(" + text + ")"
-        return text
+            return ["(", doc, ")"]
+        return doc
 
     def call(self, e, ind):
+        infix = _infix(e)
+        if infix is not None:
+            return self.infix_chain(e, infix, ind)
         op = e.op
         is_op = type(op).__name__ == "Op"
         attrs = dict(e.attrs or {})
@@ -423,47 +567,68 @@ class _Printer:
             defaults = op.attr_defaults
             attrs = {k: v for k, v in attrs.items()
                      if not (k in defaults and attr_equal(v, defaults[k]))}
-            if not attrs and len(e.args) == 2 and op.name in INFIX:
-                sym, prec = INFIX[op.name]
-                left_need = prec if prec in LEFT_ASSOC else prec + 1
-                lhs = self.expr(e.args[0], ind, left_need)
-                rhs = self.expr(e.args[1], ind, prec + 1)
-                return f"{lhs} {sym} {rhs}", prec
             if not attrs and len(e.args) == 1 and op.name == "negative":
                 arg = e.args[0]
                 if isinstance(arg, Constant):
-                    return "-(" + self.expr(arg, ind) + ")", PREC_UNARY
-                return "-" + self.expr(arg, ind, PREC_UNARY), PREC_UNARY
+                    return ["-(", self.expr(arg, ind), ")"], PREC_UNARY
+                return ["-", self.expr(arg, ind, PREC_UNARY)], PREC_UNARY
             head = op.name
         else:
             head = self.postfix_target(op, ind)
         args = [self.expr(a, ind) for a in e.args]
         args += [f"{k}={_attr_text(v)}" for k, v in attrs.items()]
-        return f"{head}({', '.join(args)})", PREC_POSTFIX
+        return [head, "(", _joined(args, ", "), ")"], PREC_POSTFIX
 
-    def function(self, f, ind, head) -> str:
+    def infix_chain(self, e, infix, ind):
+        """`a + b - c * d`: the left operands of a left-associative operator at the same
+        precedence need no parentheses, so the chain down the left is walked with a loop
+        (a 200,000-term sum prints without recursion)."""
+        sym, prec = infix
+        right = []                       # (symbol, right operand), outermost first
+        while True:
+            right.append((sym, e.args[1]))
+            left = e.args[0]
+            if prec not in LEFT_ASSOC or not isinstance(left, Call) or id(left) in self.shared:
+                break
+            inner = _infix(left)
+            if inner is None or inner[1] != prec:
+                break
+            e, sym = left, inner[0]
+        left_need = prec if prec in LEFT_ASSOC else prec + 1
+        doc = [self.expr(left, ind, left_need)]
+        for sym, rhs in reversed(right):
+            doc += [" ", sym, " ", self.expr(rhs, ind, prec + 1)]
+        return doc, prec
+
+    def function(self, f, ind, head):
         params = ""
         if f.type_params:
-            params = "[" + ", ".join(type_text(p) for p in f.type_params) + "]"
+            params = "[" + ", ".join(p.name for p in f.type_params) + "]"
         if head.startswith("fn"):
             head = "fn " + params
         else:
             head = head + params
+        self.open_type_vars(f.type_params)
         args = ", ".join(self.binder(p) for p in f.params)
-        ret = "" if f.ret_type is None else f" -> {type_text(f.ret_type)}"
-        return f"{head}({args}){ret} {self.braced(f.body, ind)}"
+        ret = "" if f.ret_type is None else f" -> {self.type(f.ret_type)}"
+        body = self.braced(f.body, ind)
+        self.close_type_vars(f.type_params)
+        return [head, "(", args, ")", ret, " ", body]
 
-    def match(self, m, ind) -> str:
+    def match(self, m, ind):
         keyword = "match" if m.complete else "match?"
-        inner = ind + INDENT
-        lines = [f"{keyword} ({self.expr(m.data, ind)}) {{"]
+        inner = _deeper(ind)
+        lines = [[keyword, " (", self.expr(m.data, ind), ") {"]]
         for c in m.clauses:
+            lines.extend(self.comment_lines(c, inner))
             lhs = self.pattern(c.lhs)
-            body = self.block(c.rhs, inner + INDENT)     # a block: it binds the pattern's vars
-            rhs = "{\n" + body + "\n" + inner + "}" if "\n" in body else body.strip()
-            lines.append(f"{inner}{lhs} => {rhs},")
+            body_ind = _deeper(inner)
+            body = self.block(c.rhs, body_ind)     # a block: it binds the pattern's vars
+            flat = _one_line(body)
+            rhs = ["{\n", body, "\n", inner, "}"] if flat is None else flat.strip()
+            lines.append([inner, lhs, " => ", rhs, ","])
         lines.append(ind + "}")
-        return "\n".join(lines)
+        return _lines(lines)
 
     def pattern(self, p) -> str:
         if isinstance(p, PatternWildcard):
@@ -480,3 +645,12 @@ class _Printer:
                 return f"({subs[0]},)"
             return "(" + ", ".join(subs) + ")"
         raise RelayishError(f"cannot print a {type(p).__name__} pattern")
+
+
+def _joined(docs, sep) -> list:
+    out = []
+    for d in docs:
+        if out:
+            out.append(sep)
+        out.append(d)
+    return out
