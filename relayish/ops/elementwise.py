@@ -8,6 +8,8 @@ back to each input's shape with collapse_sum_like (skipped when the shapes are k
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from relayish.errors import TypeCheckError
@@ -106,9 +108,14 @@ def multiply_tangent(orig, ts):
 
 
 def _divide_impl(xp, x, y):
-    if x.dtype.kind in "iu":             # integer division floors, keeping the dtype
-        return as_array(xp, xp.floor_divide(x, y))
-    return as_array(xp, xp.divide(x, y))
+    """Integer division floors, keeping the dtype; x / 0 is 0 and int-min / -1 wraps to int-min
+    on every backend (XLA alone would give -2 for 7 / 0). See notes/ops.md, integer semantics."""
+    if x.dtype.kind not in "iu":
+        return as_array(xp, xp.divide(x, y))
+    zero = y == 0
+    with np.errstate(over="ignore"):     # numpy warns on int-min // -1; XLA wraps silently
+        q = xp.floor_divide(x, xp.where(zero, xp.ones_like(y), y))
+    return as_array(xp, xp.where(zero, xp.zeros_like(q), q))
 
 
 register_op("divide", 2, type_rule=binary_rule("divide"), impl=_divide_impl,
@@ -128,8 +135,30 @@ def divide_tangent(orig, ts):
     return (ts[0] - orig * ts[1]) / y
 
 
-register_op("power", 2, type_rule=binary_rule("power"),
-            impl=lambda xp, x, y: as_array(xp, xp.power(x, y)), doc="x ** y")
+def _power_impl(xp, x, y):
+    """Float power is IEEE `pow`. Integer power is computed here by squaring, the same on numpy
+    and jax.numpy: products wrap (mod 2^bits), and a negative exponent gives 1 / x truncated
+    (1 for x = 1, +-1 for x = -1, else 0) where numpy raises and jax's own loop disagrees."""
+    if x.dtype.kind not in "iu":
+        return as_array(xp, xp.power(x, y))
+    x, y = xp.broadcast_arrays(x, y)
+    one = xp.ones_like(x)
+    result, base = one, x
+    e = xp.where(y < 0, xp.zeros_like(y), y) if x.dtype.kind == "i" else y
+    with np.errstate(over="ignore"):     # products wrap, as in XLA
+        for _ in range(8 * x.dtype.itemsize):
+            result = xp.where((e & 1) == 1, result * base, result)
+            base = base * base
+            e = e >> 1
+    if x.dtype.kind == "i":
+        odd = (y & 1) == 1
+        inverse = xp.where(x == one, one, xp.where(x == -one, xp.where(odd, -one, one),
+                                                   xp.zeros_like(x)))
+        result = xp.where(y < 0, inverse, result)
+    return as_array(xp, result)
+
+
+register_op("power", 2, type_rule=binary_rule("power"), impl=_power_impl, doc="x ** y")
 
 
 def _safe_log(x):
@@ -417,8 +446,44 @@ def cast_rule(types, attrs):
     return TensorType(x.shape, attrs["dtype"])
 
 
+@functools.lru_cache(maxsize=None)
+def _float_bounds(src, dst):
+    """The float values of dtype `src` closest to the range of the integer dtype `dst` from
+    inside (info.max rounds up in float32/float64; a range wider than float16's is all of it)."""
+    info, fmax = np.iinfo(dst), float(np.finfo(src).max)
+    bounds = []
+    for limit, toward in ((info.max, -np.inf), (info.min, np.inf)):
+        if abs(limit) > fmax:
+            bounds.append(np.asarray(fmax if limit > 0 else -fmax, dtype=src))
+            continue
+        v = np.asarray(float(limit)).astype(src)
+        if (int(v) > limit) if limit > 0 else (int(v) < limit):
+            v = np.nextafter(v, np.asarray(toward, dtype=src))
+        bounds.append(np.asarray(v, dtype=src))
+    return bounds
+
+
+def cast_impl(xp, x, dtype):
+    """astype, except float -> integer, which saturates at the integer range and sends NaN to
+    0 (XLA's rule) on every backend: numpy's own conversion of NaN/out-of-range floats is
+    undefined (int-min on x86, 255 for -1.0 -> uint8)."""
+    x = xp.asarray(x)
+    dst = np.dtype(dtype)
+    if x.dtype.kind != "f" or dst.kind not in "iu":
+        with np.errstate(over="ignore"):     # to a narrower float: inf, as in XLA
+            return x.astype(dst)
+    hi, lo = _float_bounds(x.dtype, dst)
+    info = np.iinfo(dst)
+    above, below = x > hi, x < lo
+    inside = ~(above | below | (x != x))
+    fits = xp.where(inside, x, xp.zeros_like(x)).astype(dst)
+    return xp.where(above, xp.asarray(info.max, dtype=dst),
+                    xp.where(below, xp.asarray(info.min, dtype=dst),
+                             xp.where(inside, fits, xp.zeros_like(fits))))
+
+
 register_op("cast", 1, attrs={"dtype": "float32"}, type_rule=cast_rule,
-            impl=lambda xp, x, dtype: xp.asarray(x).astype(dtype),
+            impl=cast_impl,
             normalize_attrs=normalizer("cast", dtype=canon_dtype), doc="cast(x, dtype)")
 
 
@@ -444,7 +509,7 @@ def cast_like_rule(types, attrs):
 
 
 register_op("cast_like", 2, type_rule=cast_like_rule,
-            impl=lambda xp, x, like: xp.asarray(x).astype(like.dtype),
+            impl=lambda xp, x, like: cast_impl(xp, x, like.dtype),
             doc="internal: cast x to the dtype of like (the gradient of cast)")
 
 
