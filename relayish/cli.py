@@ -79,8 +79,11 @@ order N >= 2 needs @main to take one float tensor x, of shape s, and return a fl
 
 
 def _minimize_backends():
-    from relayish.optim.minimize import BACKENDS
-    return tuple(BACKENDS), ("auto" if "auto" in BACKENDS else "jax")
+    """minimize's backends and the default the command uses (minimize's own when it has
+    "auto", which picks by expected cost; else jax)."""
+    from relayish.optim import minimize as optim_minimize
+    backends = tuple(getattr(optim_minimize, "BACKENDS", ("jax", "interpreter")))
+    return backends, ("auto" if "auto" in backends else "jax")
 
 
 def _parser():

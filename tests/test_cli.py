@@ -621,3 +621,20 @@ def test_python_dash_m_relayish_and_the_console_script(program):
                               timeout=120)
         assert proc.returncode == 1
         assert proc.stderr.startswith(f"{path}:2:") and "Traceback" not in proc.stderr
+
+
+def test_interrupt_and_closed_stdout(capsys, program, monkeypatch):
+    import relayish.cli as cli
+    path = program(SQUARE)
+
+    def interrupted(path):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "_load", interrupted)
+    code, out, err = run_main(capsys, "check", path)
+    assert code == 130 and err == "relayish: interrupted\n"
+
+    def closed(path):
+        raise BrokenPipeError
+    monkeypatch.setattr(cli, "_load", closed)
+    monkeypatch.setattr(sys, "stdout", sys.stdout)      # main replaces it with /dev/null
+    assert main(["grad", path]) == 0
