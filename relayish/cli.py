@@ -203,12 +203,11 @@ def _guarded(file, action):
     try:
         return action()
     except ParseError as e:
-        if e.filename == file:
-            # the parser's own rendering: FILE:LINE:COLUMN, the line (a window of a long one)
-            # and the caret
-            print(str(e), file=sys.stderr)
-        else:
-            _report(file, e.message, e.line, e.column)
+        _report(file, e.message, e.line, e.column)
+        # the line, or a window of a long one, and a caret under the column
+        snippet = getattr(e, "snippet", "")
+        if snippet:
+            print(snippet, file=sys.stderr)
     except RelayishError as e:
         line, column = getattr(e, "line", None), getattr(e, "column", None)
         where = source_position(getattr(e, "node", None)) if line is None else None
@@ -442,21 +441,31 @@ def _check(args):
     return EXIT_OK
 
 
-def format_source(text):
-    """The canonical text of a program, comments kept where the text package's formatter keeps
-    them (relayish.ir.text.format_source); otherwise rl.astext of the parsed module."""
-    from relayish.ir import text as text_format
-    keep_comments = getattr(text_format, "format_source", None)
+def _comment_formatter():
+    """relayish.ir.text.format.format_text (the formatter that keeps comments), or None where
+    the text package does not have it."""
+    try:
+        from relayish.ir.text.format import format_text
+    except ImportError:
+        return None
+    return format_text
+
+
+def format_source(text, filename=None):
+    """The canonical text of a program file: format_text's, comments kept; without it,
+    rl.astext of the parsed module (comments dropped)."""
+    keep_comments = _comment_formatter()
     if keep_comments is not None:
-        return keep_comments(text)
-    from relayish.ir.text.parser import parse
-    from relayish.ir.text.printer import astext
-    return astext(parse(text)) + "\n"
+        formatted = keep_comments(text, filename)
+    else:
+        from relayish.ir.text.parser import parse
+        from relayish.ir.text.printer import astext
+        formatted = astext(parse(text, filename=filename))
+    return formatted if formatted.endswith("\n") else formatted + "\n"
 
 
 def _formats_comments():
-    from relayish.ir import text as text_format
-    return getattr(text_format, "format_source", None) is not None
+    return _comment_formatter() is not None
 
 
 def _has_comments(text):
@@ -474,10 +483,8 @@ def cmd_fmt(args):
 
 
 def _fmt_one(args, path):
-    from relayish.ir.text.parser import parse
     text = _read_text(path)
-    parse(text, filename=path)          # a malformed file is reported with its name
-    formatted = format_source(text)
+    formatted = format_source(text, filename=path)
     if not (args.check or args.write):
         sys.stdout.write(formatted)
         return EXIT_OK
