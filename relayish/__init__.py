@@ -23,6 +23,7 @@ from relayish.ops import api as op
 from relayish.ops.api import *  # noqa: F401,F403  every operator as rl.NAME
 from relayish.ir.text.printer import astext
 from relayish.ir.text.parser import parse, parse_expr
+from relayish.ir.text.format import format_text
 from relayish.ir.structural import assert_structural_equal, structural_equal
 from relayish.ir.typecheck import infer_type, typeof
 from relayish.ir.prelude import Prelude

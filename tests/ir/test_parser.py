@@ -444,3 +444,129 @@ def test_global_names_that_are_not_identifiers_are_quoted():
     roundtrip_module(mod)
     with pytest.raises(rl.ParseError, match="bad global name"):
         rl.parse_expr('@"\\q"()')
+
+
+# ---- huge and over-deep inputs (issue 9) --------------------------------------------------------
+
+def test_an_error_at_the_end_of_a_250kb_line_shows_an_80_column_window():
+    body = " + ".join(["%x"] * 50_000)
+    text = "def @main(%x: float32) { " + body + " $ }"
+    assert len(text) > 250_000 and "\n" not in text
+    with pytest.raises(rl.ParseError) as info:
+        rl.parse(text)
+    err = info.value
+    assert (err.line, err.column) == (1, text.index("$") + 1)
+    excerpt_line, caret_line = err.snippet.split("\n")
+    assert len(excerpt_line) <= 2 + rl.ParseError.WINDOW and len(caret_line) <= 2 + rl.ParseError.WINDOW
+    assert err.excerpt[err.excerpt_column - 1] == "$"
+    assert caret_line == "  " + " " * (err.excerpt_column - 1) + "^"
+    assert len(str(err)) < 300 and str(err).endswith(err.snippet)
+
+
+def test_a_short_line_shows_whole_and_the_window_clamps_at_both_ends():
+    with pytest.raises(rl.ParseError) as info:
+        rl.parse_expr("1f $")
+    assert info.value.snippet == "  1f $\n     ^"
+    text = "$" + " " * 300
+    with pytest.raises(rl.ParseError) as info:
+        rl.parse_expr(text)
+    assert info.value.excerpt_column == 1 and len(info.value.excerpt) == rl.ParseError.WINDOW
+
+
+def test_megabytes_of_nested_brackets_are_rejected_fast_at_the_bracket_too_deep():
+    from relayish.ir.text.lexer import MAX_BRACKETS
+    n = 2_500_000                                # 5 MB: took 16 s to reject before
+    cases = [(rl.parse_expr, "(" * n + "1f" + ")" * n, (1, MAX_BRACKETS + 1)),
+             # the body's '{' is the first bracket open
+             (rl.parse, "def @main() {\n" + "(" * n + "1f" + ")" * n + "\n}", (2, MAX_BRACKETS))]
+    for parse, text, where in cases:
+        start = time.process_time()
+        with pytest.raises(rl.ParseError, match="nested too deeply") as info:
+            parse(text)
+        elapsed = time.process_time() - start
+        assert (info.value.line, info.value.column) == where
+        assert elapsed < 3.0, f"rejecting 5 MB of brackets took {elapsed:.1f}s"
+
+
+def test_deep_prefix_operators_are_rejected_with_a_position():
+    with pytest.raises(rl.ParseError, match="nested too deeply") as info:
+        rl.parse_expr("let %y = 1f;\n" + "-" * 100_000 + "%y")
+    assert info.value.line == 2 and info.value.column > 1
+
+
+def test_a_flat_200000_term_sum_is_not_deep_it_parses_and_prints_back():
+    n = 200_000
+    text = "def @main(%x: float32) -> float32 {\n  " + " + ".join(["%x"] * n) + "\n}\n"
+    mod = rl.parse(text)
+    e, terms = mod["main"].body, 1
+    while isinstance(e, rl.Call) and e.op.name == "add":
+        terms += 1
+        e = e.args[0]
+    assert terms == n
+    assert rl.astext(mod, show_version=False) == text     # so it parses back to `mod` too
+
+
+def test_mixed_precedence_chains_keep_their_meaning():
+    x, y = f32("x"), f32("y")
+    e = x
+    for k in range(2000):
+        e = (e - y) * x if k % 3 == 0 else (e / y if k % 3 == 1 else e + x * y)
+    back = rl.parse_expr(rl.astext(e), free_vars=[x, y])
+    rl.assert_structural_equal(back, e)
+
+
+def _nested(kind, n):
+    c, x = rl.var("c", dtype="bool"), f32("x")
+    e = x
+    for _ in range(n):
+        if kind == "if":
+            e = rl.If(c, e * x, x)
+        elif kind == "fn":
+            y = f32("y")
+            e = rl.Call(rl.Function([y], e + y), [x])
+        else:                                   # let as the value of a let
+            v = f32("v")
+            e = rl.Let(f32("w"), rl.Let(v, e, v * x), x)
+    return rl.Function([c, x], e)
+
+
+@pytest.mark.parametrize("kind", ["if", "fn", "let"])
+def test_5000_levels_of_nesting_print_and_parse_back(kind):
+    func = _nested(kind, 5000)
+    text = rl.astext(func)
+    assert max(len(line) - len(line.lstrip()) for line in text.split("\n")) <= 64   # capped
+    rl.assert_structural_equal(rl.parse_expr(text), func)
+
+
+def test_a_long_else_if_chain_prints_flat_and_parses_with_a_loop():
+    x = f32("x")
+    e = x
+    for k in range(5000):
+        e = rl.If(rl.less(x, rl.const(float(k), "float32")), rl.const(float(k), "float32"), e)
+    func = rl.Function([x], e)
+    text = rl.astext(func)
+    assert text.count("else if") == 4999 and "{\n" not in text.split("else if")[1]
+    rl.assert_structural_equal(rl.parse_expr(text), func)
+
+
+# ---- names the text format gives a meaning to (issue 10, item 2) ---------------------------------
+
+@pytest.mark.parametrize("name", ["float32", "int8", "bool", "fn", "ref", "Tensor", "let", "Nat", "True"])
+def test_type_variables_named_like_dtypes_or_keywords_round_trip(name):
+    a = rl.TypeVar(name)
+    nat = rl.GlobalTypeVar("Nat")
+    mod = rl.Module()
+    z = rl.Constructor("Z", [], nat)
+    mod.add_type(rl.TypeData(nat, [], [z, rl.Constructor("S", [rl.TypeCall(nat, [])], nat)]))
+    box = rl.GlobalTypeVar("Box")
+    mod.add_type(rl.TypeData(box, [a], [rl.Constructor("B", [a, rl.TensorType((), "float32")], box)]))
+    x = rl.Var("x", a)
+    n = rl.Var("n", rl.TypeCall(nat, []))
+    y = rl.Var("y", rl.TensorType((), name if name in ("float32", "int8", "bool") else "float32"))
+    mod["f"] = rl.Function([x, n, y], x, a, [a])
+    text = rl.astext(mod)
+    back = rl.parse(text)
+    rl.assert_structural_equal(back, mod)
+    assert rl.astext(back) == text
+    assert isinstance(back["f"].params[0].type_annotation, rl.TypeVar)
+    assert back["f"].params[2].type_annotation == y.type_annotation

@@ -71,6 +71,13 @@ def parse_expr(text, filename=None, mod=None, free_vars=None):
     return run_deep(_run, text, filename, lambda p: p.single_expr(), mod, free_vars)
 
 
+def parse_with_comments(text, filename=None):
+    """parse(text), and the comments of the text attached to the items that follow them:
+    a dict from key (see _Parser.keep_comments) to comment texts, for the formatter."""
+    from relayish.ir.visitor import run_deep
+    return run_deep(_run, text, filename, lambda p: (p.module(), p.comments), comments=True)
+
+
 # where each parsed expression starts: node -> (Source, offset). Weak, so it never keeps a
 # program alive; read through source_position for error messages that point into the text.
 _POSITIONS = weakref.WeakKeyDictionary()
