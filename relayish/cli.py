@@ -256,7 +256,7 @@ def _read_text(path):
     except OSError as e:
         raise CommandError(f"cannot read the file: {e.strerror or e}") from None
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")     # a leading byte-order mark is not text
     except UnicodeDecodeError as e:
         raise CommandError(f"cannot read the file: not UTF-8 text (byte 0x{data[e.start]:02x} "
                            f"at offset {e.start})") from None

@@ -638,3 +638,10 @@ def test_interrupt_and_closed_stdout(capsys, program, monkeypatch):
     monkeypatch.setattr(cli, "_load", closed)
     monkeypatch.setattr(sys, "stdout", sys.stdout)      # main replaces it with /dev/null
     assert main(["grad", path]) == 0
+
+
+def test_a_byte_order_mark_is_not_part_of_the_program(capsys, tmp_path):
+    path = tmp_path / "bom.rly"
+    path.write_bytes(b"\xef\xbb\xbf" + SQUARE.encode())
+    code, out, err = run_main(capsys, "check", str(path))
+    assert code == 0, err
