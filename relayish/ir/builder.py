@@ -44,7 +44,7 @@ class ScopeBuilder:
             var = Var(var)
         elif not isinstance(var, Var):
             raise RelayishError(f"sb.let takes a name, (name, type) or Var, got {var!r}")
-        value = as_expr(value)
+        value = _value(value, f"sb.let({_name(var)}, value)")
         if var.type_annotation is None and var._value_hint is None:
             var._value_hint = value      # so `var > 1.0` gets value's dtype
         self._scope.bindings.append((var, value))
@@ -53,7 +53,7 @@ class ScopeBuilder:
     def ret(self, value):
         """The result of the current scope; nothing may follow it in that scope."""
         self._check_open("ret")
-        self._scope.ret = as_expr(value)
+        self._scope.ret = _value(value, "sb.ret(value)")
 
     @contextmanager
     def if_scope(self, cond):
@@ -65,7 +65,7 @@ class ScopeBuilder:
         then = self._scopes.pop()
         if then.ret is None:
             raise RelayishError("the if_scope ended without sb.ret(...)")
-        self._pending_if = (as_expr(cond), then)
+        self._pending_if = (_value(cond, "sb.if_scope(cond)"), then)
 
     @contextmanager
     def else_scope(self):
@@ -102,3 +102,15 @@ def _close(scope) -> Expr:
     for var, value in reversed(scope.bindings):
         body = Let(var, value, body)
     return body
+
+
+def _value(value, where) -> Expr:
+    """An expression for `value` (Python numbers become constants); a RelayishError saying where."""
+    try:
+        return as_expr(value)
+    except RelayishError as err:
+        raise RelayishError(f"{where}: {err}") from None
+
+
+def _name(var) -> str:
+    return repr(var.name_hint) if isinstance(var.name_hint, str) else "var"

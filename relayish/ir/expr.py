@@ -9,11 +9,12 @@ expressions build op calls (`x + y` is `add(x, y)`); `==` stays identity, use `r
 """
 from __future__ import annotations
 
-from attrs import define, field
+from attrs import Converter, define, field
 import numpy as np
 
 from relayish.errors import RelayishError
-from relayish.ir.types import Type, TensorType, normalize_dtype
+from relayish.ir.types import (DTYPES, GlobalTypeVar, Type, TensorType, TypeVar, normalize_dtype,
+                               printable_name)
 
 
 class Node:
@@ -28,14 +29,61 @@ class Node:
         from relayish.ir.text.printer import astext
         return astext(self)
 
+    def __iter__(self):
+        # without this, Python iterates any class with __getitem__ by calling it with 0, 1, 2...
+        # forever: `list(x)` or `rl.Tuple(x)` would build projections until memory runs out
+        raise RelayishError(f"{_short_text(self)} is a relayish {type(self).__name__}, not a "
+                            "Python sequence: it cannot be iterated. Build a tuple with "
+                            "rl.Tuple([a, b]) and take its fields with t[0], t[1]")
+
+    def __contains__(self, item):
+        raise RelayishError(f"`in` does not apply to the relayish {type(self).__name__} "
+                            f"{_short_text(self)}: an expression is not a container")
+
 
 def _short_text(node, limit=80):
     try:
         from relayish.ir.text.printer import astext
         text = " ".join(astext(node).split())
     except Exception:  # noqa: BLE001 - repr must never fail, even half-built nodes print
-        return f"at {id(node):#x}"
+        return _summary(node)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _summary(node) -> str:
+    """A node's kind and name, read without walking it (a fallback for text that fails)."""
+    kind = type(node).__name__
+    name = getattr(node, "name_hint", None)
+    if isinstance(name, str):
+        return {"Var": "%", "GlobalVar": "@"}.get(kind, kind + " ") + name
+    return f"a {kind} node"
+
+
+def describe(value, limit=60) -> str:
+    """`value` as a message shows it: program text for nodes and types, a short repr for plain
+    Python data, the class name for anything else; never a memory address."""
+    if isinstance(value, Expr):
+        return f"the expression {_short_text(value, limit)}"
+    if isinstance(value, Node):
+        return f"the {type(value).__name__} {_short_text(value, limit)}"
+    if isinstance(value, Type):
+        try:
+            return f"the type {value}"
+        except Exception:  # noqa: BLE001 - a message must never fail to build
+            return f"a {type(value).__name__}"
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, np.generic)):
+        text = repr(value)
+        text = text if len(text) <= limit else text[: limit - 3] + "..."
+        return text if value is None else f"{text} ({_article(type(value).__name__)})"
+    if isinstance(value, np.ndarray):
+        return f"a numpy array of shape {value.shape} and dtype {value.dtype}"
+    if isinstance(value, (list, tuple, dict, set)):
+        return f"{_article(type(value).__name__)} of {len(value)} item(s)"
+    return f"{_article(type(value).__name__)} object"
+
+
+def _article(noun) -> str:
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
 
 
 class Expr(Node):
@@ -77,12 +125,29 @@ class Expr(Node):
     def __ne__(self, other):
         return self is not other
 
+    # numpy must not treat an expression as an array element: `np.ones(3) + x` would build an
+    # object array of `1.0 + x` calls. With __array_ufunc__ = None numpy's operators return
+    # NotImplemented, so Python calls x.__radd__ and the relayish op is built.
+    __array_ufunc__ = None
+    __array_priority__ = 1000
+
     def __bool__(self):
-        return True
+        # the value is not known while the program is built: `if x < y:` would silently take
+        # one branch for every run (jax raises the same way for tracers)
+        raise RelayishError(
+            f"the truth value of the relayish expression {_short_text(self)} is not known while "
+            "the program is built: `if`, `while`, `and`, `or`, `not` and `assert` would decide "
+            "once, now. Use rl.If(cond, then, else) (or sb.if_scope) for a branch in the "
+            "program, rl.where(cond, a, b) to choose elementwise, and rl.logical_and/or/not "
+            "to combine conditions")
 
     def __getitem__(self, index):
-        if not isinstance(index, (int, np.integer)):
-            raise RelayishError(f"expr[i] projects a tuple field and needs an int, got {index!r}")
+        if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+            what = "a slice" if isinstance(index, slice) else describe(index)
+            raise RelayishError(
+                f"{_short_text(self)}[...] projects a field of a tuple and takes one int "
+                f"(t[0]), got {what}; to index or slice a tensor use rl.take(x, indices, axis) "
+                "or rl.op.strided_slice(x, begin, end)")
         return TupleGetItem(self, int(index))
 
     def __call__(self, *args):
@@ -94,44 +159,68 @@ def _call_op(name, args, **op_attrs):
     return make_call(name, list(args), op_attrs)
 
 
-def dtype_hint(expr, depth=8):
+_COMPARISONS = frozenset(("less", "greater", "less_equal", "greater_equal", "equal", "not_equal",
+                          "logical_and", "logical_or", "logical_not"))
+_UNKNOWN = ""       # a Var's memoized hint when none was found
+
+
+def dtype_hint(expr):
     """The dtype an expression evidently has, without type inference (None when unknown).
 
     Used to give Python scalars in `x * 2.0` the dtype of `x`, so float64 programs stay float64.
+    The walk follows builder-bound Vars to their values as far as the chain goes (a loop, no hop
+    limit), and memoizes the answer on each Var it passed, so a chain built one `sb.let` at a
+    time costs O(1) per step, not O(length).
     """
-    for _ in range(depth):
+    passed, seen = [], set()
+    hint = None
+    while id(expr) not in seen:
+        seen.add(id(expr))          # an explicit Var bound to a value that uses it: a cycle
         t = getattr(expr, "_checked_type", None)
         if isinstance(t, TensorType):
-            return t.dtype
+            hint = t.dtype
+            break
         if isinstance(expr, Var):
             t = expr.type_annotation
             if isinstance(t, TensorType):
-                return t.dtype
+                hint = t.dtype
+                break
+            if expr._dtype_hint is not None:
+                hint = expr._dtype_hint or None
+                break
             if t is None and expr._value_hint is not None:
+                passed.append(expr)
                 expr = expr._value_hint
                 continue
-            return None
+            break
         if isinstance(expr, Constant):
-            return expr.data.dtype.name
+            hint = expr.data.dtype.name
+            break
         if isinstance(expr, Tuple) and expr.fields:     # concatenate/stack((a, ...)): a's dtype
             expr = expr.fields[0]
             continue
-        if isinstance(expr, Call) and type(expr.op).__name__ == "Op" and expr.op.name in (
-                "cast", "zeros", "ones"):
-            return expr.attrs.get("dtype")
-        if isinstance(expr, Call) and expr.args and type(expr.op).__name__ == "Op":
-            if expr.op.name in ("less", "greater", "less_equal", "greater_equal", "equal",
-                                "not_equal", "logical_and", "logical_or", "logical_not"):
-                return None
+        if isinstance(expr, Call) and type(expr.op).__name__ == "Op":
+            if expr.op.name in ("cast", "zeros", "ones"):
+                hint = expr.attrs.get("dtype")
+                break
+            if not expr.args or expr.op.name in _COMPARISONS:
+                break
             # where(cond, x, y) and cast_like(x, like) take their dtype from a later argument
             expr = expr.args[{"where": 1, "cast_like": 1}.get(expr.op.name, 0)]
             continue
-        return None
-    return None
+        break
+    for v in passed:
+        v._dtype_hint = _UNKNOWN if hint is None else hint
+    return hint
 
 
 def as_expr(value, like=None) -> Expr:
-    """Expr as is; Python scalars and arrays become Constants (with the dtype of `like`)."""
+    """Expr as is; Python scalars and arrays become Constants.
+
+    Python numbers, and (nested) lists of them, have no dtype of their own: they take the dtype
+    `like` evidently has (`x + 2.0`, `x + [1., 2.]` stay float64 when x is), as jax's weakly typed
+    Python scalars do. numpy scalars and arrays keep their own dtype, which the user chose.
+    """
     if isinstance(value, Expr):
         return value
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, Expr) for v in value):
@@ -139,11 +228,27 @@ def as_expr(value, like=None) -> Expr:
     dtype = None
     if isinstance(value, (bool, np.bool_)):
         dtype = "bool"
-    elif isinstance(value, (float, int)) and like is not None:
-        hint = dtype_hint(like)
-        if hint is not None and hint != "bool" and not (isinstance(value, float) and hint.startswith(("int", "uint"))):
+    elif like is not None and (isinstance(value, (float, int)) or isinstance(value, list)):
+        kind = _python_number_kind(value)
+        hint = dtype_hint(like) if kind is not None else None
+        if hint is not None and hint != "bool" and not (kind == "f" and hint.startswith(("int", "uint"))):
             dtype = hint
     return const(value, dtype=dtype)
+
+
+def _python_number_kind(value):
+    """'f' for a Python float or a nested list holding a float, 'i' for Python ints (and lists
+    of them), None for anything else (bools, numpy values, mixed content)."""
+    kind, stack = "i", [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, float) and not isinstance(v, np.generic):
+            kind = "f"
+        elif not isinstance(v, int) or isinstance(v, (bool, np.generic)):
+            return None
+    return kind
 
 
 def _binary(name, a, b):
@@ -155,68 +260,232 @@ def _binary(name, a, b):
 
 
 def _const_array(value, dtype):
-    if dtype is not None:
-        arr = np.asarray(value, dtype=normalize_dtype(dtype))
-    elif isinstance(value, (bool, np.bool_)):
-        arr = np.asarray(value, dtype="bool")
-    elif isinstance(value, int):
-        arr = np.asarray(value, dtype="int32")
-    elif isinstance(value, float) and not isinstance(value, np.generic):  # np.float64 keeps its dtype
-        arr = np.asarray(value, dtype="float32")
-    else:
-        arr = np.asarray(value)
-        if arr.dtype.kind == "f" and not isinstance(value, np.ndarray | np.generic):
-            arr = arr.astype("float32")      # a nested Python list of floats: float32 like scalars
-        elif arr.dtype.kind == "i" and not isinstance(value, np.ndarray | np.generic):
-            arr = arr.astype("int32")
-    normalize_dtype(arr.dtype)  # raises on object/complex/str arrays
+    if isinstance(value, (str, bytes)):
+        raise RelayishError(f"{_shown(value)} is a string, not a value a relayish program can "
+                            "hold: a constant is a number, a bool, or an array of them")
+    if value is None or isinstance(value, Node):
+        raise RelayishError(f"{describe(value)} is not a constant: a constant is a number, a bool, "
+                            "or an array of them")
+    try:
+        if dtype is not None:
+            arr = np.asarray(value, dtype=normalize_dtype(dtype))
+        elif isinstance(value, (bool, np.bool_)):
+            arr = np.asarray(value, dtype="bool")
+        elif isinstance(value, int):
+            arr = np.asarray(value, dtype="int32")
+        elif isinstance(value, float) and not isinstance(value, np.generic):  # np.float64 keeps its dtype
+            arr = np.asarray(value, dtype="float32")
+        else:
+            arr = np.asarray(value)
+            if arr.dtype.kind == "f" and not isinstance(value, np.ndarray | np.generic):
+                arr = arr.astype("float32")      # a nested Python list of floats: float32 like scalars
+            elif arr.dtype.kind == "i" and not isinstance(value, np.ndarray | np.generic):
+                arr = _fitting(value, arr, "int32")
+    except OverflowError:
+        target = normalize_dtype(dtype) if dtype is not None else "int32"
+        raise RelayishError(_overflow_message(value, target)) from None
+    except ValueError:
+        if isinstance(value, (list, tuple)):
+            raise RelayishError(f"{_shown(value)} is not a constant: its nested lists have "
+                                "different lengths (a constant is a rectangular array)") from None
+        raise RelayishError(f"{_shown(value)} cannot be made a constant"
+                            + (f" of dtype {dtype}" if dtype is not None else "")) from None
+    if arr.dtype.kind == "O" and _python_number_kind(value) == "i":   # ints past int64
+        raise RelayishError(_overflow_message(value, normalize_dtype(dtype or "int32")))
+    if arr.dtype.kind in "OUS":
+        held = "strings" if arr.dtype.kind in "US" else "values that are not numbers"
+        raise RelayishError(f"{_shown(value)} is not a constant: it holds {held}; a constant is "
+                            "a number, a bool, or an array of them"
+                            + ("; a list of expressions is built with rl.Tuple([...]) or "
+                               "rl.stack([...])" if _holds_expr(value) else ""))
+    normalize_dtype(arr.dtype)  # raises on complex and other unsupported arrays
     return arr
+
+
+def _fitting(value, arr, dtype):
+    """arr as `dtype`, or a RelayishError when a Python int does not fit in it."""
+    info = np.iinfo(dtype)
+    if arr.size and (arr.max() > info.max or arr.min() < info.min):
+        raise RelayishError(_overflow_message(value, dtype))
+    return arr.astype(dtype)
+
+
+def _overflow_message(value, dtype):
+    text = _shown(value)
+    fits_int64 = True
+    try:
+        np.asarray(value, dtype="int64")
+    except (OverflowError, ValueError):
+        fits_int64 = False
+    advice = (f'; give the dtype, e.g. rl.const({text}, dtype="int64")' if fits_int64 and dtype != "int64"
+              else f'; it fits no integer dtype (use a float, e.g. rl.const({text}, dtype="float64"))')
+    return f"the value {text} does not fit in {dtype}" + advice
+
+
+def _shown(value, limit=60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _holds_expr(value) -> bool:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, Expr):
+            return True
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+    return False
+
+
+# ---- field checks ----------------------------------------------------------------------------
+# Every node field says what it holds, and a node built with anything else is a RelayishError
+# naming the node, the field and what it expects: a wrong field would otherwise surface far
+# away, as an AttributeError in the printer or an internal class name in a backend.
+
+_FIELD_NAMES = {"params": "parameters", "type_params": "type parameters", "ret_type": "ret_type",
+                "op": "the called value (op)", "name_hint": "the name", "lhs": "the pattern (lhs)",
+                "rhs": "the body (rhs)"}
+
+
+def _field_error(node, attribute, expected, value, advice="") -> RelayishError:
+    name = _FIELD_NAMES.get(attribute.name, attribute.name)
+    return RelayishError(f"rl.{type(node).__name__}: {name} must be {expected}, "
+                         f"got {describe(value)}{advice}")
+
+
+def _is(kind, expected, optional=False):
+    """A validator: the field holds a `kind` (or None when optional)."""
+    def validate(node, attribute, value):
+        if not isinstance(value, kind) and not (optional and value is None):
+            raise _field_error(node, attribute, expected, value)
+    return validate
+
+
+def _list_of(kind, expected, constants=False):
+    """A converter to a new list of `kind`s from a list, tuple or iterator. With `constants`
+    (call arguments, tuple fields) Python numbers and arrays become constants, as in `x + 2.0`."""
+    def convert(value, node, attribute):
+        if isinstance(value, (list, tuple)) or (
+                hasattr(value, "__next__") and not isinstance(value, (Node, Type))):
+            items = list(value)
+        else:
+            advice = ""
+            if isinstance(value, Node):
+                advice = f"; put it in a list: [{_short_text(value, 40)}]"
+            raise _field_error(node, attribute, f"a list of {expected}", value, advice)
+        like = None
+        for k, item in enumerate(items):
+            if isinstance(item, kind):
+                continue
+            if constants and _constant_like(item):
+                if like is None:
+                    like = next((i for i in items if isinstance(i, Expr)), None)
+                try:
+                    items[k] = as_expr(item, like=like)
+                    continue
+                except RelayishError as err:
+                    raise RelayishError(f"rl.{type(node).__name__}: item {k} of "
+                                        f"{_FIELD_NAMES.get(attribute.name, attribute.name)}: "
+                                        f"{err}") from None
+            name = _FIELD_NAMES.get(attribute.name, attribute.name)
+            raise RelayishError(f"rl.{type(node).__name__}: {name} must be a list of {expected}; "
+                                f"item {k} is {describe(item)}")
+        return items
+    return Converter(convert, takes_self=True, takes_field=True)
+
+
+def _constant_like(value) -> bool:
+    return (isinstance(value, (int, float, np.generic, np.ndarray))
+            or isinstance(value, list) and _python_number_kind(value) is not None)
+
+
+def _distinct_params(func, attribute, params):
+    seen = set()
+    for p in params:
+        if id(p) in seen:
+            raise RelayishError(f"rl.{type(func).__name__}: the parameter {_short_text(p)} "
+                                "appears twice among the parameters; each parameter is a "
+                                "distinct Var")
+        seen.add(id(p))
+
+
+def _tuple_index(value):
+    return int(value) if isinstance(value, np.integer) else value
+
+
+def _index(node, attribute, value):
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _field_error(node, attribute, "an int", value)
+
+
+def _array_of_scalar(value):
+    """A numpy scalar (`-np.float32(nan)`) is the 0-d array of its dtype."""
+    return np.asarray(value) if isinstance(value, np.generic) else value
+
+
+def _tensor_data(node, attribute, value):
+    if not isinstance(value, np.ndarray) or value.dtype.name not in _SUPPORTED_DTYPES:
+        raise _field_error(node, attribute, f"a numpy array of one of the dtypes {', '.join(DTYPES)}",
+                           value, " (rl.const(value, dtype) makes a Constant from Python values)")
+
+
+_SUPPORTED_DTYPES = frozenset(DTYPES)
+def _constructor_name(node, attribute, value):
+    problem = printable_name(value)
+    if problem is not None:
+        raise RelayishError(f"rl.Constructor: {problem}; choose another constructor name")
 
 
 # ---- nodes ---------------------------------------------------------------------------------
 
+_EXPR = _is(Expr, "an expression")
+
+
 @define(eq=False, repr=False)
 class Var(Expr):
     """A binder. Two Vars with the same name are different variables."""
-    name_hint: str
-    type_annotation: Type | None = None
+    name_hint: str = field(validator=_is(str, "a str"))
+    type_annotation: Type | None = field(default=None,
+                                         validator=_is(Type, "a relayish Type or None", True))
     _checked_type: Type | None = field(default=None, init=False)
     # the value a builder bound it to: only a dtype hint for Python scalars (`y > 1.0`)
     _value_hint: Expr | None = field(default=None, init=False)
+    _dtype_hint: str | None = field(default=None, init=False)   # dtype_hint's memo ("": none)
 
 
 @define(eq=False, repr=False)
 class GlobalVar(Expr):
-    """A module-level function name (`@f`)."""
-    name_hint: str
+    """A module-level function name (`@f`); any str (the text format quotes odd names)."""
+    name_hint: str = field(validator=_is(str, "a str"))
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class Constant(Expr):
-    data: np.ndarray
+    data: np.ndarray = field(converter=_array_of_scalar, validator=_tensor_data)
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class Tuple(Expr):
-    fields: list = field(converter=list)
+    fields: list = field(converter=_list_of(Expr, "expressions", constants=True))
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class TupleGetItem(Expr):
-    tuple_value: Expr
-    index: int
+    tuple_value: Expr = field(validator=_EXPR)
+    index: int = field(converter=_tuple_index, validator=_index)
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class Function(Expr):
-    params: list = field(converter=list)
-    body: Expr = field()
-    ret_type: Type | None = None
-    type_params: list = field(converter=list, factory=list)
+    params: list = field(converter=_list_of(Var, "Vars"), validator=_distinct_params)
+    body: Expr = field(validator=_EXPR)
+    ret_type: Type | None = field(default=None, validator=_is(Type, "a relayish Type or None", True))
+    type_params: list = field(converter=_list_of(TypeVar, "TypeVars"), factory=list)
     _checked_type: Type | None = field(default=None, init=False)
 
 
@@ -226,34 +495,35 @@ class Call(Expr):
 
     `attrs` holds an Op's keyword attributes (axis=, keepdims=, ...), empty otherwise.
     """
-    op: Expr
-    args: list = field(converter=list)
+    op: Expr = field(validator=_EXPR)
+    args: list = field(converter=_list_of(Expr, "expressions", constants=True))
     attrs: dict = field(factory=dict, converter=lambda d: dict(d or {}))
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class Let(Expr):
-    var: Var
-    value: Expr
-    body: Expr
+    var: Var = field(validator=_is(Var, "a Var (rl.var(name, ...))"))
+    value: Expr = field(validator=_EXPR)
+    body: Expr = field(validator=_EXPR)
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class If(Expr):
-    cond: Expr
-    true_branch: Expr
-    false_branch: Expr
+    cond: Expr = field(validator=_EXPR)
+    true_branch: Expr = field(validator=_EXPR)
+    false_branch: Expr = field(validator=_EXPR)
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class Constructor(Expr):
     """An ADT constructor; calling it (`Call(ctor, fields)`) builds a value."""
-    name_hint: str
-    inputs: list = field(converter=list)
-    belong_to: object = None          # the GlobalTypeVar of its TypeData
+    name_hint: str = field(validator=_constructor_name)
+    inputs: list = field(converter=_list_of(Type, "relayish Types"))
+    belong_to: object = field(default=None,        # the GlobalTypeVar of its TypeData
+                              validator=_is(GlobalTypeVar, "a GlobalTypeVar or None", True))
     tag: int = -1                     # set when its TypeData is built
     type_data: object = None          # its TypeData, set when that is built
     _checked_type: Type | None = field(default=None, init=False)
@@ -261,21 +531,21 @@ class Constructor(Expr):
 
 @define(eq=False, repr=False)
 class RefCreate(Expr):
-    value: Expr
+    value: Expr = field(validator=_EXPR)
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class RefRead(Expr):
-    ref: Expr
+    ref: Expr = field(validator=_EXPR)
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class RefWrite(Expr):
     """`ref := value`; evaluates to ()."""
-    ref: Expr
-    value: Expr
+    ref: Expr = field(validator=_EXPR)
+    value: Expr = field(validator=_EXPR)
     _checked_type: Type | None = field(default=None, init=False)
 
 
@@ -292,32 +562,32 @@ class PatternWildcard(Pattern):
 
 @define(eq=False, repr=False)
 class PatternVar(Pattern):
-    var: Var
+    var: Var = field(validator=_is(Var, "a Var (rl.var(name, ...))"))
 
 
 @define(eq=False, repr=False)
 class PatternConstructor(Pattern):
-    constructor: Constructor
-    patterns: list = field(converter=list, factory=list)
+    constructor: Constructor = field(validator=_is(Constructor, "a Constructor"))
+    patterns: list = field(converter=_list_of(Pattern, "patterns"), factory=list)
 
 
 @define(eq=False, repr=False)
 class PatternTuple(Pattern):
-    patterns: list = field(converter=list, factory=list)
+    patterns: list = field(converter=_list_of(Pattern, "patterns"), factory=list)
 
 
 @define(eq=False, repr=False)
 class Clause(Node):
-    lhs: Pattern
-    rhs: Expr
+    lhs: Pattern = field(validator=_is(Pattern, "a pattern"))
+    rhs: Expr = field(validator=_EXPR)
 
 
 @define(eq=False, repr=False)
 class Match(Expr):
     """`match (data) { clauses }`. `complete=False` (Relay's `match?`) allows missing cases."""
-    data: Expr
-    clauses: list = field(converter=list)
-    complete: bool = True
+    data: Expr = field(validator=_EXPR)
+    clauses: list = field(converter=_list_of(Clause, "Clauses (rl.Clause(pattern, body))"))
+    complete: bool = field(default=True, validator=_is((bool, np.bool_), "True or False"))
     _checked_type: Type | None = field(default=None, init=False)
 
 

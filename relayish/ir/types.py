@@ -6,6 +6,8 @@ TypeData (an ADT definition) is not a type but the definition behind a GlobalTyp
 """
 from __future__ import annotations
 
+import re
+
 import attrs
 import numpy as np
 
@@ -49,6 +51,72 @@ def _shape(shape) -> tuple:
     return tuple(int(d) for d in dims)
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def printable_name(name) -> str | None:
+    """Why `name` cannot be a constructor or ADT name (None when it can): the text format prints
+    those bare, so they must read back as the same name."""
+    from relayish.ir.text.parser import KEYWORDS     # the parser imports this module
+    if not isinstance(name, str):
+        return f"a name is a str, got {type(name).__name__}"
+    if not _IDENTIFIER.fullmatch(name):
+        return f"{name!r} is not an identifier (letters, digits and _, not starting with a digit)"
+    if name in KEYWORDS:
+        return f"{name!r} is a keyword of the text format"
+    return None
+
+
+def _types(node_name, what):
+    """A converter to a tuple of Types, naming the type and field when an item is not one."""
+    def convert(value):
+        if isinstance(value, (Type, str)) or not _iterable(value):
+            raise RelayishError(f"rl.{node_name}: {what} must be a list of relayish Types, "
+                                f"got {_described(value)}")
+        items = tuple(value)
+        for k, t in enumerate(items):
+            if not isinstance(t, Type):
+                raise RelayishError(f"rl.{node_name}: {what} must be a list of relayish Types; "
+                                    f"item {k} is {_described(t)}")
+        return items
+    return convert
+
+
+def _a_type(node_name, what):
+    def validate(node, attribute, value):
+        if not isinstance(value, Type):
+            raise RelayishError(f"rl.{node_name}: {what} must be a relayish Type, "
+                                f"got {_described(value)}")
+    return validate
+
+
+def _iterable(value) -> bool:
+    return isinstance(value, (list, tuple)) or hasattr(value, "__next__")
+
+
+def _described(value) -> str:
+    """A short, address-free text of a wrong field value (expr.describe, without importing it)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+    if isinstance(value, Type):
+        return f"the type {value}"
+    return f"a {type(value).__name__}"
+
+
+def _type_name(kind):
+    def validate(node, attribute, name):
+        if kind == "TypeVar":
+            problem = None if isinstance(name, str) else f"a name is a str, got {_described(name)}"
+        else:
+            problem = printable_name(name)
+            if problem is None and name in DTYPES:
+                problem = f"{name!r} is a dtype, which the text format reads as a tensor type"
+        if problem is not None:
+            raise RelayishError(f"rl.{kind}: {problem}; choose another name")
+    return validate
+
+
 class Type:
     """Base of all types. str(t) is its text form."""
 
@@ -76,7 +144,7 @@ class TensorType(Type):
 
 @attrs.frozen(repr=False)
 class TupleType(Type):
-    fields: tuple = attrs.field(converter=tuple, default=())
+    fields: tuple = attrs.field(converter=_types("TupleType", "fields"), default=())
 
     def __repr__(self):
         return f"TupleType({list(self.fields)!r})"
@@ -84,7 +152,7 @@ class TupleType(Type):
 
 @attrs.frozen(repr=False)
 class TypeVar(Type):
-    name: str
+    name: str = attrs.field(validator=_type_name("TypeVar"))
 
     def __repr__(self):
         return f"TypeVar({self.name!r})"
@@ -92,7 +160,7 @@ class TypeVar(Type):
 
 @attrs.frozen(repr=False)
 class GlobalTypeVar(Type):
-    name: str
+    name: str = attrs.field(validator=_type_name("GlobalTypeVar"))
 
     def __repr__(self):
         return f"GlobalTypeVar({self.name!r})"
@@ -100,9 +168,9 @@ class GlobalTypeVar(Type):
 
 @attrs.frozen(repr=False)
 class FuncType(Type):
-    arg_types: tuple = attrs.field(converter=tuple)
-    ret_type: Type = attrs.field()
-    type_params: tuple = attrs.field(converter=tuple, default=())
+    arg_types: tuple = attrs.field(converter=_types("FuncType", "arg_types"))
+    ret_type: Type = attrs.field(validator=_a_type("FuncType", "ret_type"))
+    type_params: tuple = attrs.field(converter=_types("FuncType", "type_params"), default=())
 
     def __repr__(self):
         return f"FuncType({list(self.arg_types)!r}, {self.ret_type!r}, {list(self.type_params)!r})"
@@ -110,7 +178,7 @@ class FuncType(Type):
 
 @attrs.frozen(repr=False)
 class RefType(Type):
-    value: Type
+    value: Type = attrs.field(validator=_a_type("RefType", "value"))
 
     def __repr__(self):
         return f"RefType({self.value!r})"
@@ -118,8 +186,14 @@ class RefType(Type):
 
 @attrs.frozen(repr=False)
 class TypeCall(Type):
-    func: GlobalTypeVar
-    args: tuple = attrs.field(converter=tuple, default=())
+    func: GlobalTypeVar = attrs.field()
+    args: tuple = attrs.field(converter=_types("TypeCall", "args"), default=())
+
+    @func.validator
+    def _check_func(self, attribute, value):
+        if not isinstance(value, GlobalTypeVar):
+            raise RelayishError(f"rl.TypeCall: func must be the GlobalTypeVar of an ADT, "
+                                f"got {_described(value)}")
 
     def __repr__(self):
         return f"TypeCall({self.func!r}, {list(self.args)!r})"
@@ -136,6 +210,16 @@ class TypeData:
     constructors: list = attrs.field(converter=list)
 
     def __attrs_post_init__(self):
+        from relayish.ir.expr import Constructor
+        if not isinstance(self.header, GlobalTypeVar):
+            raise RelayishError(f"rl.TypeData: header must be a GlobalTypeVar, "
+                                f"got {_described(self.header)}")
+        for what, items, kind in (("type_vars", self.type_vars, TypeVar),
+                                  ("constructors", self.constructors, Constructor)):
+            for k, item in enumerate(items):
+                if not isinstance(item, kind):
+                    raise RelayishError(f"rl.TypeData: {what} must be a list of "
+                                        f"{kind.__name__}s; item {k} is {_described(item)}")
         for tag, ctor in enumerate(self.constructors):
             ctor.tag = tag
             ctor.belong_to = self.header
