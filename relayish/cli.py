@@ -441,36 +441,12 @@ def _check(args):
     return EXIT_OK
 
 
-def _comment_formatter():
-    """relayish.ir.text.format.format_text (the formatter that keeps comments), or None where
-    the text package does not have it."""
-    try:
-        from relayish.ir.text.format import format_text
-    except ImportError:
-        return None
-    return format_text
-
-
 def format_source(text, filename=None):
-    """The canonical text of a program file: format_text's, comments kept; without it,
-    rl.astext of the parsed module (comments dropped)."""
-    keep_comments = _comment_formatter()
-    if keep_comments is not None:
-        formatted = keep_comments(text, filename)
-    else:
-        from relayish.ir.text.parser import parse
-        from relayish.ir.text.printer import astext
-        formatted = astext(parse(text, filename=filename))
+    """The canonical text of a program file, comments kept (rl.format_text), ending with one
+    newline."""
+    from relayish.ir.text.format import format_text
+    formatted = format_text(text, filename)
     return formatted if formatted.endswith("\n") else formatted + "\n"
-
-
-def _formats_comments():
-    return _comment_formatter() is not None
-
-
-def _has_comments(text):
-    # conservative: "//" inside a string literal also counts, which only makes --write refuse
-    return "//" in text or "/*" in text
 
 
 def cmd_fmt(args):
@@ -493,9 +469,6 @@ def _fmt_one(args, path):
     if args.check:
         print(f"{path}: not formatted")
         return EXIT_ERROR
-    if not _formats_comments() and _has_comments(text):
-        raise CommandError("not rewritten: the file has comments, and this formatter does not "
-                           "keep comments yet (relayish fmt FILE prints the canonical text)")
     _replace_file(path, formatted)
     print(f"{path}: reformatted")
     return EXIT_OK

@@ -419,18 +419,17 @@ def test_fmt_write(capsys, program, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["messy.rly"]   # no temporary file left
 
 
-def test_fmt_write_never_loses_comments(capsys, program):
-    from relayish.cli import _formats_comments
+def test_fmt_keeps_comments(capsys, program):
     text = "// the objective\ndef @main(%x: float64) -> float64 { %x*%x }  /* square */\n"
     path = program(text)
+    code, out, err = run_main(capsys, "fmt", path)
+    assert code == 0 and "// the objective" in out and "/* square */" in out
     code, out, err = run_main(capsys, "fmt", "--write", path)
-    if _formats_comments():
-        assert code == 0
-        written = open(path).read()
-        assert "// the objective" in written and "/* square */" in written
-    else:
-        assert code == 1 and "comments" in err
-        assert open(path).read() == text
+    assert code == 0
+    written = open(path).read()
+    assert written.startswith('#[version = "0.0.5"]\n// the objective\ndef @main')
+    assert "/* square */" in written and "%x * %x" in written
+    assert run_main(capsys, "fmt", "--check", path)[0] == 0
 
 
 def test_fmt_usage(capsys, program):
