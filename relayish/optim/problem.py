@@ -20,7 +20,7 @@ from relayish.errors import RelayishError
 from relayish.ir.expr import Call, Function, GlobalVar, Let, Tuple, TupleGetItem, Var, const
 from relayish.ir.module import Module
 from relayish.ir.types import TensorType, TupleType, TypeCall, substitute
-from relayish.ir.visitor import ExprMutator
+from relayish.ir.visitor import ExprMutator, run_deep
 from relayish.backend.values import ConstructorValue
 from relayish.ops import api as ops
 
@@ -242,7 +242,8 @@ def flat_objective(f, x0, args=()):
         return Function([flat], Call(checked, [structured] + fixed)), spec, x_flat
     new = mod.copy()
     inner = _fresh_name(new, "objective")
-    body = _RenameGlobal("main", inner).visit(main)
+    # the mutator recurses down nested calls: under the deep-run guard, as the AD and backends
+    body = run_deep(_RenameGlobal("main", inner).visit, main)
     new[inner] = body
     new["main"] = Function([flat], Call(GlobalVar(inner), [structured] + fixed))
     return new, spec, x_flat

@@ -321,3 +321,21 @@ def test_cache_tells_modules_apart_by_their_helpers():
     assert a.n_iter == 1 and b.n_iter > 5        # Newton is exact on the quadratic only
     again = rl.optim.minimize(rl.parse(text.replace("BODY", "%x * %x")), np.array([1.0, 2.0]))
     assert again.n_iter == 1
+
+
+def test_deeply_nested_objective_module():
+    """A Module objective over a scalar is wrapped in a function of a flat vector, renaming its
+    @main: that walk recursed down nested calls (RecursionError at 300 levels); it runs under the
+    deep-run guard like evaluate and grad."""
+    x = rl.var("x", shape=(), dtype=F64)
+    one = rl.const(np.float64(1.0))
+    e = x
+    for _ in range(5000):
+        e = e + one                      # (((x + 1) + 1) ...): calls nested 5,000 deep
+    mod = rl.Module()
+    mod["main"] = rl.Function([x], e * e)
+    res = rl.optim.minimize(mod, 1.0, backend="interpreter")
+    assert res.converged and res.n_iter == 1
+    assert float(res.x) == pytest.approx(-5000.0)
+    again = rl.optim.minimize(mod, 2.0, backend="interpreter")     # the cached problem
+    assert again.converged and float(again.x) == pytest.approx(-5000.0)
