@@ -29,6 +29,7 @@ deep recursion would overflow the Python stack.
 from __future__ import annotations
 
 import gc
+import inspect
 import weakref
 from operator import itemgetter
 
@@ -131,6 +132,48 @@ class InterpreterClosure(Closure):
 
     def __repr__(self):
         return f"<Closure {self.code.name}>"
+
+
+class _CheckedCallable(Closure):
+    """A Python callable passed where the program expects a function of type `ftype`.
+
+    Its results are checked (and Python scalars/lists converted) against the declared return
+    type on every call, so a string or a wrong-shaped array never flows on as a program value.
+    `what` names it in messages ("parameter %f of @main").
+    """
+
+    __slots__ = ("fn", "ftype", "what", "field_types")
+
+    def __init__(self, fn, ftype, what, field_types):
+        self.fn, self.ftype, self.what, self.field_types = fn, ftype, what, field_types
+
+    def __call__(self, *args):
+        n = len(self.ftype.arg_types)
+        if len(args) != n:
+            raise EvaluationError(f"the Python function passed for {self.what} takes {n} "
+                                  f"argument(s), got {len(args)}")
+        result = self.fn(*args)
+        return _to_value(result, self.ftype.ret_type, None,
+                         f"the result of the Python function passed for {self.what}",
+                         self.field_types,
+                         subject=f"the Python function passed for {self.what} returned a bad "
+                                 "result")
+
+    def __repr__(self):
+        return f"<Closure {self.what}: {_short(self.fn)}>"
+
+
+def _accepts(fn, n):
+    """False when `fn`'s signature says it cannot take n positional arguments (True if unknown)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):         # builtins, ufuncs: no signature to read
+        return True
+    try:
+        signature.bind(*range(n))
+    except TypeError:
+        return False
+    return True
 
 
 class _ConstructorClosure(Closure):
@@ -263,6 +306,10 @@ def _call_foreign(fn, args, node):
 def _arity_error(code, n, node):
     return EvaluationError(f"{code.name} takes {code.nparams} argument(s) "
                            f"({', '.join(code.param_names)}), got {n} in {_text(node)}")
+    except EvaluationError as exc:
+        if isinstance(fn, _CheckedCallable) and not getattr(exc, "_relayish_traced", False):
+            raise EvaluationError(f"{exc} in {_text(node)}") from None
+        raise
 
 
 def _fix_scalar(r):
@@ -1203,8 +1250,11 @@ def _path_text(path):
     return " of ".join(parts)
 
 
-def _to_value(value, ty, code, param, field_types):
-    """Check `value` against `ty` and convert Python scalars/lists; iterative (long ADT lists)."""
+def _to_value(value, ty, code, param, field_types, subject=None):
+    """Check `value` against `ty` and convert Python scalars/lists; iterative (long ADT lists).
+
+    Errors read "bad argument for parameter %x of @f (field 1 of ...): expected ..., got ...";
+    `subject` replaces the part before the path (the results of a Python callable)."""
     root = [None]
     work = [(value, ty, root, 0, None)]
     tuples = []        # lists standing for tuples, made tuples once their fields are done
@@ -1212,13 +1262,16 @@ def _to_value(value, ty, code, param, field_types):
 
     def fail(expected, got, path, why=""):
         where = f" ({_path_text(path)})" if path is not None else ""
-        raise EvaluationError(f"bad argument for parameter {param} of {code.name}{where}: "
-                              f"expected {_type_text(expected)}, got {got}{why}")
+        raise EvaluationError(f"{subject}{where}: expected {_type_text(expected)}, got "
+                              f"{got}{why}")
 
     while work:
         v, t, box, i, path = work.pop()
         if isinstance(t, TensorType):
             box[i] = _to_tensor(v, t, path, fail)
+    owner = param if code is None else f"parameter {param} of {code.name}"
+    if subject is None:
+        subject = f"bad argument for {owner}"
         elif t is None or isinstance(t, TypeVar):
             box[i] = _default_value(v, work, box, i, path, tuples)
         elif isinstance(t, TupleType):
@@ -1254,9 +1307,20 @@ def _to_value(value, ty, code, param, field_types):
         elif isinstance(t, FuncType):
             if not callable(v):
                 fail(t, _value_type_text(v), path)
-            if isinstance(v, InterpreterClosure) and v.code.nparams != len(t.arg_types):
-                fail(t, f"a function of {v.code.nparams} parameter(s)", path)
-            box[i] = v
+            n = len(t.arg_types)
+            if isinstance(v, InterpreterClosure):
+                if v.code.nparams != n:
+                    fail(t, f"a function of {v.code.nparams} parameter(s)", path)
+                box[i] = v
+            elif isinstance(v, _CheckedCallable) and v.ftype == t:
+                box[i] = v
+            elif isinstance(v, Closure) and not isinstance(v, _CheckedCallable):
+                box[i] = v                  # constructors and ops as values: typed already
+            else:
+                if not _accepts(v, n):
+                    fail(t, f"a Python function that cannot take {n} argument(s)", path)
+                inside = _path_text(path) + " of " if path is not None else ""
+                box[i] = _CheckedCallable(v, t, inside + owner, field_types)
         else:
             box[i] = v
     for box, i in reversed(tuples):

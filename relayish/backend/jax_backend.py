@@ -466,7 +466,8 @@ class TraceEvaluator:
         else:
             import jax.numpy as xp
         try:
-            out = op.impl(xp, *args, **attrs)
+            with np.errstate(all="ignore"):   # IEEE nan/inf without warnings, as XLA computes
+                out = op.impl(xp, *args, **attrs)
         except RelayishError:
             raise
         except Exception as exc:  # noqa: BLE001 - an impl fault names the call
@@ -1453,31 +1454,34 @@ def _value_text(v):
 
 
 def _flatten_arg(value, ty, name, leaves, key, refs, ref_ids):
-    """Check one argument against its parameter type; returns its rebuild tree (no recursion)."""
+    """Check one argument against its parameter type; returns its rebuild tree (no recursion).
+
+    Paths inside the argument ("%l.Cons.1.Cons.0") are kept as (parent, step) links and
+    spelled out only for an error: building each string would be quadratic in a list's length."""
     root = [None]
     stack = [(value, ty, name, root, 0)]
     while stack:
-        v, t, where, parent, slot = stack.pop()
+        v, t, path, parent, slot = stack.pop()
         if isinstance(t, TensorType):
             parent[slot] = ("t", len(leaves))
-            leaves.append(_tensor_arg(v, t, where))
+            leaves.append(_tensor_arg(v, t, path))
         elif isinstance(t, TupleType):
             if not isinstance(v, (tuple, list)) or len(v) != len(t.fields):
-                raise EvaluationError(f"argument {where}: expected a tuple of type "
+                raise EvaluationError(f"argument {_path_text(path)}: expected a tuple of type "
                                       f"{_type_text(t)}, got {_value_text(v)}")
             node = [None] * len(t.fields)
             parent[slot] = ("tuple", node)
             for k in reversed(range(len(t.fields))):
-                stack.append((v[k], t.fields[k], f"{where}.{k}", node, k))
+                stack.append((v[k], t.fields[k], (path, f".{k}"), node, k))
         elif isinstance(t, TypeCall):
             if not isinstance(v, ConstructorValue) or v.constructor.belong_to is None or \
                     v.constructor.belong_to.name != t.func.name:
-                raise EvaluationError(f"argument {where}: expected a value of type "
+                raise EvaluationError(f"argument {_path_text(path)}: expected a value of type "
                                       f"{_type_text(t)}, got {_value_text(v)}")
             ctor = v.constructor
             data = ctor.type_data
             if len(v.fields) != len(ctor.inputs):
-                raise EvaluationError(f"argument {where}: {ctor.name_hint} takes "
+                raise EvaluationError(f"argument {_path_text(path)}: {ctor.name_hint} takes "
                                       f"{len(ctor.inputs)} field(s), got {len(v.fields)}")
             subst = dict(zip(data.type_vars, t.args)) if data is not None else {}
             key.append(ctor)
@@ -1485,11 +1489,12 @@ def _flatten_arg(value, ty, name, leaves, key, refs, ref_ids):
             parent[slot] = ("adt", ctor, node)
             for k in reversed(range(len(ctor.inputs))):
                 stack.append((v.fields[k], substitute(ctor.inputs[k], subst),
-                              f"{where}.{ctor.name_hint}.{k}", node, k))
+                              (path, f".{ctor.name_hint}.{k}"), node, k))
         elif isinstance(t, RefType):
             if not isinstance(v, RefValue):
-                raise EvaluationError(f"argument {where}: expected a reference (rl.RefValue) of "
-                                      f"type {_type_text(t)}, got {_value_text(v)}")
+                raise EvaluationError(f"argument {_path_text(path)}: expected a reference "
+                                      f"(rl.RefValue) of type {_type_text(t)}, got "
+                                      f"{_value_text(v)}")
             k = ref_ids.get(id(v))
             if k is not None:
                 key.append(("alias", k))
@@ -1501,33 +1506,49 @@ def _flatten_arg(value, ty, name, leaves, key, refs, ref_ids):
             key.append("ref")
             node = [None]
             parent[slot] = ("ref", k, node)
-            stack.append((v.value, t.value, f"!{where}", node, 0))
+            stack.append((v.value, t.value, ("!", path), node, 0))
         elif isinstance(t, FuncType):
-            raise CompileError(f"argument {where}: the jax backend takes no function arguments; "
-                               "close over the function inside the program, or use rl.evaluate")
+            raise CompileError(f"argument {_path_text(path)}: the jax backend takes no function "
+                               "arguments; close over the function inside the program, or use "
+                               "rl.evaluate")
         else:
-            raise CompileError(f"argument {where}: cannot pass a value of type {_type_text(t)}")
+            raise CompileError(f"argument {_path_text(path)}: cannot pass a value of type "
+                               f"{_type_text(t)}")
     return root[0]
 
 
-def _tensor_arg(v, t, where):
+def _path_text(path):
+    """The text of a path built by _flatten_arg: a name, (parent, ".step") or ("!", parent)."""
+    prefix, suffix = [], []
+    while isinstance(path, tuple):
+        if path[0] == "!":
+            prefix.append("!")
+            path = path[1]
+        else:
+            suffix.append(path[1])
+            path = path[0]
+    return "".join(prefix) + path + "".join(reversed(suffix))
+
+
+def _tensor_arg(v, t, path):
     dtype = np.dtype(t.dtype)
     if isinstance(v, np.ndarray) or _is_jax_value(v):
         if tuple(v.shape) != t.shape or np.dtype(v.dtype) != dtype:
-            raise EvaluationError(f"argument {where}: expected {_type_text(t)}, got "
+            raise EvaluationError(f"argument {_path_text(path)}: expected {_type_text(t)}, got "
                                   f"{_value_text(v)}")
         return v
     if isinstance(v, (bool, int, float, np.generic, list)):
         try:
             arr = np.asarray(v, dtype=dtype)
         except (TypeError, ValueError):
-            raise EvaluationError(f"argument {where}: cannot convert {v!r} to "
+            raise EvaluationError(f"argument {_path_text(path)}: cannot convert {v!r} to "
                                   f"{_type_text(t)}") from None
         if arr.shape != t.shape:
-            raise EvaluationError(f"argument {where}: expected {_type_text(t)}, got a value "
-                                  f"of shape {arr.shape}")
+            raise EvaluationError(f"argument {_path_text(path)}: expected {_type_text(t)}, got a "
+                                  f"value of shape {arr.shape}")
         return arr
-    raise EvaluationError(f"argument {where}: expected {_type_text(t)}, got {_value_text(v)}")
+    raise EvaluationError(f"argument {_path_text(path)}: expected {_type_text(t)}, got "
+                          f"{_value_text(v)}")
 
 
 def _ref_paths(tree, n_params):
@@ -1569,58 +1590,98 @@ def _leaf_indices(tree, ref_index):
 
 
 def _build_arg(node, leaves, refs):
-    kind = node[0]
-    if kind == "t":
-        return leaves[node[1]]
-    if kind == "tuple":
-        return tuple(_build_arg(c, leaves, refs) for c in node[1])
-    if kind == "adt":
-        return _JAdt(node[1], [_build_arg(c, leaves, refs) for c in node[2]], -1)
-    if kind == "ref":
-        ref = _JRef(None, -1)
-        while len(refs) <= node[1]:
-            refs.append(None)
-        refs[node[1]] = ref
-        ref.value = _build_arg(node[2][0], leaves, refs)
-        return ref
-    if kind == "refalias":
-        return refs[node[1]]
-    raise CompileError(f"internal: unknown argument node {kind!r}")
+    """The trace-time value of one argument from its rebuild tree (a loop: long lists are deep)."""
+    out = [None]
+    stack = [(node, out, 0)]
+    while stack:
+        item = stack.pop()
+        if item[0] == "tuple-done":
+            _, fields, target, slot = item
+            target[slot] = tuple(fields)
+            continue
+        n, target, slot = item
+        kind = n[0]
+        if kind == "t":
+            target[slot] = leaves[n[1]]
+        elif kind == "tuple":
+            fields = [None] * len(n[1])
+            stack.append(("tuple-done", fields, target, slot))
+            stack.extend((c, fields, k) for k, c in reversed(list(enumerate(n[1]))))
+        elif kind == "adt":
+            value = _JAdt(n[1], [None] * len(n[2]), -1)
+            target[slot] = value
+            stack.extend((c, value.fields, k) for k, c in reversed(list(enumerate(n[2]))))
+        elif kind == "ref":
+            ref = _JRef(None, -1)
+            while len(refs) <= n[1]:
+                refs.append(None)
+            refs[n[1]] = ref
+            target[slot] = ref
+            stack.append((n[2][0], _RefSlot(ref), 0))
+        elif kind == "refalias":
+            target[slot] = refs[n[1]]
+        else:
+            raise CompileError(f"internal: unknown argument node {kind!r}")
+    return out[0]
+
+
+class _RefSlot:
+    """`slot[0] = v` stores into a reference: a place a rebuild loop can write a child to."""
+    __slots__ = ("ref",)
+
+    def __init__(self, ref):
+        self.ref = ref
+
+    def __setitem__(self, slot, value):
+        self.ref.value = value
 
 
 # ---- results -------------------------------------------------------------------------------------
 
 def _encode(value, leaves, ref_ids, memo=None):
-    """A descriptor of a trace-time result; its tensors are appended to `leaves`."""
+    """A descriptor of a trace-time result; its tensors are appended to `leaves` (depth first,
+    left to right). A loop with an explicit stack: a 10^4-element list is 10^4 levels deep."""
     if memo is None:
         memo = {}
-    if isinstance(value, tuple):
-        return ("tuple", [_encode(v, leaves, ref_ids, memo) for v in value])
-    if _is_tensor(value):
-        leaves.append(value)
-        return ("t", len(leaves) - 1)
-    if isinstance(value, ConstructorValue):
-        return ("adt", value.constructor, [_encode(v, leaves, ref_ids, memo) for v in value.fields])
-    if isinstance(value, _JUnion):
-        leaves.append(value.index)
-        index = len(leaves) - 1
-        return ("union", index, [_encode(a, leaves, ref_ids, memo) for a in value.alts])
-    if isinstance(value, _JRef):
-        if id(value) in ref_ids:
-            return ("argref", ref_ids[id(value)])
-        if id(value) in memo:
-            return memo[id(value)]
-        node = ["ref", len(memo), None]
-        memo[id(value)] = node
-        node[2] = _encode(value.value, leaves, ref_ids, memo)
-        return node
-    if value is _POISON:
-        raise _Restart()
-    if isinstance(value, (_JClosure, _JPrimFn)):
-        raise CompileError("a compiled program cannot return a function (the jax backend "
-                           "returns tensors, tuples, ADT values and references); call it inside "
-                           "the program, or use rl.evaluate")
-    raise CompileError(f"cannot return a {_describe(value)} from a compiled program")
+    out = [None]
+    stack = [(value, out, 0)]
+    while stack:
+        v, target, slot = stack.pop()
+        if isinstance(v, tuple):
+            children = [None] * len(v)
+            target[slot] = ("tuple", children)
+            stack.extend((c, children, k) for k, c in reversed(list(enumerate(v))))
+        elif _is_tensor(v):
+            leaves.append(v)
+            target[slot] = ("t", len(leaves) - 1)
+        elif isinstance(v, ConstructorValue):
+            children = [None] * len(v.fields)
+            target[slot] = ("adt", v.constructor, children)
+            stack.extend((c, children, k) for k, c in reversed(list(enumerate(v.fields))))
+        elif isinstance(v, _JUnion):
+            leaves.append(v.index)
+            children = [None] * len(v.alts)
+            target[slot] = ("union", len(leaves) - 1, children)
+            stack.extend((c, children, k) for k, c in reversed(list(enumerate(v.alts))))
+        elif isinstance(v, _JRef):
+            if id(v) in ref_ids:
+                target[slot] = ("argref", ref_ids[id(v)])
+            elif id(v) in memo:
+                target[slot] = memo[id(v)]
+            else:
+                node = ["ref", len(memo), None]
+                memo[id(v)] = node
+                target[slot] = node
+                stack.append((v.value, node, 2))
+        elif v is _POISON:
+            raise _Restart()
+        elif isinstance(v, (_JClosure, _JPrimFn)):
+            raise CompileError("a compiled program cannot return a function (the jax backend "
+                               "returns tensors, tuples, ADT values and references); call it "
+                               "inside the program, or use rl.evaluate")
+        else:
+            raise CompileError(f"cannot return a {_describe(v)} from a compiled program")
+    return out[0]
 
 
 def _is_pure(desc):
@@ -1635,34 +1696,50 @@ def _is_pure(desc):
 
 
 def _pure_tree(desc, leaves):
-    if desc[0] == "t":
-        return leaves[desc[1]]
-    return tuple(_pure_tree(d, leaves) for d in desc[1])
+    """Nested tuples of the leaves, as `desc` (tuples and tensors only) says."""
+    return _decode(desc, leaves, [], None)
 
 
 def _decode(desc, leaves, refs, entry, memo=None):
+    """The host value of a result descriptor (the inverse of _encode; a loop, never recursion)."""
     if memo is None:
         memo = {}
-    kind = desc[0]
-    if kind == "t":
-        return leaves[desc[1]]
-    if kind == "tuple":
-        return tuple(_decode(d, leaves, refs, entry, memo) for d in desc[1])
-    if kind == "adt":
-        return ConstructorValue(desc[1], [_decode(d, leaves, refs, entry, memo) for d in desc[2]])
-    if kind == "union":
-        index = int(np.asarray(leaves[desc[1]]))
-        return _decode(desc[2][index], leaves, refs, entry, memo)
-    if kind == "argref":
-        return refs[desc[1]]
-    if kind == "ref":
-        if desc[1] in memo:
-            return memo[desc[1]]
-        ref = RefValue(None)
-        memo[desc[1]] = ref
-        ref.value = _decode(desc[2], leaves, refs, entry, memo)
-        return ref
-    raise CompileError(f"internal: unknown result node {kind!r}")
+    out = [None]
+    stack = [(desc, out, 0)]
+    while stack:
+        item = stack.pop()
+        if item[0] == "tuple-done":
+            _, fields, target, slot = item
+            target[slot] = tuple(fields)
+            continue
+        d, target, slot = item
+        kind = d[0]
+        if kind == "t":
+            target[slot] = leaves[d[1]]
+        elif kind == "tuple":
+            fields = [None] * len(d[1])
+            stack.append(("tuple-done", fields, target, slot))
+            stack.extend((c, fields, k) for k, c in reversed(list(enumerate(d[1]))))
+        elif kind == "adt":
+            value = ConstructorValue(d[1], [None] * len(d[2]))
+            target[slot] = value
+            stack.extend((c, value.fields, k) for k, c in reversed(list(enumerate(d[2]))))
+        elif kind == "union":
+            index = int(np.asarray(leaves[d[1]]))
+            stack.append((d[2][index], target, slot))
+        elif kind == "argref":
+            target[slot] = refs[d[1]]
+        elif kind == "ref":
+            if d[1] in memo:
+                target[slot] = memo[d[1]]
+            else:
+                ref = RefValue(None)
+                memo[d[1]] = ref
+                target[slot] = ref
+                stack.append((d[2], _RefSlot(ref), 0))
+        else:
+            raise CompileError(f"internal: unknown result node {kind!r}")
+    return out[0]
 
 
 # ---- entry point ---------------------------------------------------------------------------------
