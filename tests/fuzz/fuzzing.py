@@ -29,9 +29,9 @@ EXAMPLES = {
     "differential_edge_values": (60, 5_000),
 }
 
-# nesting depths of the deep-nesting cases (the parser stops at 10,000 levels)
-DEEP_NESTING_DEPTHS = ((100, 3_000, 11_000) if not LONG else
-                       (100, 1_000, 3_000, 5_000, 9_000, 11_000, 100_000))
+# nesting depths of the deep-nesting cases (the parser stops at 30,000 levels or brackets)
+DEEP_NESTING_DEPTHS = ((100, 3_000, 31_000) if not LONG else
+                       (100, 1_000, 3_000, 5_000, 9_000, 31_000, 100_000))
 FLAT_CHAIN_LENGTH = 100_000 if LONG else 10_000     # terms of `1f + 1f + ...`
 
 # per example: a run past this, or a process grown by this much, is a runaway (a hang, an

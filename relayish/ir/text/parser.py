@@ -327,7 +327,9 @@ class _Parser:
         if self.tok[0] != "ident":
             raise self.error(f"expected the type's name, found {self.describe()}")
         name_tok = self.advance()
-        header = self.type_names[name_tok[1]]
+        header = self.type_names.get(name_tok[1])
+        if header is None:        # pass 1 missed it (unbalanced brackets before it)
+            header = self.type_names[name_tok[1]] = self.build(GlobalTypeVar, name_tok, name_tok[1])
         type_vars = self.type_params()
         self.type_scopes.open({v.name: v for v in type_vars})
         self.expect("{")
