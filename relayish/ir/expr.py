@@ -9,11 +9,13 @@ expressions build op calls (`x + y` is `add(x, y)`); `==` stays identity, use `r
 """
 from __future__ import annotations
 
+import re
+
 from attrs import Converter, define, field
 import numpy as np
 
 from relayish.errors import RelayishError
-from relayish.ir.types import (DTYPES, GlobalTypeVar, Type, TensorType, TypeVar, normalize_dtype,
+from relayish.ir.types import (DTYPES, FuncType, GlobalTypeVar, Type, TensorType, TypeVar, normalize_dtype,
                                printable_name)
 
 
@@ -131,6 +133,11 @@ class Expr(Node):
     __array_ufunc__ = None
     __array_priority__ = 1000
 
+    def __array__(self, dtype=None, copy=None):
+        # np.asarray(x) would otherwise make a 0-d object array holding the expression
+        raise RelayishError(f"{_short_text(self)} is a relayish expression, not an array: it has "
+                            "no value until the program runs (rl.evaluate, rl.compile)")
+
     def __bool__(self):
         # the value is not known while the program is built: `if x < y:` would silently take
         # one branch for every run (jax raises the same way for tracers)
@@ -225,13 +232,21 @@ def as_expr(value, like=None) -> Expr:
         return value
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, Expr) for v in value):
         return Tuple(list(value))
+    hint = None
+    if like is not None and _python_number_kind(value) is not None:
+        hint = dtype_hint(like)
+    return _constant(value, hint)
+
+
+def _constant(value, hint):
+    """rl.const(value), where a Python number (or list of them) takes the dtype `hint` when that
+    is numeric and would not truncate it (a float never becomes an int)."""
     dtype = None
     if isinstance(value, (bool, np.bool_)):
         dtype = "bool"
-    elif like is not None and (isinstance(value, (float, int)) or isinstance(value, list)):
+    elif hint is not None and hint != "bool":
         kind = _python_number_kind(value)
-        hint = dtype_hint(like) if kind is not None else None
-        if hint is not None and hint != "bool" and not (kind == "f" and hint.startswith(("int", "uint"))):
+        if kind is not None and not (kind == "f" and hint.startswith(("int", "uint"))):
             dtype = hint
     return const(value, dtype=dtype)
 
@@ -266,6 +281,7 @@ def _const_array(value, dtype):
     if value is None or isinstance(value, Node):
         raise RelayishError(f"{describe(value)} is not a constant: a constant is a number, a bool, "
                             "or an array of them")
+    narrow = False
     try:
         if dtype is not None:
             arr = np.asarray(value, dtype=normalize_dtype(dtype))
@@ -280,7 +296,10 @@ def _const_array(value, dtype):
             if arr.dtype.kind == "f" and not isinstance(value, np.ndarray | np.generic):
                 arr = arr.astype("float32")      # a nested Python list of floats: float32 like scalars
             elif arr.dtype.kind == "i" and not isinstance(value, np.ndarray | np.generic):
-                arr = _fitting(value, arr, "int32")
+                narrow = True           # a nested Python list of ints: int32 like scalars
+    except RelayishError:       # an expression inside a list: Expr.__array__ refused it
+        raise RelayishError(f"{_shown(value)} is not a constant: it holds expressions; a list of "
+                            "expressions is built with rl.Tuple([...]) or rl.stack([...])") from None
     except OverflowError:
         target = normalize_dtype(dtype) if dtype is not None else "int32"
         raise RelayishError(_overflow_message(value, target)) from None
@@ -290,16 +309,19 @@ def _const_array(value, dtype):
                                 "different lengths (a constant is a rectangular array)") from None
         raise RelayishError(f"{_shown(value)} cannot be made a constant"
                             + (f" of dtype {dtype}" if dtype is not None else "")) from None
+    if narrow:
+        arr = _fitting(value, arr, "int32")
     if arr.dtype.kind == "O" and _python_number_kind(value) == "i":   # ints past int64
         raise RelayishError(_overflow_message(value, normalize_dtype(dtype or "int32")))
     if arr.dtype.kind in "OUS":
         held = "strings" if arr.dtype.kind in "US" else "values that are not numbers"
         raise RelayishError(f"{_shown(value)} is not a constant: it holds {held}; a constant is "
-                            "a number, a bool, or an array of them"
-                            + ("; a list of expressions is built with rl.Tuple([...]) or "
-                               "rl.stack([...])" if _holds_expr(value) else ""))
+                            "a number, a bool, or an array of them")
     normalize_dtype(arr.dtype)  # raises on complex and other unsupported arrays
     return arr
+
+
+_ADDRESS = re.compile(r" (object )?at 0x[0-9a-fA-F]+")
 
 
 def _fitting(value, arr, dtype):
@@ -323,19 +345,9 @@ def _overflow_message(value, dtype):
 
 
 def _shown(value, limit=60) -> str:
-    text = repr(value)
+    """A user's value as a message quotes it: its repr, shortened, without memory addresses."""
+    text = _ADDRESS.sub("", repr(value))
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _holds_expr(value) -> bool:
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, Expr):
-            return True
-        if isinstance(v, (list, tuple)):
-            stack.extend(v)
-    return False
 
 
 # ---- field checks ----------------------------------------------------------------------------
@@ -374,15 +386,12 @@ def _list_of(kind, expected, constants=False):
             if isinstance(value, Node):
                 advice = f"; put it in a list: [{_short_text(value, 40)}]"
             raise _field_error(node, attribute, f"a list of {expected}", value, advice)
-        like = None
         for k, item in enumerate(items):
             if isinstance(item, kind):
                 continue
             if constants and _constant_like(item):
-                if like is None:
-                    like = next((i for i in items if isinstance(i, Expr)), None)
                 try:
-                    items[k] = as_expr(item, like=like)
+                    items[k] = _constant(item, _parameter_dtype(node, k))
                     continue
                 except RelayishError as err:
                     raise RelayishError(f"rl.{type(node).__name__}: item {k} of "
@@ -393,6 +402,19 @@ def _list_of(kind, expected, constants=False):
                                 f"item {k} is {describe(item)}")
         return items
     return Converter(convert, takes_self=True, takes_field=True)
+
+
+def _parameter_dtype(node, k):
+    """The dtype a called function declares for its k-th parameter, if it is evident (a Python
+    number passed there takes it); None for tuple fields and unknown callees."""
+    op = getattr(node, "op", None)
+    if isinstance(op, Function):
+        t = op.params[k].type_annotation if k < len(op.params) else None
+    else:
+        t = getattr(op, "_checked_type", None) or getattr(op, "type_annotation", None)
+        if isinstance(t, FuncType):
+            t = t.arg_types[k] if k < len(t.arg_types) else None
+    return t.dtype if isinstance(t, TensorType) else None
 
 
 def _constant_like(value) -> bool:

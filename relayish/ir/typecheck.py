@@ -246,7 +246,12 @@ class TypeChecker(ExprFunctor):
         return any(s is hole for s in walk_type(t, self.resolve))
 
     def expect(self, node, expected, actual, what=None):
-        """unify(expected, actual), turning a mismatch into a TypeCheckError about `node`."""
+        """unify(expected, actual), turning a mismatch into a TypeCheckError about `node`.
+
+        `what` (a str, or a function returning one) says which constraint this is. Text that
+        prints program pieces is passed as a function: it is built only when the check fails,
+        since printing a call's text for each of its arguments made nested calls quadratic.
+        """
         try:
             self.unify(expected, actual)
         except _Mismatch as m:
@@ -254,6 +259,8 @@ class TypeChecker(ExprFunctor):
 
     def mismatch_error(self, node, expected, actual, m, what=None):
         exp, act = type_str(self.zonk(expected)), type_str(self.zonk(actual))
+        if callable(what):
+            what = what()
         where = f"{_text(node)} ({what})" if what else _text(node)
         if m.recursive:
             return TypeCheckError(
@@ -341,11 +348,11 @@ class TypeChecker(ExprFunctor):
         ann = var.type_annotation
         if ann is not None:
             self.check_annotation(ann, var)
-            self.expect(site, ann, t, f"the annotation of {_text(var)}")
+            self.expect(site, ann, t, lambda: f"the annotation of {_text(var)}")
             t = ann
         key = id(var)
         if key in self.var_types:       # bound twice (shared subprograms): one type
-            self.expect(site, self.var_types[key], t, f"the variable {_text(var)}")
+            self.expect(site, self.var_types[key], t, lambda: f"the variable {_text(var)}")
             return
         self.var_types[key] = t
         self.binding_site.setdefault(key, site)
@@ -516,7 +523,7 @@ class TypeChecker(ExprFunctor):
                                  f"{len(fn.arg_types)}, got {len(e.args)}; its type is "
                                  f"{type_str(self.zonk(fn))}")
         for k, (param, arg) in enumerate(zip(fn.arg_types, e.args)):
-            self.expect(arg, param, self.visit(arg), f"argument {k + 1} of {_text(e)}")
+            self.expect(arg, param, self.visit(arg), lambda k=k: f"argument {k + 1} of {_text(e)}")
         return fn.ret_type
 
     def visit_Let(self, e):
@@ -527,7 +534,7 @@ class TypeChecker(ExprFunctor):
             if isinstance(e.value, Function) and id(var) not in self.var_types:
                 self.bind(var, self.binder_type(var, poly_ok=True), e)   # recursive local functions
                 self.expect(e, self.var_types[id(var)], self.visit(e.value),
-                            f"the value bound to {_text(var)}")
+                            lambda var=var: f"the value bound to {_text(var)}")
             else:
                 value = self.visit(e.value)
                 self.bind(var, value, e)
@@ -576,7 +583,7 @@ class TypeChecker(ExprFunctor):
                     raise TypeCheckError(f"the pattern {_text(p)} in {_text(match)} does not use a "
                                          "constructor")
                 fn = self.instantiate(self.constructor_type(ctor))
-                self.expect(match, t, fn.ret_type, f"the pattern {_text(p)}")
+                self.expect(match, t, fn.ret_type, lambda p=p: f"the pattern {_text(p)}")
                 if len(p.patterns) != len(fn.arg_types):
                     raise TypeCheckError(f"the pattern {_text(p)} in {_text(match)} gives "
                                          f"{len(p.patterns)} field(s); constructor "
@@ -584,7 +591,7 @@ class TypeChecker(ExprFunctor):
                 stack.extend(zip(p.patterns, fn.arg_types))
             elif isinstance(p, PatternTuple):
                 fields = [self.fresh() for _ in p.patterns]
-                self.expect(match, t, TupleType(fields), f"the pattern {_text(p)}")
+                self.expect(match, t, TupleType(fields), lambda p=p: f"the pattern {_text(p)}")
                 stack.extend(zip(p.patterns, fields))
             else:
                 raise TypeCheckError(f"{_text(match)} has something that is not a pattern: {p!r}")
