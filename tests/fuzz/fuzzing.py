@@ -26,7 +26,7 @@ EXAMPLES = {
     "builder_nested_misuse": (60, 5_000),
     "differential_programs": (12, 1_000),
     "differential_gradients": (6, 300),
-    "differential_edge_values": (60, 5_000),
+    "differential_edge_chains": (40, 5_000),
 }
 
 # nesting depths of the deep-nesting cases (the parser stops at 30,000 levels or brackets)
