@@ -488,10 +488,17 @@ def test_megabytes_of_nested_brackets_are_rejected_fast_at_the_bracket_too_deep(
         assert elapsed < 3.0, f"rejecting 5 MB of brackets took {elapsed:.1f}s"
 
 
-def test_deep_prefix_operators_are_rejected_with_a_position():
+def test_deep_prefix_operators_are_rejected_fast_with_a_position():
+    from relayish.ir.text.lexer import MAX_BRACKETS
     with pytest.raises(rl.ParseError, match="nested too deeply") as info:
         rl.parse_expr("let %y = 1f;\n" + "-" * 100_000 + "%y")
     assert info.value.line == 2 and info.value.column > 1
+    start = time.process_time()
+    with pytest.raises(rl.ParseError, match="nested too deeply") as info:     # 5 MB
+        rl.parse("def @main(%x: float32) {\n" + "!-" * 2_500_000 + "%x\n}")
+    assert (info.value.line, info.value.column) == (2, MAX_BRACKETS + 2)
+    assert time.process_time() - start < 3.0
+    assert isinstance(rl.parse_expr("-" * 20_000 + "1f"), rl.Call)     # deep, not too deep
 
 
 def test_a_flat_200000_term_sum_is_not_deep_it_parses_and_prints_back():

@@ -14,7 +14,7 @@ from relayish.errors import ParseError
 _TOKEN = re.compile(r"""
     \s*(?:
     (?P<local>%[A-Za-z0-9_]+)
-  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)   # nn.conv2d: one name
   | (?P<number>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?(?:[A-Za-z_][A-Za-z0-9_]*)?)
   | (?P<comment>//[^\n]*)
   | (?P<bcomment>/\*.*?\*/)
@@ -30,7 +30,7 @@ _TOKEN = re.compile(r"""
 _SKIP = {"comment", "bcomment"}
 
 
-MAX_BRACKETS = 30000      # brackets open at once beyond which the text is rejected
+MAX_BRACKETS = 30000      # brackets open at once (or prefix - and ! in a row) that are too deep
 _OPEN = frozenset("([{")
 _CLOSE = frozenset(")]}")
 _CHUNK = 4096             # tokens made per refill of the lazy token list
@@ -60,7 +60,9 @@ class Tokens:
     `toks[j]` is token j (the "eof" token past the end). Reading lazily means an error near
     the start of a huge text is reported without scanning the rest, and brackets nested more
     than MAX_BRACKETS deep are rejected where they reach that depth (5 MB of '(' is rejected
-    after 10^4 tokens, not after tokenizing 5 million). With `comments=True` the comments are
+    after 3 * 10^4 tokens, not after tokenizing 5 million), and so are more than MAX_BRACKETS
+    prefix operators `-` `!` in a row (each nests one level: `- - - x`), the other nesting made
+    of one-character tokens. With `comments=True` the comments are
     kept in `.comments` as (text, start, end) in text order (for the formatter).
     """
 
@@ -88,6 +90,7 @@ class Tokens:
 def _scan(source: Source, comments):
     text = source.text
     depth = 0
+    prefix_run = 0              # `-` and `!` tokens in a row
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup
         if kind in _SKIP:
@@ -100,6 +103,14 @@ def _scan(source: Source, comments):
         start, end = m.span(kind)
         if kind == "punct":
             tok = m.group(kind)
+            if tok == "-" or tok == "!":
+                prefix_run += 1
+                if prefix_run > MAX_BRACKETS + 1:      # one `-` may be a binary minus
+                    raise source.error(f"the program is nested too deeply (more than "
+                                       f"{MAX_BRACKETS} prefix operators in a row)", start)
+                yield ("punct", tok, start, end)
+                continue
+            prefix_run = 0
             if tok in _OPEN:
                 depth += 1
                 if depth > MAX_BRACKETS:
@@ -109,6 +120,7 @@ def _scan(source: Source, comments):
                 depth -= 1
             yield ("punct", tok, start, end)
             continue
+        prefix_run = 0
         if kind == "bad":
             raise source.error(f"unexpected character {m.group(kind)!r}", start)
         if kind == "badcomment":
