@@ -93,7 +93,8 @@ def build_newton_loop(evaluate, objective, n):
             i, t, _ = s
             ft = lax.cond(i == 0, lambda: f_trial, lambda: objective(x + t * p))
             finite = jnp.isfinite(ft)
-            accepted = finite & (ft <= f + c1 * t * slope)
+            # methods.decreased_enough: -inf is accepted (the run then stops as diverging)
+            accepted = (ft == -jnp.inf) | (finite & (ft <= f + c1 * t * slope))
             denom = 2.0 * (ft - f - slope * t)
             interpolated = jnp.where(denom > 0, -slope * t * t / jnp.where(denom > 0, denom, 1.0),
                                      0.5 * t)
@@ -108,7 +109,8 @@ def build_newton_loop(evaluate, objective, n):
     def body(s, first_row, tol, max_iter):
         fz, gz, Hz, pz = evaluate(s["z"])
         trial = s["mode"] == TRIAL
-        armijo = jnp.isfinite(fz) & (fz <= s["f"] + c1 * jnp.dot(s["g"], s["p"]))
+        armijo = (fz == -jnp.inf) | (jnp.isfinite(fz)
+                                     & (fz <= s["f"] + c1 * jnp.dot(s["g"], s["p"])))
         take = ~trial | armijo
         k = jnp.where(take & (s["mode"] != START), s["k"] + 1, s["k"])
         gnorm = jnp.sqrt(jnp.sum(gz * gz))

@@ -13,8 +13,11 @@ offers (see problem.py, and CallableProblem below for plain numpy functions):
 Stopping: the Euclidean norm of the gradient is at most `tol` (converged), `max_iter` steps were
 taken, or no step decreases the objective any more (a line search or the trust region gives up,
 usually because the objective is only as accurate as its float precision), or a value is NaN.
-Non-finite objective values met by a line search or a trial step count as "too far" and shrink
-the step; a NaN or inf at an accepted point or in a gradient/Hessian stops with a reason.
+NaN and +inf objective values met by a line search or a trial step count as "too far" and shrink
+the step; -inf is the largest decrease there is and is accepted (the run then stops: the
+objective diverges). A NaN or inf at an accepted point or in a gradient/Hessian stops with a
+reason; `solve` turns a stop into "the objective diverges" when the objective went to -inf or
+overflowed on its way down (f below its start and an infinite gradient or gradient norm).
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ class Outcome:
     n_iter: int
     converged: bool
     message: str
+    reached_max_iter: bool = False
 
 
 class CallableProblem:
@@ -84,6 +88,12 @@ def _finite(*values):
     return True
 
 
+def decreased_enough(ft, bound):
+    """The Armijo test f(x + t p) <= bound, where -inf passes (it is a decrease: the run stops
+    there as diverging) and NaN or +inf fail (too far: shrink the step)."""
+    return ft == -math.inf or (math.isfinite(ft) and ft <= bound)
+
+
 def _nonfinite_stop(x, f, g, k, what):
     return Outcome(x, f, g, k, False, f"stopped: the {what} is not finite (NaN or inf) at "
                                       f"iteration {k}")
@@ -101,7 +111,7 @@ def backtrack(fun, x, f, g, p, t=1.0, f_ref=None, f_trial=None,
     f_ref = f if f_ref is None else f_ref
     for i in range(max_steps):
         ft = fun(x + t * p) if (i > 0 or f_trial is None) else f_trial
-        if math.isfinite(ft) and ft <= f_ref + ARMIJO_C1 * t * slope:
+        if decreased_enough(ft, f_ref + ARMIJO_C1 * t * slope):
             return t, ft
         if math.isfinite(ft):
             denom = 2.0 * (ft - f - slope * t)
@@ -132,7 +142,8 @@ def _iteration_start(x, f, g, k, tol, max_iter, monitor, step, **progress):
 
 
 def _max_iter_reached(x, f, g, max_iter):
-    return Outcome(x, f, g, max_iter, False, f"stopped: max_iter={max_iter} iterations reached")
+    return Outcome(x, f, g, max_iter, False, f"stopped: max_iter={max_iter} iterations reached",
+                   reached_max_iter=True)
 
 
 def _line_search_failed(x, f, g, k, gnorm, tol):
@@ -194,7 +205,7 @@ def run_newton(problem, x0, tol, max_iter, monitor):
             p, slope = -g, -float(g @ g)
         x_full = x + p
         f_full, g_full, H_full, p_full = problem.value_grad_hess(x_full)
-        if math.isfinite(f_full) and f_full <= f + ARMIJO_C1 * slope:
+        if decreased_enough(f_full, f + ARMIJO_C1 * slope):
             x, f, g, H, p, step = x_full, f_full, g_full, H_full, p_full, 1.0
         else:
             found = backtrack(problem.fun, x, f, g, p,
@@ -294,7 +305,7 @@ def _newton_device_loop(problem, dev, x0, tol, max_iter, monitor):
         x_full, g_full, p_full, stats = dev.trial(x, p)
         problem.count()
         f_full, gnorm_full, slope_full, g_ok_full, p_ok_full = np.asarray(stats).tolist()
-        if math.isfinite(f_full) and f_full <= f + c1 * slope:
+        if decreased_enough(f_full, f + c1 * slope):
             x, g, H, p, step = x_full, g_full, None, p_full, 1.0
             f, gnorm, slope, g_ok, p_ok = f_full, gnorm_full, slope_full, g_ok_full, p_ok_full
         else:
@@ -415,7 +426,8 @@ def run_trust_ncg(problem, x0, tol, max_iter, monitor, initial_radius=1.0, max_r
         if p is None:
             return _nonfinite_stop(x, f, g, k, "Hessian-vector product")
         f_new = problem.fun(x + p)
-        actual = f - f_new if math.isfinite(f_new) else -math.inf
+        # NaN or +inf: a failed step; -inf: accepted (rho = inf), the run stops as diverging
+        actual = f - f_new if (math.isfinite(f_new) or f_new == -math.inf) else -math.inf
         rho = actual / predicted if predicted > 0 else -math.inf
         if rho < 0.25:
             radius = 0.25 * radius
@@ -496,6 +508,27 @@ def run_gd(problem, x0, tol, max_iter, monitor, memory=10):
         alpha = min(max(float(s @ s) / sy, 1e-12), 1e12) if sy > 0 else min(1.0, 1.0 / gnorm)
         f, g = f_new, g_new
         recent = (recent + [f])[-memory:]
+
+
+def solve(method, problem, x0, tol, max_iter, monitor):
+    """Run METHODS[method] and name divergence: a run that stopped (not converged, not at
+    max_iter) at f = -inf, or with f below its starting value and an infinite gradient or
+    gradient norm (the objective overflowed on its way down), diverges. Without this the stop
+    would read "not finite" or "the line search found no decrease (the objective's precision
+    is reached)" for an objective that is unbounded below."""
+    outcome = METHODS[method](problem, x0, tol, max_iter, monitor)
+    if outcome.converged or outcome.reached_max_iter or not monitor.history:
+        return outcome
+    f0, f = monitor.history[0]["fun"], outcome.fun
+    with np.errstate(over="ignore"):
+        overflowed = (np.isinf(outcome.grad).any()
+                      or math.isinf(float(np.linalg.norm(outcome.grad))))
+    if f == -math.inf or (f < f0 and overflowed):
+        what = "reached -inf" if f == -math.inf else \
+            f"fell from {f0:.3g} to {f:.3g} and its gradient overflowed"
+        outcome.message = (f"stopped: the objective diverges (it is unbounded below, or "
+                           f"unbounded in float64): f {what} at iteration {outcome.n_iter}")
+    return outcome
 
 
 METHODS = {

@@ -8,7 +8,7 @@ import attrs
 import numpy as np
 
 from relayish.errors import CompileError, RelayishError
-from relayish.optim.methods import METHODS, CallableProblem, Monitor
+from relayish.optim.methods import METHODS, CallableProblem, Monitor, solve
 from relayish.optim.problem import HESSIANS, flat_objective, relayish_problem
 
 BACKENDS = ("jax", "interpreter")
@@ -134,13 +134,21 @@ def _run(problem, x_flat, unflatten, method, tol, max_iter, verbose, callback, b
     callbacks = [c for c in (progress_printer() if verbose else None, callback) if c is not None]
     # no callback at all when nothing watches: Newton on jax then keeps its iterations in XLA
     monitor = Monitor((lambda e: [c(e) for c in callbacks]) if callbacks else None)
-    outcome = METHODS[method](problem, x_flat, float(tol), int(max_iter), monitor)
+    # overflow on the way to a stop (an objective unbounded below) is reported by the outcome,
+    # not as numpy warnings from the methods' arithmetic
+    with np.errstate(over="ignore", invalid="ignore"):
+        outcome = solve(method, problem, x_flat, float(tol), int(max_iter), monitor)
     if verbose:
         print(f"{method}: {outcome.message} after {outcome.n_iter} iterations, "
               f"f = {outcome.fun:.12g}", flush=True)
     return OptimizeResult(
         x=unflatten(outcome.x), fun=float(outcome.fun),
-        grad_norm=float(np.linalg.norm(outcome.grad)), n_iter=int(outcome.n_iter),
+        grad_norm=_norm(outcome.grad), n_iter=int(outcome.n_iter),
         converged=bool(outcome.converged), message=outcome.message, history=monitor.history,
         method=method, backend=backend, nfev=getattr(problem, "nfev", 0),
         ngev=getattr(problem, "ngev", 0), nhev=getattr(problem, "nhev", 0))
+
+
+def _norm(v):
+    with np.errstate(over="ignore"):      # a diverging run's gradient may overflow the norm
+        return float(np.linalg.norm(v))

@@ -1,4 +1,6 @@
 """rl.optim.minimize on relayish objectives, on both backends."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -339,3 +341,38 @@ def test_deeply_nested_objective_module():
     assert float(res.x) == pytest.approx(-5000.0)
     again = rl.optim.minimize(mod, 2.0, backend="interpreter")     # the cached problem
     assert again.converged and float(again.x) == pytest.approx(-5000.0)
+
+
+UNBOUNDED = {"-x^2": lambda x: -rl.sum(x * x), "-x^4": lambda x: -rl.sum(x ** 4.0),
+             "-exp(x)": lambda x: -rl.sum(rl.exp(x))}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("objective, method", [("-x^2", "newton"), ("-x^4", "newton"),
+                                               ("-x^2", "newton-cg"), ("-exp(x)", "gd")])
+def test_objective_unbounded_below_diverges(objective, method, backend):
+    """These go to -inf: the run must say it diverges, not that the objective's precision is
+    reached (-x^4 with newton used to stop at f = -6.9e307, |g| = inf with that message)."""
+    x = rl.var("x", shape=(2,), dtype=F64)
+    f = rl.Function([x], UNBOUNDED[objective](x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")             # no overflow warnings leak either
+        res = rl.optim.minimize(f, [0.5, 0.25], method=method, backend=backend, max_iter=2000)
+    assert not res.converged
+    assert "diverges" in res.message and "precision" not in res.message, res.message
+    assert res.fun < -1e300
+
+
+def test_overflowing_gradient_on_the_way_down_diverges():
+    # bfgs on -sum(exp(x)) stops at f = -1.4e154 with an overflowing gradient norm
+    x = rl.var("x", shape=(2,), dtype=F64)
+    res = rl.optim.minimize(rl.Function([x], -rl.sum(rl.exp(x))), [0.5, 0.25], method="bfgs",
+                            backend="interpreter", max_iter=2000)
+    assert not res.converged and "diverges" in res.message and "gradient overflowed" in res.message
+
+
+def test_a_max_iter_stop_is_not_called_divergence():
+    x = rl.var("x", shape=(2,), dtype=F64)
+    res = rl.optim.minimize(rl.Function([x], -rl.sum(x * x)), [0.5, 0.25], method="bfgs",
+                            backend="interpreter", max_iter=5)
+    assert res.message == "stopped: max_iter=5 iterations reached"
