@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from relayish.errors import RelayishError
+from relayish.errors import CompileError, RelayishError
 from relayish.ir.expr import Call, Function, GlobalVar, Let, Tuple, TupleGetItem, Var, const
 from relayish.ir.module import Module
 from relayish.ir.types import TensorType, TupleType, TypeCall, substitute
@@ -304,22 +304,37 @@ def _batched_value_grad_hess(jg_run, fun_run, n):
     definite (NaN from the Cholesky otherwise: then the optimizer falls back to its modified
     Cholesky on H). fun_run is the compiled objective, for the line search in XLA.
     """
-    from relayish.errors import CompileError
     try:
         jg = jg_run.jax_function()
         fun = fun_run.jax_function()
     except CompileError:
+        # jax_function's documented refusal: a parameter or result that is not tensors (the
+        # compiled Hessian program handles those); other failures are real and surface
         return None
-    except Exception:  # noqa: BLE001 - an optimization only: the fallback reports real errors
-        return None
+    except RelayishError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a failure outside relayish's errors is a bug: say so
+        raise _batching_failed("the compiled program's jax function", e) from e
     if not (jg_run.uses_x64 and fun_run.uses_x64):
         return None
+    device = DeviceNewton(jg, fun, n)
     try:
-        device = DeviceNewton(jg, fun, n)
         device.check()
-    except Exception:  # noqa: BLE001 - an optimization only: fall back to the relayish Hessian
+    except NotImplementedError:
+        # jax has no batching rule for a primitive the program uses ("Batching rule for ... not
+        # implemented"): vmap cannot batch it, so the Hessian's n HVPs run as separate calls
         return None
+    except RelayishError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any other failure is a bug: say so
+        raise _batching_failed("jax.vmap of the forward-over-reverse program", e) from e
     return device
+
+
+def _batching_failed(what, e):
+    return CompileError(f"Newton's batched Hessian failed ({what}): {type(e).__name__}: {e}\n"
+                        "(this is a bug in relayish; pass hessian=\"reverse\" to build the "
+                        "Hessian as a relayish program instead)")
 
 
 class DeviceNewton:
@@ -373,13 +388,16 @@ class DeviceNewton:
         self._trial = jax.jit(trial)
         self._loop = build_newton_loop(evaluate, objective, n)
         self.context = lambda: jax.enable_x64(True)
+        self._traced = (evaluate, objective)
 
-        def check():
-            # trace (not compile) the vmapped evaluation: fails early where batching does not go
-            with self.context():
-                jax.eval_shape(evaluate, jax.ShapeDtypeStruct((n,), jnp.float64))
-                jax.eval_shape(objective, jax.ShapeDtypeStruct((n,), jnp.float64))
-        self.check = check
+    def check(self):
+        """Trace (not compile) the vmapped evaluation and the objective: fails early where
+        batching does not go."""
+        import jax
+        import jax.numpy as jnp
+        with self.context():
+            for fn in self._traced:
+                jax.eval_shape(fn, jax.ShapeDtypeStruct((self.n,), jnp.float64))
 
     def warm_up(self, x, stepwise, max_iter=0):
         """Compile (and run once at x) what the coming loop uses: at and trial for the

@@ -376,3 +376,28 @@ def test_a_max_iter_stop_is_not_called_divergence():
     res = rl.optim.minimize(rl.Function([x], -rl.sum(x * x)), [0.5, 0.25], method="bfgs",
                             backend="interpreter", max_iter=5)
     assert res.message == "stopped: max_iter=5 iterations reached"
+
+
+def test_batched_hessian_falls_back_only_on_a_missing_batching_rule(monkeypatch):
+    """The vmapped (f, g, H) evaluation gives way to the relayish Hessian program when jax has
+    no batching rule (NotImplementedError); any other failure surfaces as a CompileError
+    instead of being hidden by the fallback (it was `except Exception: return None`)."""
+    from relayish.optim import problem as problem_module
+    from relayish.optim.problem import RelayishProblem, flat_objective
+    obj, spec, x = flat_objective(rosenbrock(2), rosenbrock_start(2))
+
+    def failing(error):
+        def check(self):
+            raise error
+        return check
+    monkeypatch.setattr(problem_module.DeviceNewton, "check",
+                        failing(NotImplementedError("Batching rule for 'x' not implemented")))
+    fallback = RelayishProblem(obj, x.size, "newton", "jax")
+    assert not fallback.batched
+    assert fallback.value_grad_hess(x)[0] == pytest.approx(24.2)
+    monkeypatch.setattr(problem_module.DeviceNewton, "check", failing(ValueError("boom")))
+    with pytest.raises(rl.CompileError, match=r"(?s)ValueError: boom.*hessian=\"reverse\""):
+        RelayishProblem(obj, x.size, "newton", "jax")
+    monkeypatch.setattr(problem_module, "PROBLEMS", problem_module.ProblemCache())
+    with pytest.raises(rl.CompileError, match=r"(?s)boom.*backend=\"interpreter\""):
+        rl.optim.minimize(rosenbrock(2), rosenbrock_start(2), backend="jax")
