@@ -355,12 +355,12 @@ class ForwardTransform(ExprFunctor):
         z = _typed(Call(op, primals, e.attrs), out_t)
         if self.D(out_t) == out_t:                   # no tangent: int/bool results
             return z
-        if not isinstance(out_t, TensorType):
+        if not isinstance(out_t, (TensorType, TupleType)):
             raise GradientError(f"jvp: operator '{op.name}' returns {out_t}, which forward mode "
                                 f"does not support yet")
         zv = self.emit("z", z, out_t)
         if not op.differentiable or all(d is None for d in tangents):
-            return Tuple([zv, make_call("zeros_like", [zv])])
+            return lift(zv, _zeros_like_value(zv, out_t), out_t)
         if op.tangent is None:
             raise GradientError(f"no tangent rule for operator '{op.name}' in "
                                 f"{_short_text(e, 200)}; register one with "
@@ -370,7 +370,7 @@ class ForwardTransform(ExprFunctor):
         dz = op.tangent(z, tangents)
         dz = _substitute(dz, z, zv)
         dzv = self.emit("dz", dz, out_t)
-        return Tuple([zv, dzv])
+        return lift(zv, dzv, out_t)        # a tuple result (split): one dual per field
 
 
 def _zeros_like_value(p, t):

@@ -179,8 +179,15 @@ def collapse_sum_like(x, like):
 def broadcast_to_like(x, like): return _call("broadcast_to_like", x, like)
 def reshape_like(x, like): return _call("reshape_like", x, like)
 def cast_like(x, like): return _call("cast_like", x, like)
-def full_like(x, fill_value=0.0): return _call("full_like", x, fill_value=fill_value)
-def expand_dims(x, axis): return _call("expand_dims", x, axis=axis)
+def full_like(x, fill_value=0.0):
+    """`full_like(x, 0.5)`: the constant in x's shape and dtype; a scalar tensor expression as
+    fill_value makes Relay's two-argument form `full_like(%x, %v)`."""
+    if isinstance(fill_value, Expr):
+        return _call("full_like", x, fill_value)
+    return _call("full_like", x, fill_value=fill_value)
+def expand_dims(x, axis, num_newaxis=1):
+    """numpy.expand_dims(x, axis); Relay's num_newaxis=k inserts k axes at the int axis."""
+    return _call("expand_dims", x, axis=axis, num_newaxis=num_newaxis)
 
 
 def take_backward(g, indices, like, axis=None):
@@ -216,3 +223,147 @@ for _name, _fn in list(globals().items()):
     if inspect.isfunction(_fn) and not _name.startswith("_") and _fn.__module__ == __name__:
         globals()[_name] = _with_checked_arguments(_fn)
 del _name, _fn
+
+
+# ---- Relay's operators (relayish/ops/layers.py, tensor.py): rl.clip ..., rl.nn.conv2d ... -------
+def clip(x, a_min, a_max):
+    """`clip(x, 0.0, 6.0)`: x limited to [a_min, a_max]."""
+    return _call("clip", x, a_min=a_min, a_max=a_max)
+
+
+def split(x, indices_or_sections, axis=0):
+    """`split(x, 3)`: a tuple of 3 equal pieces; `split(x, (1, 4), axis=1)` cuts at 1 and 4."""
+    return _call("split", x, indices_or_sections=indices_or_sections, axis=axis)
+
+
+def squeeze(x, axis=None): return _call("squeeze", x, axis=axis)
+
+
+def full(fill_value, shape, dtype=None):
+    """`full(rl.const(2.0), (2, 3))`: fill_value (a scalar tensor; a Python number becomes a
+    float32 constant unless dtype says otherwise) everywhere in `shape`."""
+    if not isinstance(fill_value, Expr):
+        fill_value = const(fill_value, dtype=dtype or "float32")
+    return _call("full", fill_value, shape=shape, dtype=dtype)
+
+
+def one_hot(indices, on_value, off_value, depth, axis=-1, dtype="float32"):
+    """`one_hot(labels, 1.0, 0.0, depth=10)`: on_value where the position equals the index."""
+    on = on_value if isinstance(on_value, Expr) else const(on_value, dtype=dtype)
+    off = off_value if isinstance(off_value, Expr) else const(off_value, dtype=dtype)
+    return _call("one_hot", _indices(indices), on, off, depth=depth, axis=axis, dtype=dtype)
+
+
+def argmax(x, axis=None, keepdims=False, exclude=False, select_last_index=False):
+    """int32 positions of the maxima (zero gradient)."""
+    return _call("argmax", x, axis=axis, keepdims=keepdims, exclude=exclude,
+                 select_last_index=select_last_index)
+
+
+def argmin(x, axis=None, keepdims=False, exclude=False, select_last_index=False):
+    return _call("argmin", x, axis=axis, keepdims=keepdims, exclude=exclude,
+                 select_last_index=select_last_index)
+
+
+def erf(x): return _call("erf", x)
+
+
+def cumsum(x, axis=None, dtype=None, exclusive=False):
+    """Cumulative sum along axis (None: of the flattened x); exclusive starts at 0."""
+    return _call("cumsum", x, axis=axis, dtype=dtype, exclusive=exclusive)
+
+
+def gather(data, axis, indices):
+    """Relay's `gather(data, axis, indices)`: out[i][j] = data[indices[i][j]][j] for axis 0
+    (numpy.take_along_axis). The text form is `gather(%data, %indices, axis=0)`."""
+    return _call("gather", data, _indices(indices), axis=axis)
+
+
+def scatter_add(data, indices, updates, axis=0):
+    """data with `updates` added at the positions that gather(data, axis, indices) reads."""
+    return _call("scatter_add", data, _indices(indices), updates, axis=axis)
+
+
+class _NN:
+    """`rl.nn.conv2d(...)` etc.: the `nn.` operators under Relay's Python names."""
+
+    @staticmethod
+    def dense(data, weight, units=None, out_dtype=""):
+        """`nn.dense(x, w)`: x @ w^T with w of shape (units, in_features)."""
+        return _call("nn.dense", data, weight, units=units, out_dtype=out_dtype)
+
+    @staticmethod
+    def bias_add(data, bias, axis=1): return _call("nn.bias_add", data, bias, axis=axis)
+
+    @staticmethod
+    def batch_flatten(data): return _call("nn.batch_flatten", data)
+
+    @staticmethod
+    def conv2d(data, weight, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+               channels=None, kernel_size=None, data_layout="NCHW", kernel_layout="OIHW",
+               out_layout="", out_dtype=""):
+        """NCHW data, OIHW weight; padding is 1, 2 (top/bottom, left/right) or 4 ints."""
+        return _call("nn.conv2d", data, weight, strides=strides, padding=padding,
+                     dilation=dilation, groups=groups, channels=channels,
+                     kernel_size=kernel_size, data_layout=data_layout,
+                     kernel_layout=kernel_layout, out_layout=out_layout, out_dtype=out_dtype)
+
+    @staticmethod
+    def max_pool2d(data, pool_size=(1, 1), strides=(1, 1), dilation=(1, 1), padding=(0, 0),
+                   layout="NCHW", out_layout="", ceil_mode=False):
+        return _call("nn.max_pool2d", data, pool_size=pool_size, strides=strides,
+                     dilation=dilation, padding=padding, layout=layout, out_layout=out_layout,
+                     ceil_mode=ceil_mode)
+
+    @staticmethod
+    def avg_pool2d(data, pool_size=(1, 1), strides=(1, 1), dilation=(1, 1), padding=(0, 0),
+                   layout="NCHW", out_layout="", ceil_mode=False, count_include_pad=False):
+        return _call("nn.avg_pool2d", data, pool_size=pool_size, strides=strides,
+                     dilation=dilation, padding=padding, layout=layout, out_layout=out_layout,
+                     ceil_mode=ceil_mode, count_include_pad=count_include_pad)
+
+    @staticmethod
+    def global_avg_pool2d(data, layout="NCHW", out_layout=""):
+        return _call("nn.global_avg_pool2d", data, layout=layout, out_layout=out_layout)
+
+    @staticmethod
+    def softmax(data, axis=-1): return _call("softmax", data, axis=axis)
+
+    @staticmethod
+    def log_softmax(data, axis=-1): return _call("log_softmax", data, axis=axis)
+
+    @staticmethod
+    def relu(data): return _call("relu", data)
+
+    @staticmethod
+    def dropout(data, rate=0.5):
+        """Inference form: `data` itself (Relay's op returns (data, mask); this is field 0)."""
+        from relayish.ir.expr import TupleGetItem
+        return TupleGetItem(_call("nn.dropout", data, rate=rate), 0)
+
+    @staticmethod
+    def dropout_raw(data, rate=0.5):
+        """The (data, mask) tuple that the `nn.dropout` op returns."""
+        return _call("nn.dropout", data, rate=rate)
+
+    @staticmethod
+    def layer_norm(data, gamma, beta, axis=-1, epsilon=1e-5, center=True, scale=True):
+        return _call("nn.layer_norm", data, gamma, beta, axis=axis, epsilon=epsilon,
+                     center=center, scale=scale)
+
+    @staticmethod
+    def batch_matmul(x, y, out_dtype="", transpose_a=False, transpose_b=True):
+        """Per batch x @ y^T (Relay's default transpose_b=True): (B, M, K), (B, N, K) -> (B, M, N)."""
+        return _call("nn.batch_matmul", x, y, out_dtype=out_dtype, transpose_a=transpose_a,
+                     transpose_b=transpose_b)
+
+
+nn = _NN()
+for _name in [n for n in vars(_NN) if not n.startswith("_")]:
+    setattr(_NN, _name, staticmethod(_with_checked_arguments(getattr(_NN, _name))))
+for _name in ("clip", "split", "squeeze", "full", "one_hot", "argmax", "argmin", "erf",
+              "cumsum", "gather", "scatter_add"):
+    globals()[_name] = _with_checked_arguments(globals()[_name])
+__all__ += ["clip", "split", "squeeze", "expand_dims", "full", "full_like", "one_hot", "argmax",
+            "argmin", "erf", "cumsum", "gather", "scatter_add", "nn"]
+del _name

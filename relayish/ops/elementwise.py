@@ -410,12 +410,45 @@ register_op("ones_like", 1, type_rule=_like_rule("ones_like"),
 ones_like_grad = register_gradient("ones_like")(_zero_grads)
 ones_like_tangent = register_tangent("ones_like")(_zero_tangent)
 
-register_op("full_like", 1, attrs={"fill_value": 0.0}, type_rule=_like_rule("full_like"),
-            impl=lambda xp, x, fill_value: xp.full_like(x, fill_value),
+def full_like_rule(types, attrs):
+    """full_like(x, fill_value=c) (an attribute: constants in gradient rules) or Relay's
+    full_like(x, v) with v a scalar tensor, cast to x's dtype."""
+    if len(types) not in (1, 2):
+        raise TypeCheckError(f"full_like: takes a tensor and optionally a scalar fill value, got "
+                             f"{len(types)} arguments")
+    x = tensor_arg("full_like", types, 0)
+    if len(types) == 2 and tensor_arg("full_like", types, 1, "the fill value").ndim:
+        raise TypeCheckError(f"full_like: the fill value must be a scalar, got {types[1]}")
+    return x
+
+
+def _full_like_impl(xp, x, *fill, fill_value):
+    if not fill:
+        return xp.full_like(x, fill_value)
+    out = xp.broadcast_to(cast_impl(xp, fill[0], x.dtype), x.shape)
+    return np.array(out) if xp is np else out
+
+
+register_op("full_like", -1, attrs={"fill_value": 0.0}, type_rule=full_like_rule,
+            impl=_full_like_impl,
             normalize_attrs=normalizer("full_like", fill_value=canon_float),
-            doc="internal: fill_value in the shape and dtype of x (constants in gradient rules)")
-full_like_grad = register_gradient("full_like")(_zero_grads)
-full_like_tangent = register_tangent("full_like")(_zero_tangent)
+            doc="full_like(x, fill) with a scalar tensor fill (Relay), or full_like(x, "
+                "fill_value=c): the fill in the shape and dtype of x")
+
+
+@register_gradient("full_like")
+def full_like_grad(orig, g):
+    grads = _zero_grads(orig, g)
+    if len(orig.args) == 2 and static_type(orig) is not None and static_type(orig).is_float:
+        grads[1] = api.cast_like(api.sum(g), orig.args[1])
+    return grads
+
+
+@register_tangent("full_like")
+def full_like_tangent(orig, ts):
+    if len(orig.args) == 1:
+        return _zero_tangent(orig, ts)
+    return api.full_like(orig.args[0], ts[1])
 
 
 def _filled_rule(op):

@@ -132,9 +132,23 @@ def reshape_like_tangent(orig, ts):
 
 # ---- expand_dims ----------------------------------------------------------------------------
 
+def _new_axes(op, axis, num_newaxis):
+    """The inserted axes as numpy.expand_dims takes them; Relay's `num_newaxis=k` inserts k
+    axes at the int `axis` (negative: counted from the end of the result, as for k = 1)."""
+    if num_newaxis == 1:
+        return axis
+    if not isinstance(axis, int) or num_newaxis < 0:
+        raise TypeCheckError(f"{op}: num_newaxis={num_newaxis} needs one int axis and a count "
+                             f">= 0, got axis={axis}")
+    return tuple(range(axis, axis + num_newaxis) if axis >= 0
+                 else range(axis - num_newaxis + 1, axis + 1))
+
+
 def expand_dims_rule(types, attrs):
     x = tensor_arg("expand_dims", types, 0)
-    axis = attrs["axis"]
+    axis = _new_axes("expand_dims", attrs["axis"], attrs["num_newaxis"])
+    if not isinstance(axis, int) and not axis:
+        return x
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     out_ndim = x.ndim + len(axes)
     norm = sorted(norm_axis("expand_dims", a, out_ndim) for a in axes)
@@ -144,10 +158,16 @@ def expand_dims_rule(types, attrs):
     return TensorType(tuple(1 if k in norm else next(dims) for k in range(out_ndim)), x.dtype)
 
 
-register_op("expand_dims", 1, attrs={"axis": 0}, type_rule=expand_dims_rule,
-            impl=lambda xp, x, axis: as_array(xp, xp.expand_dims(x, axis)),
-            normalize_attrs=normalizer("expand_dims", axis=canon_axis),
-            doc="internal: insert size-1 axes at `axis` (numpy.expand_dims)")
+def expand_dims_impl(xp, x, axis, num_newaxis):
+    axis = _new_axes("expand_dims", axis, num_newaxis)
+    return as_array(xp, xp.expand_dims(x, axis) if axis != () else x)
+
+
+register_op("expand_dims", 1, attrs={"axis": 0, "num_newaxis": 1}, type_rule=expand_dims_rule,
+            impl=expand_dims_impl,
+            normalize_attrs=normalizer("expand_dims", axis=canon_axis, num_newaxis=canon_int),
+            doc="expand_dims(x, axis, num_newaxis=1): insert size-1 axes at `axis` "
+                "(numpy.expand_dims for a tuple axis; Relay's num_newaxis axes at an int axis)")
 
 
 @register_gradient("expand_dims")
@@ -157,7 +177,7 @@ def expand_dims_grad(orig, g):
 
 @register_tangent("expand_dims")
 def expand_dims_tangent(orig, ts):
-    return api.expand_dims(ts[0], orig.attrs["axis"])
+    return api.expand_dims(ts[0], orig.attrs["axis"], orig.attrs["num_newaxis"])
 
 
 # ---- broadcasting ---------------------------------------------------------------------------
