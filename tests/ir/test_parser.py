@@ -577,3 +577,34 @@ def test_type_variables_named_like_dtypes_or_keywords_round_trip(name):
     assert rl.astext(back) == text
     assert isinstance(back["f"].params[0].type_annotation, rl.TypeVar)
     assert back["f"].params[2].type_annotation == y.type_annotation
+
+
+@pytest.mark.parametrize("name", ["True", "fn", "C D", "inf", "nan", "inff", "nanf64", "nanxFFC00000f", "_",
+                                  "float32", "Tensor", "None", "else"])
+def test_constructor_names_are_refused_when_built_or_round_trip(name):
+    nat = rl.GlobalTypeVar("N")
+    try:
+        ctor = rl.Constructor(name, [], nat)
+    except rl.RelayishError as err:
+        assert repr(name) in str(err)            # refused at construction, naming the name
+        return
+    mod = rl.Module()
+    mod.add_type(rl.TypeData(nat, [], [ctor]))
+    n = rl.Var("n", rl.TypeCall(nat, []))
+    mod["f"] = rl.Function([n], rl.Match(n, [rl.Clause(rl.PatternConstructor(ctor, []), ctor())]))
+    rl.assert_structural_equal(rl.parse(rl.astext(mod)), mod)
+
+
+def test_a_repeated_parameter_is_refused_when_built():
+    x = f32("x")
+    with pytest.raises(rl.RelayishError, match="twice"):
+        rl.Function([x, x], x)
+
+
+def test_an_attribute_holding_a_big_python_int_round_trips():
+    x = f32("x", (3,))
+    call = rl.Call(rl.get_op("sum"), [x], {"axis": 2**70, "keepdims": False})
+    back = rl.parse_expr(rl.astext(call), free_vars=[x])
+    assert back.attrs["axis"] == 2**70
+    with pytest.raises(rl.ParseError, match="too large"):
+        rl.parse_expr("sum(%x, axis=" + "9" * 2000 + ")")

@@ -40,8 +40,21 @@ BINARY = {":=": (1, None),
           ">=": (2, "greater_equal"), "==": (2, "equal"), "!=": (2, "not_equal"),
           "+": (3, "add"), "-": (3, "subtract"), "*": (4, "multiply"), "/": (4, "divide")}
 
-KEYWORDS = {"fn", "if", "else", "match", "let", "ref", "ref_read", "ref_write", "const", "def",
-            "type", "True", "False"}
+
+
+class _Reserved(frozenset):
+    """The keywords, and (`in` also answers for them) the words the text reads as something
+    else wherever a constructor name could stand: the float literals `inf`, `nanf64`,
+    `nanxFFC00000f` ... and the wildcard `_`. types.printable_name refuses these names for
+    constructors and ADTs, so every constructor prints as a name that parses back to it."""
+
+    def __contains__(self, name):
+        return (frozenset.__contains__(self, name) or
+                (isinstance(name, str) and (name == "_" or SPECIAL_FLOAT.fullmatch(name) is not None)))
+
+
+KEYWORDS = _Reserved({"fn", "if", "else", "match", "let", "ref", "ref_read", "ref_write", "const",
+                      "def", "type", "True", "False"})
 
 _NUMBER = re.compile(r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)([A-Za-z_][A-Za-z0-9_]*)?")
 _DTYPE_SET = frozenset(DTYPES)
@@ -684,7 +697,9 @@ class _Parser:
                 self.advance()
                 text = ("-" if negative else "") + m.group(1)
                 if re.fullmatch(r"-?[0-9]+", text):
-                    return self.small_int(text, tok)
+                    if len(text) > 1000:         # Python ints are unbounded; attributes too
+                        raise self.error(f"the number {text[:30]}... is too large here", tok)
+                    return int(text)
                 return float(text)
             if tok[0] == "ident" and tok[1] in ("inf", "nan"):
                 self.advance()
