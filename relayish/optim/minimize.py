@@ -11,7 +11,7 @@ from relayish.errors import CompileError, RelayishError
 from relayish.optim.methods import METHODS, CallableProblem, Monitor, solve
 from relayish.optim.problem import HESSIANS, flat_objective, relayish_problem
 
-BACKENDS = ("jax", "interpreter")
+BACKENDS = ("auto", "jax", "interpreter")
 
 
 @attrs.define(repr=False)
@@ -79,7 +79,7 @@ def progress_printer(stream=None):
     return show
 
 
-def minimize(f, x0, method="newton", tol=1e-8, max_iter=100, backend="jax", verbose=False,
+def minimize(f, x0, method="newton", tol=1e-8, max_iter=100, backend="auto", verbose=False,
              device="cpu", args=(), callback=None, hessian="auto"):
     """Minimize a relayish objective.
 
@@ -95,7 +95,11 @@ def minimize(f, x0, method="newton", tol=1e-8, max_iter=100, backend="jax", verb
     method: "newton" (exact Hessian, modified Cholesky, Armijo line search), "newton-cg"
     (truncated CG on Hessian-vector products), "trust-ncg" (Steihaug CG trust region), "bfgs",
     "gd" (Barzilai-Borwein steps). backend "jax" compiles the objective, its gradient and its
-    Hessian (or Hessian-vector product) once; "interpreter" evaluates them with rl.evaluate.
+    Hessian (or Hessian-vector product) once; "interpreter" evaluates them with rl.evaluate;
+    "auto" (the default) starts on the interpreter and compiles with jax once the interpreted
+    evaluations have cost what compiling is modelled to cost (problem.AutoProblem), so small
+    problems never wait for XLA. res.backend says which ran: "interpreter", "jax", or
+    "interpreter+jax" (compiled during the run).
     Stops when |grad| <= tol (converged=True) or with converged=False and a `message`.
     verbose=True prints one line per iteration; callback(entry) receives each history entry.
     hessian (newton): "forward" builds the Hessian from n forward-over-reverse Hessian-vector
@@ -108,13 +112,16 @@ def minimize(f, x0, method="newton", tol=1e-8, max_iter=100, backend="jax", verb
     obj, spec, x_flat = flat_objective(f, x0, args)
     try:
         problem = relayish_problem(obj, x_flat.size, method, backend, device, hessian)
-        if backend == "jax":
+        if backend == "auto" and problem.compiled is not None:
+            problem = problem.compiled      # compiled by an earlier call: jax from the start
+        if problem.backend == "jax":
             problem.warm_up(x_flat, watched=verbose or callback is not None, max_iter=max_iter)
     except CompileError as e:
         # the backend's advice names rl.evaluate; here the switch is minimize's own option
         raise CompileError(f"{e}\n(rl.optim.minimize: pass backend=\"interpreter\" to run this "
                            "objective without jax)") from e
-    return _run(problem, x_flat, spec.value, method, tol, max_iter, verbose, callback, backend)
+    return _run(problem, x_flat, spec.value, method, tol, max_iter, verbose, callback,
+                problem.backend)
 
 
 def minimize_callables(fun, grad, x0, method="newton", tol=1e-8, max_iter=100, hess=None,
@@ -138,6 +145,8 @@ def _run(problem, x_flat, unflatten, method, tol, max_iter, verbose, callback, b
     # not as numpy warnings from the methods' arithmetic
     with np.errstate(over="ignore", invalid="ignore"):
         outcome = solve(method, problem, x_flat, float(tol), int(max_iter), monitor)
+    if backend == "interpreter" and getattr(problem, "compiled", None) is not None:
+        backend = "interpreter+jax"     # backend="auto" compiled during this run
     if verbose:
         print(f"{method}: {outcome.message} after {outcome.n_iter} iterations, "
               f"f = {outcome.fun:.12g}", flush=True)
