@@ -81,8 +81,9 @@ order N >= 2 needs @main to take one float tensor x, of shape s, and return a fl
 def _minimize_backends():
     """minimize's backends and the default the command uses (minimize's own when it has
     "auto", which picks by expected cost; else jax)."""
-    from relayish.optim import minimize as optim_minimize
-    backends = tuple(getattr(optim_minimize, "BACKENDS", ("jax", "interpreter")))
+    # (relayish.optim's `minimize` attribute is the function, not this module)
+    from relayish.optim.minimize import BACKENDS
+    backends = tuple(BACKENDS)
     return backends, ("auto" if "auto" in backends else "jax")
 
 
