@@ -341,6 +341,8 @@ def test_deeply_nested_objective_module():
     assert float(res.x) == pytest.approx(-5000.0)
     again = rl.optim.minimize(mod, 2.0, backend="interpreter")     # the cached problem
     assert again.converged and float(again.x) == pytest.approx(-5000.0)
+    auto = rl.optim.minimize(mod, 2.0)            # auto's program-size count walks it too
+    assert auto.converged and auto.backend == "interpreter"
 
 
 UNBOUNDED = {"-x^2": lambda x: -rl.sum(x * x), "-x^4": lambda x: -rl.sum(x ** 4.0),
