@@ -5,6 +5,7 @@ import pytest
 
 import relayish as rl
 from relayish.ir.op import get_op, list_ops
+from relayish.ops.layers import col2im, im2col
 from adcheck import check_fd
 
 F = "float64"
@@ -20,6 +21,9 @@ def distinct(*shape):
     n = int(np.prod(shape)) if shape else 1
     vals = (np.arange(n) + 1.0) * 0.37 * rng.choice([-1.0, 1.0], size=n)
     return rng.permutation(vals).reshape(shape)
+
+
+WINDOW = dict(strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1))
 
 
 def idx(*v):
@@ -96,6 +100,39 @@ SPECS = {
                        [u(2, 2), u(3, 4)])],
     "take_backward": [("", lambda g, y: rl.op.take_backward(g, idx(2, 0, 2), y, axis=1) * y,
                        [u(2, 3), u(2, 3)])],
+    # Relay's operator set (relayish/ops/layers.py, tensor.py)
+    "clip": [("", lambda x: rl.clip(x, -0.5, 0.6), [distinct(3, 4) / 3.0])],
+    "cumsum": [("axis", lambda x: rl.cumsum(x, axis=1), [u(3, 4)]),
+               ("flat-exclusive", lambda x: rl.cumsum(x, exclusive=True), [u(3, 4)])],
+    "erf": [("", lambda x: rl.erf(x), [u(3, 4)])],
+    "full": [("", lambda x: rl.full(x, (2, 3)), [u()])],
+    "gather": [("", lambda x: rl.gather(x, 1, rl.const(np.array([[2, 0], [1, 1]], "int32"))),
+                [u(2, 3)])],
+    "scatter_add": [("", lambda x, y: rl.scatter_add(x, rl.const(np.array([[2, 0], [2, 2]], "int32")),
+                                                     y * y, axis=1), [u(2, 3), u(2, 2)])],
+    "one_hot": [("", lambda on, off: rl.one_hot(idx(2, 0, 1), on, off, 3, dtype=F), [u(), u()])],
+    "split": [("", lambda x: rl.split(x, 3, axis=1)[2] * rl.split(x, [1], axis=1)[0], [u(2, 3)])],
+    "squeeze": [("", lambda x: rl.squeeze(x, axis=[1]), [u(3, 1, 2)])],
+    "nn.dense": [("", lambda x, w: rl.nn.dense(x, w), [u(2, 3), u(4, 3)])],
+    "nn.bias_add": [("", lambda x, b: rl.nn.bias_add(x, b, axis=1), [u(2, 3, 2), u(3)])],
+    "nn.batch_flatten": [("", lambda x: rl.nn.batch_flatten(x) * rl.nn.batch_flatten(x),
+                          [u(2, 3, 2)])],
+    "nn.conv2d": [("", lambda x, w: rl.nn.conv2d(x, w, strides=(1, 2), padding=(1, 0)),
+                   [u(1, 2, 4, 5), u(3, 2, 2, 2)]),
+                  ("groups", lambda x, w: rl.nn.conv2d(x, w, groups=2, dilation=(2, 1)),
+                   [u(1, 2, 5, 4), u(2, 1, 2, 2)])],
+    "nn.max_pool2d": [("", lambda x: rl.nn.max_pool2d(x, pool_size=(2, 2), strides=(2, 1)),
+                       [distinct(1, 2, 4, 3)])],
+    "nn.avg_pool2d": [("", lambda x: rl.nn.avg_pool2d(x, pool_size=(2, 2), padding=(1, 1)),
+                       [u(1, 2, 3, 3)])],
+    "nn.global_avg_pool2d": [("", lambda x: rl.nn.global_avg_pool2d(x) * rl.nn.global_avg_pool2d(x),
+                              [u(2, 3, 2, 2)])],
+    "nn.layer_norm": [("", lambda x, g, b: rl.nn.layer_norm(x, g, b, axis=-1),
+                       [u(2, 4), u(4), u(4)])],
+    "nn.batch_matmul": [("", lambda x, y: rl.nn.batch_matmul(x, y), [u(2, 3, 4), u(2, 5, 4)])],
+    "nn.dropout": [("", lambda x: rl.nn.dropout(x, rate=0.25) * x, [u(2, 3)])],
+    "nn.im2col": [("", lambda x: im2col(x, (2, 2), WINDOW), [u(1, 2, 3, 4)])],
+    "nn.col2im": [("", lambda c, y: col2im(c, y, (2, 2), WINDOW) * y, [u(1, 2, 2, 2, 2, 3), u(1, 2, 3, 4)])],
 }
 
 
@@ -112,8 +149,9 @@ CASES = [pytest.param(name, b, inputs, id=f"{name}-{label}" if label else name)
          for name, specs in SPECS.items() for label, b, inputs in specs]
 
 
-# the registry as relayish fills it (snapshot at collection, before tests register their own ops)
-BUILTIN_OPS = [n for n in list_ops() if get_op(n).differentiable]
+# the registry as relayish fills it (snapshot at collection, before tests register their own ops);
+# an alias (nn.relu for relu) is checked under the op's own name
+BUILTIN_OPS = [n for n in list_ops() if get_op(n).differentiable and get_op(n).name == n]
 
 
 def test_every_differentiable_op_is_covered():
