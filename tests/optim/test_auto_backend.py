@@ -89,3 +89,15 @@ def test_compile_cost_model_grows_with_the_program():
     assert problem_module.compile_cost("newton", 3000) > small + 3.0
     assert problem_module.compile_cost("bfgs", 30) < small
     assert problem_module.op_calls(rosenbrock(2)) > 5
+
+
+def test_a_gpu_device_means_jax_from_the_start(fresh_cache):
+    """device="gpu" is only jax's: auto compiles at once rather than interpreting on the cpu
+    (and where jax has no GPU says so, as backend="jax" does)."""
+    import jax
+    if any(d.platform == "gpu" for d in jax.devices()):
+        res = rl.optim.minimize(rosenbrock(2), rosenbrock_start(2), device="gpu")
+        assert res.backend == "jax" and res.converged
+        return
+    with pytest.raises(rl.RelayishError, match="gpu"):
+        rl.optim.minimize(rosenbrock(2), rosenbrock_start(2), device="gpu")
