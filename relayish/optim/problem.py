@@ -549,7 +549,6 @@ class AutoProblem:
         self.spent = 0.0            # CPU seconds of interpreted evaluations so far
         self.compiled = None        # the jax RelayishProblem, once built
         self.compile_error = None   # why the jax backend refused the problem, if it did
-        self.switched_at = None     # (call, iteration) of the switch, for the result
         if device != "cpu":
             self._switch(None)
 
@@ -570,7 +569,9 @@ class AutoProblem:
             compiled = RelayishProblem(self.obj, self.n, self.method, "jax", self.device,
                                        self.hessian, gradient=self.interpreted.gradient)
             if x is not None:
-                compiled.warm_up(x, watched=True)   # the running method calls it step by step
+                # the running method calls it step by step (Newton: `at`, plus `trial`, which
+                # only the stepwise loop uses: a small waste for one code path)
+                compiled.warm_up(x, watched=True)
         except CompileError as e:
             if self.device != "cpu":
                 raise
