@@ -201,7 +201,7 @@ def dtype_hint(expr):
                 continue
             break
         if isinstance(expr, Constant):
-            hint = expr.data.dtype.name
+            hint = normalize_dtype(expr.data.dtype)
             break
         if isinstance(expr, Tuple) and expr.fields:     # concatenate/stack((a, ...)): a's dtype
             expr = expr.fields[0]
@@ -447,12 +447,13 @@ def _array_of_scalar(value):
 
 
 def _tensor_data(node, attribute, value):
-    if not isinstance(value, np.ndarray) or value.dtype.name not in _SUPPORTED_DTYPES:
+    if not isinstance(value, np.ndarray) or (value.dtype not in _SUPPORTED_DTYPES
+                                             and value.dtype.name not in DTYPES):
         raise _field_error(node, attribute, f"a numpy array of one of the dtypes {', '.join(DTYPES)}",
                            value, " (rl.const(value, dtype) makes a Constant from Python values)")
 
 
-_SUPPORTED_DTYPES = frozenset(DTYPES)
+_SUPPORTED_DTYPES = frozenset(np.dtype(d) for d in DTYPES)   # numpy's dtype.name is slow
 def _constructor_name(node, attribute, value):
     problem = printable_name(value)
     if problem is not None:
