@@ -202,7 +202,8 @@ class _OpClosure(Closure):
     def __call__(self, *args):
         if self.op.impl is None:
             raise EvaluationError(f"operator '{self.op.name}' has no implementation")
-        return _fix_scalar(self.op.impl(np, *args, **self.attrs))
+        with np.errstate(all="ignore"):      # IEEE results, as in _execute
+            return _fix_scalar(self.op.impl(np, *args, **self.attrs))
 
     def __repr__(self):
         return f"<Closure {self.op.name}>"
@@ -211,7 +212,16 @@ class _OpClosure(Closure):
 # ---- the machine -------------------------------------------------------------------------------
 
 def _execute(code, slots):
-    """Run `code` on the frame `slots` until its outermost RETURN; returns the value."""
+    """Run `code` on the frame `slots` until its outermost RETURN; returns the value.
+
+    Float faults follow IEEE (log(-1) is nan, 1/0. is inf, exp(1000.) is inf) without numpy's
+    RuntimeWarnings, as XLA computes them: one errstate per run, not one per op (it costs
+    about 3 us, several times a small op). notes/ops.md."""
+    with np.errstate(all="ignore"):
+        return _run(code, slots)
+
+
+def _run(code, slots):
     stack = []                       # (caller slots, CALL block) per active IR call
     push, pop = stack.append, stack.pop
     block = code.entry
@@ -296,6 +306,10 @@ def _call_foreign(fn, args, node):
         raise EvaluationError(f"cannot call a value of type {_value_type_text(fn)} in {_text(node)}")
     try:
         return fn(*args)
+    except EvaluationError as exc:
+        if isinstance(fn, _CheckedCallable) and not getattr(exc, "_relayish_traced", False):
+            raise EvaluationError(f"{exc} in {_text(node)}") from None
+        raise
     except RelayishError:
         raise
     except Exception as exc:  # noqa: BLE001 - a Python callable passed in by the user
@@ -306,10 +320,6 @@ def _call_foreign(fn, args, node):
 def _arity_error(code, n, node):
     return EvaluationError(f"{code.name} takes {code.nparams} argument(s) "
                            f"({', '.join(code.param_names)}), got {n} in {_text(node)}")
-    except EvaluationError as exc:
-        if isinstance(fn, _CheckedCallable) and not getattr(exc, "_relayish_traced", False):
-            raise EvaluationError(f"{exc} in {_text(node)}") from None
-        raise
 
 
 def _fix_scalar(r):
@@ -1259,6 +1269,9 @@ def _to_value(value, ty, code, param, field_types, subject=None):
     work = [(value, ty, root, 0, None)]
     tuples = []        # lists standing for tuples, made tuples once their fields are done
     refs = []          # (RefValue, holder): write converted contents back
+    owner = param if code is None else f"parameter {param} of {code.name}"
+    if subject is None:
+        subject = f"bad argument for {owner}"
 
     def fail(expected, got, path, why=""):
         where = f" ({_path_text(path)})" if path is not None else ""
@@ -1269,9 +1282,6 @@ def _to_value(value, ty, code, param, field_types, subject=None):
         v, t, box, i, path = work.pop()
         if isinstance(t, TensorType):
             box[i] = _to_tensor(v, t, path, fail)
-    owner = param if code is None else f"parameter {param} of {code.name}"
-    if subject is None:
-        subject = f"bad argument for {owner}"
         elif t is None or isinstance(t, TypeVar):
             box[i] = _default_value(v, work, box, i, path, tuples)
         elif isinstance(t, TupleType):
