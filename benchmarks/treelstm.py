@@ -1,0 +1,240 @@
+"""The binary TreeLSTM of Tai et al. (examples/treelstm.py): value and gradient w.r.t. all
+parameters, per tree, on the relayish interpreter against PyTorch eager, HIPS autograd and jax.
+
+    python benchmarks/treelstm.py [--trees 20] [--rounds 3] [--seed 0] [--quick]
+
+Embedding 300, hidden 150, vocabulary 1000, 5 classes, random binary trees of 5-40 leaves,
+float32. Every implementation computes the same loss (cross-entropy of the root's h under a
+linear classifier) with the same ops: one embedding row per leaf, one gate matmul per cell.
+
+* relayish: ONE gradient program (rl.value_and_grad of @main, which recurses over the tree, an
+  ADT argument) evaluated per tree by the interpreter; the trees are converted to relayish
+  values before timing (as a data loader would).
+* PyTorch eager on the CPU (the `bench` extra, torch==2.13.0), loss.backward() per tree.
+* HIPS autograd and jax eager: value_and_grad of examples/treelstm.reference_loss (jax eager:
+  a few trees only, it dispatches every op through jax's machinery).
+* jax.jit per tree shape: the tree's structure is static, its words an array argument; the
+  first call's time (compile) and the steady time are printed per shape.
+
+Before timing, all gradients are checked against relayish's in float64 (assert). The timed
+competitors are interleaved tree by tree in one process; each runs on one thread
+(OMP/OPENBLAS/MKL_NUM_THREADS=1 set below, before numpy/torch are imported), which also keeps
+the figures stable on a shared machine. Times are CPU time of the process (time.process_time),
+best round of --rounds, as ms per tree, with the ratio against PyTorch (> 1: slower).
+"""
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
+                      "intra_op_parallelism_threads=1")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import relayish as rl  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples"))
+from treelstm import (CLASSES, PARAMS, VOCAB, init_params, random_tree,  # noqa: E402
+                      reference_loss, to_value, treelstm_module)
+
+ALL = tuple(range(len(PARAMS)))
+
+
+# ---- the competitors: each is make(params, trees) -> run(k) giving (loss, grads) for tree k ----
+
+def relayish_runner(params, trees, dtype):
+    mod = treelstm_module(dtype=dtype)
+    vg = rl.value_and_grad(mod, argnums=ALL)
+    values = [(to_value(mod, t), np.int32(y)) for t, y in trees]
+    rl.evaluate(vg, *params, *values[0])        # compiles the program once
+
+    def run(k):
+        return rl.evaluate(vg, *params, *values[k])
+    return run
+
+
+def torch_runner(params, trees):
+    import torch
+    torch.set_num_threads(1)
+    ps = [torch.tensor(p, requires_grad=True) for p in params]
+    E, Wl, bl, U, bn, Wo, bo = ps
+
+    def cell(t):
+        if not isinstance(t, tuple):
+            i, o, u = (Wl @ E[t] + bl).chunk(3)
+            c = torch.sigmoid(i) * torch.tanh(u)
+            return torch.sigmoid(o) * torch.tanh(c), c
+        (hl, cl), (hr, cr) = cell(t[0]), cell(t[1])
+        i, fl, fr, o, u = (U @ torch.cat([hl, hr]) + bn).chunk(5)
+        c = torch.sigmoid(i) * torch.tanh(u) + torch.sigmoid(fl) * cl + torch.sigmoid(fr) * cr
+        return torch.sigmoid(o) * torch.tanh(c), c
+
+    def run(k):
+        tree, y = trees[k]
+        for p in ps:
+            p.grad = None
+        loss = -torch.log_softmax(Wo @ cell(tree)[0] + bo, 0)[y]
+        loss.backward()
+        return loss.detach().numpy(), [p.grad.numpy() for p in ps]
+    return run
+
+
+def autograd_runner(params, trees):
+    import autograd
+    import autograd.numpy as anp
+    vg = autograd.value_and_grad(lambda ps, t, y: reference_loss(anp, ps, t, y))
+    ps = tuple(params)
+
+    def run(k):
+        return vg(ps, *trees[k])
+    return run
+
+
+def jax_eager_runner(params, trees):
+    import jax
+    import jax.numpy as jnp
+    vg = jax.value_and_grad(lambda ps, t, y: reference_loss(jnp, ps, t, y))
+    ps = tuple(jnp.asarray(p) for p in params)
+
+    def run(k):
+        v, g = vg(ps, *trees[k])
+        return np.asarray(v), [np.asarray(x) for x in g]
+    return run
+
+
+def shape_of(tree, words):
+    """The tree's structure (leaves None) and its words in leaf order (appended to `words`)."""
+    if isinstance(tree, tuple):
+        return (shape_of(tree[0], words), shape_of(tree[1], words))
+    words.append(tree)
+
+
+def jax_jit_for_shape(params, tree):
+    """(run, words): a jax.jit value_and_grad specialised to the tree's structure."""
+    import jax
+    import jax.numpy as jnp
+    words = []
+    shape = shape_of(tree, words)
+
+    def fill(s, ws, pos):
+        if s is None:
+            pos[0] += 1
+            return ws[pos[0] - 1]
+        return (fill(s[0], ws, pos), fill(s[1], ws, pos))
+
+    @jax.jit
+    def vg(ps, ws, y):
+        return jax.value_and_grad(lambda p: reference_loss(jnp, p, fill(shape, ws, [0]), y))(ps)
+    ps = tuple(jnp.asarray(p) for p in params)
+    ws = jnp.asarray(np.array(words, dtype=np.int32))
+
+    def run(y):
+        v, g = vg(ps, ws, y)
+        jax.block_until_ready(g)
+        return v, g
+    return run
+
+
+# ---- checks and timing -------------------------------------------------------------------------
+
+def check_float64(rng, trees):
+    """All competitors' values and gradients agree with relayish's in float64 (asserts)."""
+    import jax
+    params = init_params(rng, dtype="float64")
+    with jax.enable_x64(True):
+        runners = {"PyTorch": torch_runner(params, trees), "autograd": autograd_runner(params, trees),
+                   "jax eager": jax_eager_runner(params, trees)}
+        ours = relayish_runner(params, trees, "float64")
+        for k in range(len(trees)):
+            v0, g0 = ours(k)
+            for name, run in runners.items():
+                v, g = run(k)
+                np.testing.assert_allclose(v, v0, rtol=1e-9, err_msg=name)
+                for pname, a, b in zip(PARAMS, g, g0):
+                    np.testing.assert_allclose(np.asarray(a), b, rtol=1e-7, atol=1e-12,
+                                               err_msg=f"{name}: d{pname}")
+            jit_run = jax_jit_for_shape(params, trees[k][0])
+            v, g = jit_run(trees[k][1])
+            np.testing.assert_allclose(np.asarray(v), v0, rtol=1e-9, err_msg="jax.jit")
+            for pname, a, b in zip(PARAMS, g, g0):
+                np.testing.assert_allclose(np.asarray(a), b, rtol=1e-7, atol=1e-12,
+                                           err_msg=f"jax.jit: d{pname}")
+    print(f"float64 check: relayish, PyTorch, autograd, jax eager and jax.jit agree on "
+          f"{len(trees)} trees (rtol 1e-7)")
+
+
+def leaves(tree):
+    return leaves(tree[0]) + leaves(tree[1]) if isinstance(tree, tuple) else 1
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trees", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true",
+                        help="a short run: 4 trees, 2 rounds, 1 tree for jax eager and jax.jit")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.trees, args.rounds = 4, 2
+    rng = np.random.default_rng(args.seed)
+    trees = [(random_tree(rng, int(rng.integers(5, 41)), VOCAB), int(rng.integers(CLASSES)))
+             for _ in range(args.trees)]
+    check_float64(np.random.default_rng(args.seed + 1), trees[:1 if args.quick else 2])
+
+    params = init_params(rng)
+    sizes = [leaves(t) for t, _ in trees]
+    print(f"\n{args.trees} trees of {min(sizes)}-{max(sizes)} leaves (mean {np.mean(sizes):.1f}), "
+          f"embedding 300, hidden 150, vocabulary 1000, float32, one thread; CPU ms per tree, "
+          f"best of {args.rounds} rounds, competitors interleaved tree by tree")
+    runners = {"relayish interpreter (one program)": relayish_runner(params, trees, "float32"),
+               "PyTorch eager CPU": torch_runner(params, trees),
+               "HIPS autograd": autograd_runner(params, trees)}
+    for run in runners.values():        # warm-up: first-call costs are not steady state
+        run(0)
+    best = {name: float("inf") for name in runners}
+    for _ in range(args.rounds):
+        spent = dict.fromkeys(runners, 0.0)
+        for k in range(len(trees)):
+            for name, run in runners.items():
+                t0 = time.process_time()
+                run(k)
+                spent[name] += time.process_time() - t0
+        for name in runners:
+            best[name] = min(best[name], spent[name] / len(trees) * 1e3)
+    torch_ms = best["PyTorch eager CPU"]
+    for name, ms in best.items():
+        print(f"  {name:38s} {ms:8.2f} ms   {ms / torch_ms:5.2f}x PyTorch")
+
+    few = trees[:1 if args.quick else 2]
+    run = jax_eager_runner(params, few)
+    run(0)
+    t0 = time.process_time()
+    for k in range(len(few)):
+        run(k)
+    ms = (time.process_time() - t0) / len(few) * 1e3
+    print(f"  {'jax eager (' + str(len(few)) + ' trees)':38s} {ms:8.2f} ms   "
+          f"{ms / torch_ms:5.2f}x PyTorch")
+
+    for tree, y in trees[:1 if args.quick else 3]:
+        t0 = time.process_time()
+        run = jax_jit_for_shape(params, tree)
+        run(y)
+        compile_s = time.process_time() - t0
+        steady = min(_timed(run, y) for _ in range(20)) * 1e3
+        print(f"  {'jax.jit, ' + str(leaves(tree)) + '-leaf shape':38s} {steady:8.2f} ms   "
+              f"{steady / torch_ms:5.2f}x PyTorch   (compile {compile_s:.1f} s for this shape)")
+
+
+def _timed(run, y):
+    t0 = time.process_time()
+    run(y)
+    return time.process_time() - t0
+
+
+if __name__ == "__main__":
+    main()
