@@ -242,8 +242,13 @@ def measure(stage, family, n, timeout):
     proc = ctx.Process(target=_child, args=(stage, family, n, send))
     proc.start()
     send.close()
-    result = receive.recv() if receive.poll(timeout) else None
-    proc.join(5 if result is not None else 0)
+    result = None
+    if receive.poll(timeout):
+        try:
+            result = receive.recv()
+        except EOFError:        # the child died without a word: a crash
+            pass
+    proc.join(5)
     if proc.is_alive():
         proc.kill()
         proc.join()

@@ -254,13 +254,14 @@ def _fresh(name, taken):
 # ---- the transform ---------------------------------------------------------------------------
 
 class _Scope:
-    """A let-chain being built: its bindings, its memo (shared subexpressions), the bp in effect,
-    and the backward steps of its op calls not yet pushed onto bp (see ReverseAD.flush)."""
-    __slots__ = ("bindings", "memo", "bp", "pending", "segment", "produced")
+    """A let-chain being built: its bindings, the keys it added to the memo (ReverseAD.memo),
+    the bp in effect, and the backward steps of its op calls not yet pushed onto bp (see
+    ReverseAD.flush)."""
+    __slots__ = ("bindings", "memo_keys", "bp", "pending", "segment", "produced")
 
     def __init__(self, bp):
         self.bindings = []
-        self.memo = {}
+        self.memo_keys = []
         self.bp = bp
         self.pending = []
         self.segment = 0        # bumped by each flush
@@ -322,6 +323,11 @@ class ReverseAD:
         self.inactive: dict = {}
         self.named: dict = {}
         self.scopes: list = []
+        # what is already lifted (shared subexpressions, projections) in the open scopes: one
+        # dict for all of them, each scope removing its own keys when it closes, so that a
+        # lookup costs the same at any nesting depth (a dict per scope, searched innermost
+        # first, made nested programs quadratic)
+        self.memo: dict = {}
         self.lifted_globals: dict = {}  # name -> lifted GlobalVar
         self.todo_globals: list = []   # original GlobalVars whose lifted body is still to build
         self.helpers: dict = {}        # (kind, type) -> helper GlobalVar
@@ -360,14 +366,18 @@ class ReverseAD:
     def project(self, a, i, hint="f", t=None):
         """`a.i`, bound once per scope (projections of lifted values repeat a lot)."""
         key = ("proj", id(a), i)
-        for s in reversed(self.scopes):
-            hit = s.memo.get(key)
-            if hit is not None:
-                return hit
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
         v = self.emit(TupleGetItem(a, i), hint, t)
-        self.scope.memo[key] = v
+        self.remember(key, v)
         self._keep.append(a)
         return v
+
+    def remember(self, key, value):
+        """Memoize in the current scope: visible there and in the scopes it opens."""
+        self.memo[key] = value
+        self.scope.memo_keys.append(key)
 
     def in_scope(self, fn, bp=None):
         """Run fn() in a fresh scope; return the let-chain of what it emitted around its result."""
@@ -380,7 +390,9 @@ class ReverseAD:
                 result = bindings.pop()[1]      # `let v = e; v` is just `e`
             return build_let_chain(bindings, result)
         finally:
-            self.scopes.pop()
+            memo = self.memo
+            for key in self.scopes.pop().memo_keys:
+                memo.pop(key, None)
 
     def flush(self):
         """Push the pending backward steps of this scope onto bp as one closure.
@@ -428,19 +440,14 @@ class ReverseAD:
         The caller consumes the value: it decrements `remaining` once it has used it (until
         then a flush keeps the value's reference, see flush)."""
         key = id(e)
-        result = None
-        for s in reversed(self.scopes):
-            hit = s.memo.get(key)
-            if hit is not None:
-                result = hit
-                break
+        result = self.memo.get(key)
         if result is None:
             method = getattr(self, "visit_" + type(e).__name__, None)
             if method is None:
                 raise GradientError(f"cannot differentiate {type(e).__name__} nodes: {_text(e)}")
             result = method(e)
             if not isinstance(e, Var):
-                self.scope.memo[key] = result
+                self.remember(key, result)
                 self._keep.append(e)
         return result
 
@@ -527,7 +534,7 @@ class ReverseAD:
         self.env[var] = v
         self.named[id(v)] = v
         self.scope.bindings.append((v, self.lifted_function(let.value)))
-        self.scope.memo[id(let.value)] = v
+        self.remember(id(let.value), v)
         self._keep.append(let.value)
 
     def lifted_param(self, p):
@@ -541,8 +548,7 @@ class ReverseAD:
 
     def visit_Let(self, e):
         while isinstance(e, Let):               # a loop down the chain
-            if isinstance(e.value, Function) and \
-                    not any(id(e.value) in s.memo for s in self.scopes):
+            if isinstance(e.value, Function) and id(e.value) not in self.memo:
                 self.lift_local_function(e)
                 e = e.body
                 continue
