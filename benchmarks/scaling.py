@@ -1,6 +1,6 @@
 """How every relayish stage grows with program size (issue 10, item 12).
 
-    python benchmarks/scaling.py [--quick] [--budget 60] [--family NAME ...] [--stage NAME ...]
+    python benchmarks/scaling.py [--quick] [--budget 20] [--family NAME ...] [--stage NAME ...]
                                  [--json FILE]
 
 Programs (each a fn (%x: float64) -> float64, built with the Python API; "size" is the number of
@@ -30,7 +30,7 @@ runs the stage once. Time is the process's CPU time (as in benchmarks/timing.py:
 sharing the cores do not count; XLA's compiler threads do). Memory is the process's peak RSS
 during the stage above its RSS before it (numpy buffers and XLA's native memory included; memory
 that Python keeps for reuse counts once). A crash (XLA segfaults on some big programs), an error
-(a CompileError, say) or a run past 4 x --budget is reported in the table instead of a figure.
+(a CompileError, say) or a run past 6 x --budget (at least 60 s) of wall time is reported in the table instead of a figure.
 The growth exponent is the log-log slope between consecutive sizes (1.0 is linear, 2.0
 quadratic). A stage whose next size is predicted to take more than --budget seconds (from the
 last time and the slope so far, at least linear) is skipped, with the prediction printed.
@@ -242,8 +242,8 @@ def measure(stage, family, n, timeout):
     proc = ctx.Process(target=_child, args=(stage, family, n, send))
     proc.start()
     send.close()
-    result = None
-    if receive.poll(timeout):
+    result, answered = None, receive.poll(timeout)
+    if answered:
         try:
             result = receive.recv()
         except EOFError:        # the child died without a word: a crash
@@ -252,10 +252,11 @@ def measure(stage, family, n, timeout):
     if proc.is_alive():
         proc.kill()
         proc.join()
+    if not answered:
+        return None, None, f"stopped after {timeout:.0f} s of wall time"
     if result is None:
-        if proc.exitcode is not None and proc.exitcode < 0:
-            return None, None, f"the process crashed (signal {-proc.exitcode})"
-        return None, None, f"over {timeout:.0f} s (stopped)"
+        return None, None, f"the process died (exit status {proc.exitcode}; a negative one is " \
+                           "a signal: 9 is the out-of-memory killer, 11 a segfault)"
     if result[0] == "error":
         return None, None, result[1][:240]
     return result[1], result[2], None
@@ -297,7 +298,7 @@ def run_family(name, sizes, stages, budget):
                     print(f"{'skipped':>24}", end="")
                     notes.append(f"n={n}: predicted {predicted:.0f} s > budget {budget:.0f} s")
                     break
-            seconds, peak, error = measure(stage, name, n, timeout=max(4 * budget, 60))
+            seconds, peak, error = measure(stage, name, n, timeout=max(6 * budget, 60))
             if error is not None:
                 print(f"{'error':>24}", end="")
                 notes.append(f"n={n}: {error}")
@@ -320,12 +321,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a tenth of every size")
     ap.add_argument("--budget", type=float, default=None,
-                    help="skip a size predicted to take longer (seconds; 60, --quick 10)")
+                    help="skip a size predicted to take longer (seconds; 20, --quick 5)")
     ap.add_argument("--family", nargs="*", choices=sorted(FAMILIES), default=None)
     ap.add_argument("--stage", nargs="*", choices=list(STAGES), default=None)
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args(argv)
-    budget = args.budget if args.budget is not None else (10.0 if args.quick else 60.0)
+    budget = args.budget if args.budget is not None else (5.0 if args.quick else 20.0)
     families = args.family or list(FAMILIES)
     stages = args.stage or list(STAGES)
     print(f"relayish scaling: CPU time and peak memory per stage "
