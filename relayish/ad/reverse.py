@@ -328,8 +328,9 @@ class ReverseAD:
         # lookup costs the same at any nesting depth (a dict per scope, searched innermost
         # first, made nested programs quadratic)
         self.memo: dict = {}
-        self.lifted_globals: dict = {}  # name -> lifted GlobalVar
-        self.todo_globals: list = []   # original GlobalVars whose lifted body is still to build
+        # name (or (name, indices of constant parameters)) -> lifted GlobalVar
+        self.lifted_globals: dict = {}
+        self.todo_globals: list = []   # (original GlobalVar, constant parameters) to build
         self.helpers: dict = {}        # (kind, type) -> helper GlobalVar
         self.generated = False         # whether any global function was added to out_mod
         # Zero each gradient reference after reading it, so that the backpropagator can run
@@ -643,8 +644,30 @@ class ReverseAD:
         if isinstance(op, Constructor):
             args = [self.lift(a) for a in e.args]
             return self.emit(Call(self.types.ctor(op), args), "adt")
+        if isinstance(op, GlobalVar) and op.name_hint in self.src:
+            return self.lift_global_call(e)
         callee = self.lift(op)
         args = [self.lift(a) for a in e.args]
+        self.flush()
+        return self.emit(Call(callee, args + [self.scope.bp]), "call")
+
+    def lift_global_call(self, e):
+        """`@g(args)`: float tensor arguments that carry constants (inputs outside argnums, and
+        what is computed from them only) are passed as plain tensors to a copy of @g lifted
+        with those parameters constant (`@g_ad_const0`), so that no gradient is computed for
+        them anywhere down the call tree (a frozen embedding's dense take_backward)."""
+        ptypes = [getattr(p, "_checked_type", None) or p.type_annotation
+                  for p in self.src[e.op].params]
+        args, consts = [], []
+        for i, a in enumerate(e.args):
+            v = self.lift_raw(a)
+            if isinstance(v, _Deferred):
+                v.remaining -= 1
+            if i < len(ptypes) and is_float_tensor(ptypes[i]) and self.is_inactive(v):
+                consts.append(i)
+                v = v.z if isinstance(v, _Deferred) else self.project(v, 0, "p", ptypes[i])
+            args.append(self.force(v))
+        callee = self.lifted_global(e.op, tuple(consts))
         self.flush()
         return self.emit(Call(callee, args + [self.scope.bp]), "call")
 
@@ -786,32 +809,44 @@ class ReverseAD:
                     self.accumulate(self.field(a, i), ft, gi)
 
     # -- globals ---------------------------------------------------------------------------
-    def lifted_global(self, gv):
+    def lifted_global(self, gv, consts=()):
+        """The lifted @gv; `consts`: indices of float tensor parameters taken as constants."""
         name = gv.name_hint
-        lifted = self.lifted_globals.get(name)
+        key = (name, consts) if consts else name
+        lifted = self.lifted_globals.get(key)
         if lifted is None:
             if name not in self.src:
                 raise GradientError(f"the program calls @{name}, which the module does not define; "
                                     "pass the Module (rl.gradient(mod) or mod=)")
             taken = {g.name_hint for g in self.out.functions} | set(self.lifted_globals) \
                 | {g.name_hint for g in self.lifted_globals.values()} | {"main"}
-            lifted = GlobalVar(_fresh(name + "_ad", taken))
-            self.lifted_globals[name] = lifted
-            self.todo_globals.append(self.src.get_global_var(name))
+            suffix = "_ad_const" + "_".join(map(str, consts)) if consts else "_ad"
+            lifted = GlobalVar(_fresh(name + suffix, taken))
+            self.lifted_globals[key] = lifted
+            self.todo_globals.append((self.src.get_global_var(name), consts))
         return lifted
 
     def finish_globals(self):
         """Build the lifted body of every global reached so far (and those they reach)."""
         while self.todo_globals:
-            gv = self.todo_globals.pop()
+            gv, consts = self.todo_globals.pop()
             func = self.src[gv]
             self.count_uses(func)
-            params = [self.lifted_param(p) for p in func.params]
+            params = [Var(p.name_hint, _param_type(p)) if i in consts else self.lifted_param(p)
+                      for i, p in enumerate(func.params)]
+
+            def body(func=func, params=params, consts=consts):
+                for i in consts:      # constants: deferred values that never get a gradient
+                    p, v = func.params[i], params[i]
+                    self.env[p] = self.deferred(v, v.type_annotation, p, inactive=True,
+                                                hint=p.name_hint)
+                return self.lift(func.body)
             bp = Var("bp", BP_TYPE)
-            body = self.in_scope(lambda: self.lift(func.body), bp=bp)
+            body = self.in_scope(body, bp=bp)
             ret = self.types.lift(func.ret_type) if func.ret_type is not None else None
-            self.out[self.lifted_globals[gv.name_hint]] = Function(params + [bp], body, ret,
-                                                                   func.type_params)
+            key = (gv.name_hint, consts) if consts else gv.name_hint
+            self.out[self.lifted_globals[key]] = Function(params + [bp], body, ret,
+                                                          func.type_params)
             self.generated = True
 
     # -- conversions at the entry point: T -> L T, L T -> T ----------------------------------
