@@ -9,11 +9,16 @@ from relayish.errors import RelayishError
 BACKENDS = ("jax", "interpreter")
 
 
-def compile(f_or_mod, backend="jax", device="cpu"):  # noqa: A001 - API name
+def compile(f_or_mod, backend="jax", device="cpu", limits=None):  # noqa: A001 - API name
     """A callable running `f_or_mod` (a Function, or a Module's @main) on `backend`.
 
     backend="jax": lowered to XLA by tracing under jax.jit (relayish/backend/jax_backend.py);
     device="cpu" or "gpu" (a CUDA device; a RelayishError when jax has none).
+    limits: a dict overriding the bounds on tracing (relayish.backend.jax_backend.TRACE_LIMITS):
+    "max_depth" (longest chain of dependent operations handed to XLA, 10,000: deeper programs
+    crash XLA's compiler), "max_ops" (tensor operations recorded in one trace, 200,000) and
+    "max_seconds" (one trace's wall time, 300). Past one, a CompileError says to use the
+    interpreter.
     backend="interpreter": each call is rl.evaluate(f_or_mod, *args).
 
     >>> x = rl.var("x", shape=(3,)); run = rl.compile(rl.Function([x], rl.sum(x * x)))
@@ -21,8 +26,10 @@ def compile(f_or_mod, backend="jax", device="cpu"):  # noqa: A001 - API name
     """
     if backend == "jax":
         from relayish.backend.jax_backend import compile_jax
-        return compile_jax(f_or_mod, device=device)
+        return compile_jax(f_or_mod, device=device, limits=limits)
     if backend == "interpreter":
+        if limits is not None:
+            raise RelayishError("limits= bounds tracing for XLA; the interpreter takes none")
         if device not in (None, "cpu"):
             raise RelayishError(f"the interpreter runs on the cpu only, got device={device!r}")
         from relayish.backend.interpreter import evaluate

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 
 import numpy as np
 
@@ -57,6 +58,17 @@ from relayish.backend.values import Closure, ConstructorValue, RefValue
 MAX_JOIN_DEPTH = 48
 # Activations of one function inside traced joins beyond which the same holds.
 MAX_ACTIVATIONS_UNDER_JOIN = 512
+
+# Bounds on one trace and on the program handed to XLA (notes/jax-backend.md has the
+# measurements). Override per call with rl.compile(..., limits={"max_depth": ...}) or for the
+# process by assigning to this dict.
+#   max_depth:   the longest chain of dependent operations in the traced program. XLA's compiler
+#                crashes the process (segfault) on deep chains: a chain of 40,000 (and 28,000)
+#                dependent elementwise ops did, 20,000 compiled (10 s); half of that is the bound.
+#   max_ops:     tensor operations recorded in one trace (unrolled recursion over a long list, a
+#                non-terminating recursion): bounds the trace's memory.
+#   max_seconds: wall time of one trace (a recursion that records nothing but never ends).
+TRACE_LIMITS = {"max_depth": 10_000, "max_ops": 200_000, "max_seconds": 300.0}
 
 
 def _jax():
@@ -212,7 +224,7 @@ class TraceEvaluator:
     in a call; `call(callee, args)` runs the trampoline to a value.
     """
 
-    def __init__(self, mod, batching=True, captured=None):
+    def __init__(self, mod, batching=True, captured=None, limits=None):
         self.mod = mod
         self.batching = batching
         self.captured = {} if captured is None else captured   # Function id -> free variables
@@ -223,6 +235,10 @@ class TraceEvaluator:
         self.globals: dict[str, _JClosure] = {}
         self._dispatch = {}
         self._batch_plans: dict = {}
+        self.limits = TRACE_LIMITS if limits is None else limits
+        self.calls: dict = {}                # Function -> its activations in this trace
+        self.ops = 0                         # traced tensor operations recorded
+        self.started = time.monotonic()
 
     # ---- entry ------------------------------------------------------------------------------
     def eval(self, expr, env, tail=False):
@@ -256,6 +272,12 @@ class TraceEvaluator:
             env = dict(callee.env)
             for p, a in zip(func.params, args):
                 env[p] = a
+            calls = self.calls.get(func, 0) + 1
+            self.calls[func] = calls
+            if calls == 1:
+                self.names.setdefault(func, callee)
+            elif not calls & 255:
+                self.check_budget()
             if not self.join_depth:
                 return self.eval(func.body, env, True)
             count = self.active.get(func, 0) + 1
@@ -278,6 +300,28 @@ class TraceEvaluator:
                 return _JAdt(target, list(args), _next_serial())
             return self.apply_op(target, list(args), dict(target.attr_defaults), target)
         raise CompileError(f"cannot call a {_describe(callee)}")
+
+    def unrolled(self):
+        """The name of the function with the most activations in this trace (or None)."""
+        if not self.calls:
+            return None
+        func = max(self.calls, key=self.calls.get)
+        return f"{_closure_name(self.names[func])} ({self.calls[func]} calls unrolled)"
+
+    def check_budget(self):
+        """A CompileError once the trace records too many operations or runs too long."""
+        limits = self.limits
+        elapsed = time.monotonic() - self.started
+        if self.ops <= limits["max_ops"] and elapsed <= limits["max_seconds"]:
+            return
+        what = (f"recorded more than {limits['max_ops']} tensor operations"
+                if self.ops > limits["max_ops"] else
+                f"ran for more than {limits['max_seconds']:g} s")
+        raise CompileError(
+            f"tracing for XLA {what} while unrolling {self.unrolled() or 'the program'}: "
+            "recursion over a long list (or one that never ends) unrolls into one huge XLA "
+            "program. Run it with rl.evaluate or rl.compile(..., backend=\"interpreter\"), or "
+            "raise the bound: rl.compile(..., limits={\"max_ops\": ..., \"max_seconds\": ...})")
 
     def _unbounded(self, name=None):
         if name is None:
@@ -465,6 +509,10 @@ class TraceEvaluator:
             xp = np
         else:
             import jax.numpy as xp
+        if not concrete:
+            self.ops += 1
+            if not self.ops & 1023:
+                self.check_budget()
         try:
             with np.errstate(all="ignore"):   # IEEE nan/inf without warnings, as XLA computes
                 out = op.impl(xp, *args, **attrs)
@@ -1158,6 +1206,8 @@ class _Entry:
         self.pure = False
         self.written = []                # (ref index, content descriptor)
         self.written_leaves = []
+        self.unrolled = None             # the most-called function of the trace (for messages)
+        self.ops = 0                     # tensor operations the trace recorded
 
 
 class JaxFunction:
@@ -1168,10 +1218,11 @@ class JaxFunction:
     `jax_function()` gives the pure jax function behind `run` (tensor parameters and results).
     """
 
-    def __init__(self, mod, main, device="cpu"):
+    def __init__(self, mod, main, device="cpu", limits=None):
         self.mod = mod
         self.main = main
         self.device = resolve_device(device)
+        self.limits = _trace_limits(limits)
         jax = _jax()
         self._default_device = self.device == jax.devices()[0]
         self.params = list(main.params)
@@ -1266,10 +1317,19 @@ class JaxFunction:
         if entry.traced:
             return
         try:
-            entry.jitted.trace(*leaves)
+            traced = entry.jitted.trace(*leaves)
         except RecursionError:
             raise CompileError("the program nests too deeply to trace (a recursion depth that "
                                "depends on a traced value?); use rl.evaluate") from None
+        depth = _chain_depth(traced.jaxpr.jaxpr)
+        if depth > self.limits["max_depth"]:
+            # checked before XLA sees it: XLA's compiler segfaults on very deep programs
+            raise CompileError(
+                f"the traced program is a chain of {depth} dependent operations ({entry.ops} "
+                f"in all, unrolling {entry.unrolled or 'the program'}), deeper than XLA compiles safely (limit "
+                f"{self.limits['max_depth']}; deeper chains crash XLA's compiler). Run it with "
+                "rl.evaluate or rl.compile(..., backend=\"interpreter\"), or raise the bound at "
+                "your own risk: rl.compile(..., limits={\"max_depth\": ...})")
         entry.traced = True
         if entry.written_leaves and self.device.platform != "cpu":
             # donate the buffers of the references the program writes (XLA CPU cannot)
@@ -1383,7 +1443,8 @@ class JaxFunction:
             return self._evaluate(entry, leaves, batching=False)
 
     def _evaluate(self, entry, leaves, batching):
-        ev = TraceEvaluator(self.mod, batching=batching, captured=self._captured)
+        ev = TraceEvaluator(self.mod, batching=batching, captured=self._captured,
+                            limits=self.limits)
         refs = []
         args = [_build_arg(t, leaves, refs) for t in entry.tree]
         initial = [r.value for r in refs]
@@ -1393,6 +1454,8 @@ class JaxFunction:
         except RecursionError:
             raise CompileError("the program nests too deeply to trace (a recursion depth that "
                                "depends on a traced value?); use rl.evaluate") from None
+        entry.unrolled = ev.unrolled()
+        entry.ops = ev.ops
         out_leaves = []
         ref_ids = {id(r): k for k, r in enumerate(refs)}
         desc = _encode(result, out_leaves, ref_ids)
@@ -1422,6 +1485,44 @@ class JaxFunction:
         for p, t, a in zip(self.params, self.param_types, args):
             tree.append(_flatten_arg(a, t, "%" + p.name_hint, leaves, key, refs, ref_ids))
         return leaves, tuple(key), tree, refs
+
+
+def _trace_limits(limits):
+    """TRACE_LIMITS updated with the `limits` given to rl.compile (checked)."""
+    out = dict(TRACE_LIMITS)
+    if limits is None:
+        return out
+    if not isinstance(limits, dict):
+        raise RelayishError(f"limits must be a dict (keys {', '.join(TRACE_LIMITS)}), got "
+                            f"{type(limits).__name__}")
+    for key, value in limits.items():
+        if key not in TRACE_LIMITS:
+            raise RelayishError(f"unknown limit {key!r}; the limits are "
+                                f"{', '.join(TRACE_LIMITS)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise RelayishError(f"limit {key} must be a positive number, got {value!r}")
+        out[key] = value
+    return out
+
+
+def _chain_depth(jaxpr):
+    """The longest chain of dependent equations in a jaxpr (a loop; an equation with inner
+    jaxprs, a switch or a loop, counts as its deepest inner chain plus one)."""
+    depth = {}
+    deepest = 0
+    for eqn in jaxpr.eqns:
+        inner = 0
+        for param in eqn.params.values():
+            for sub in (param if isinstance(param, (tuple, list)) else (param,)):
+                sub = getattr(sub, "jaxpr", sub)        # ClosedJaxpr -> Jaxpr
+                if hasattr(sub, "eqns"):
+                    inner = max(inner, _chain_depth(sub))
+        d = 1 + inner + max((depth.get(v, 0) for v in eqn.invars if not hasattr(v, "val")),
+                            default=0)
+        for v in eqn.outvars:
+            depth[v] = d
+        deepest = max(deepest, d)
+    return deepest
 
 
 def _with_writes(entry, outcome):
@@ -1744,8 +1845,9 @@ def _decode(desc, leaves, refs, entry, memo=None):
 
 # ---- entry point ---------------------------------------------------------------------------------
 
-def compile_jax(f_or_mod, device="cpu"):
-    """`rl.compile(f_or_mod, backend="jax", device=...)`: see JaxFunction."""
+def compile_jax(f_or_mod, device="cpu", limits=None):
+    """`rl.compile(f_or_mod, backend="jax", device=..., limits=...)`: see JaxFunction and
+    TRACE_LIMITS."""
     from relayish.ir.typecheck import infer_type
     if isinstance(f_or_mod, Module):
         mod = f_or_mod
@@ -1763,4 +1865,4 @@ def compile_jax(f_or_mod, device="cpu"):
     else:
         raise RelayishError(f"rl.compile takes a Function or a Module, got "
                             f"{type(f_or_mod).__name__}")
-    return JaxFunction(mod, main, device)
+    return JaxFunction(mod, main, device, limits)
