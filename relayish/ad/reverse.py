@@ -727,6 +727,14 @@ class ReverseAD:
                 if gi is None:
                     continue
                 gi = _Replace(orig, z).visit(gi)
+                if (isinstance(gi, Call) and isinstance(gi.op, Op)
+                        and gi.op.name == "take_backward"
+                        and is_float_tensor(arg_types[i])
+                        and not (isinstance(args[i], _Deferred) and args[i].pair is None)):
+                    # `r := !r + take_backward(..)` stays one expression: the interpreter
+                    # scatters the rows into the reference in place (no dense gradient)
+                    self.accumulate(args[i], arg_types[i], gi)
+                    continue
                 if not isinstance(gi, (Var, Constant, Tuple)):
                     gi = self.emit(gi, "g", arg_types[i])
                 self.accumulate(args[i], arg_types[i], gi)

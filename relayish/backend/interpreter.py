@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+import sys
 import weakref
 from operator import itemgetter
 
@@ -549,8 +550,26 @@ def _ref_write_step(node, dst, ref, src):
     return step
 
 
+# sys.getrefcount of an array held only by a reference's `.value` and one local variable
+# (the call's argument is the third). Such an array is the reference's own: nothing else can
+# see it, so adding into it in place is the same as storing a new sum (CPython's refcount is
+# the proof, as numpy's own elision of temporaries relies on). An array that any frame slot,
+# tuple, view or earlier `!r` still holds has a higher count and is never mutated.
+_REF_OWNED = 3
+
+
+def _ref_owns(cur, shape, dtype):
+    """Whether the reference's value `cur` (the caller's local) is its own array of this shape
+    and dtype (this function's parameter is one more reference to it)."""
+    return (cur.__class__ is _ndarray and sys.getrefcount(cur) == _REF_OWNED + 1
+            and cur.base is None and cur.flags.writeable and cur.flags.c_contiguous
+            and cur.shape == shape and cur.dtype == dtype)
+
+
 def _accumulate_step(node, add_node, dst, ref, src, add, never_scalar, overwrite):
-    """`overwrite`: g has the type of the sum, so adding it to a shared zero tensor is g."""
+    """`overwrite`: g has the type of the sum, so adding it to a shared zero tensor is g.
+    With `overwrite`, a value that the reference owns is added to in place (_ref_owns): a
+    parameter's gradient reference allocates once per program run, not once per use."""
     fail = _guard(node, "writing a reference")
     shared = _SHARED_ZERO_IDS
 
@@ -559,15 +578,61 @@ def _accumulate_step(node, add_node, dst, ref, src, add, never_scalar, overwrite
         if r.__class__ is not RefValue:
             raise fail(TypeError(f"{_value_type_text(r)} is not a reference"))
         cur = r.value
-        if overwrite and id(cur) in shared:
-            r.value = s[src]
-            s[dst] = ()
-            return
+        if overwrite:
+            if id(cur) in shared:
+                r.value = s[src]
+                s[dst] = ()
+                return
+            g = s[src]
+            if g.__class__ is _ndarray and _ref_owns(cur, g.shape, g.dtype):
+                np.add(cur, g, out=cur)
+                s[dst] = ()
+                return
         try:
             v = add(cur, s[src])
         except Exception as exc:  # noqa: BLE001 - reported with the call's text
             raise _op_failure(add_node, exc) from exc
         r.value = v if never_scalar or v.__class__ is _ndarray else _fix_scalar(v)
+        s[dst] = ()
+    return step
+
+
+def _take_accumulate_step(node, dst, ref, gs, ids, axis):
+    """`r := !r + take_backward(g, idx, like, axis)`: the rows of g are added into the
+    reference's value in place when it owns it (_ref_owns), else into a fresh copy (a fresh
+    zeros for the shared zero tensor), which the reference then owns: no dense |V| x D gradient
+    per embedding lookup, no new sum per accumulation."""
+    fail = _guard(node, "writing a reference")
+    shared = _SHARED_ZERO_IDS
+
+    def step(s):
+        r = s[ref]
+        if r.__class__ is not RefValue:
+            raise fail(TypeError(f"{_value_type_text(r)} is not a reference"))
+        cur, g, idx = r.value, s[gs], s[ids]
+        try:
+            if not _ref_owns(cur, cur.shape, cur.dtype):
+                cur = (np.zeros(cur.shape, dtype=cur.dtype) if id(cur) in shared
+                       else np.array(cur, dtype=cur.dtype, order="C"))
+            if axis is None:
+                flat = cur.reshape(-1)
+                if idx.ndim == 0:
+                    flat[idx] += g
+                else:
+                    np.add.at(flat, idx.reshape(-1), g.reshape(-1))
+            elif axis == 0 and idx.ndim == 0:      # an embedding row: no axis moves
+                cur[idx] += g
+            else:
+                k = idx.ndim
+                target = np.moveaxis(cur, axis, 0)
+                vals = np.moveaxis(g, tuple(range(axis, axis + k)), tuple(range(k)))
+                if k == 0:
+                    target[idx] += vals
+                else:
+                    np.add.at(target, idx, vals)
+        except Exception as exc:  # noqa: BLE001 - reported with the accumulation's text
+            raise _op_failure(node, exc) from exc
+        r.value = cur
         s[dst] = ()
     return step
 
@@ -1006,6 +1071,9 @@ class _FunctionCompiler(ExprFunctor):
         """`r := !r + g` (reverse AD's gradient accumulation) with `r` and `g` variables or
         constants: one step instead of a read, an add and a write. None for anything else."""
         v = e.value
+        step = self.take_accumulate_step(e)
+        if step is not None:
+            return step
         if not (isinstance(v, Call) and isinstance(v.op, Op) and v.op.name == "add"
                 and len(v.args) == 2 and isinstance(v.args[0], RefRead)
                 and isinstance(v.args[1], (Var, Constant))):
@@ -1025,6 +1093,32 @@ class _FunctionCompiler(ExprFunctor):
                      and tg.shape == t.shape and tg.dtype == t.dtype)
         self.emit(_accumulate_step(e, v, dst, ref, src, add,
                                    isinstance(t, TensorType) and len(t.shape) >= 1, overwrite))
+        return dst
+
+    def take_accumulate_step(self, e):
+        """`r := !r + take_backward(g, idx, like)` (reverse AD's gradient of take, left inline
+        by the transform) with atoms as arguments and one float type throughout: one in-place
+        scatter-add step. None for anything else."""
+        v = e.value
+        if not (isinstance(v, Call) and isinstance(v.op, Op) and v.op.name == "add"
+                and len(v.args) == 2 and isinstance(v.args[0], RefRead)
+                and isinstance(e.ref, Var) and v.args[0].ref is e.ref):
+            return None
+        tb = v.args[1]
+        if not (isinstance(tb, Call) and isinstance(tb.op, Op) and tb.op.name == "take_backward"
+                and all(isinstance(a, (Var, Constant)) for a in tb.args)):
+            return None
+        t, tt = getattr(v, "_checked_type", None), getattr(tb, "_checked_type", None)
+        tl, tg = static_type(tb.args[2]), static_type(tb.args[0])
+        if not (isinstance(t, TensorType) and t == tt and t == tl and t.dtype.startswith("float")
+                and isinstance(tg, TensorType) and tg.dtype == t.dtype):
+            return None
+        axis = tb.attrs["axis"]
+        ref = self.visit(e.ref)
+        gs, ids = self.visit(tb.args[0]), self.visit(tb.args[1])
+        dst = self.new_slot()
+        self.emit(_take_accumulate_step(e, dst, ref, gs, ids,
+                                        None if axis is None else axis % len(t.shape)))
         return dst
 
     def visit_default(self, node):
