@@ -13,7 +13,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from relayish.errors import RelayishError
-from relayish.ir.expr import Expr, If, Let, Var, as_expr
+from relayish.ir.expr import Expr, If, Let, Var, _shown, as_expr, describe
 from relayish.ir.types import Type
 
 
@@ -28,6 +28,10 @@ class ScopeBuilder:
         self._scopes = [_Scope()]
         self._pending_if = None   # (cond, then_scope) between if_scope and else_scope
 
+    def __repr__(self):
+        return (f"<ScopeBuilder: {len(self._scope.bindings)} binding(s) in the innermost of "
+                f"{len(self._scopes)} open scope(s)>")
+
     @property
     def _scope(self):
         return self._scopes[-1]
@@ -38,12 +42,13 @@ class ScopeBuilder:
         if isinstance(var, tuple):
             name, ty = var
             if not isinstance(ty, Type):
-                raise RelayishError(f"sb.let(({name!r}, type), value): {ty!r} is not a Type")
+                raise RelayishError(f"sb.let(({_shown(name)}, type), value): {describe(ty)} "
+                                    "is not a Type")
             var = Var(name, ty)
         elif isinstance(var, str):
             var = Var(var)
         elif not isinstance(var, Var):
-            raise RelayishError(f"sb.let takes a name, (name, type) or Var, got {var!r}")
+            raise RelayishError(f"sb.let takes a name, (name, type) or Var, got {describe(var)}")
         value = _value(value, f"sb.let({_name(var)}, value)")
         if var.type_annotation is None and var._value_hint is None:
             var._value_hint = value      # so `var > 1.0` gets value's dtype

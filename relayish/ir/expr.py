@@ -15,8 +15,8 @@ from attrs import Converter, define, field
 import numpy as np
 
 from relayish.errors import RelayishError
-from relayish.ir.types import (DTYPES, FuncType, GlobalTypeVar, Type, TensorType, TypeVar, normalize_dtype,
-                               printable_name)
+from relayish.ir.types import (DTYPES, FuncType, GlobalTypeVar, Type, TensorType, TypeVar,
+                               normalize_dtype, printable_name)
 
 
 class Node:
@@ -80,8 +80,11 @@ def describe(value, limit=60) -> str:
     if isinstance(value, np.ndarray):
         return f"a numpy array of shape {value.shape} and dtype {value.dtype}"
     if isinstance(value, (list, tuple, dict, set)):
+        text = _shown(value, limit)       # short ones as written: (1, 2.5), [x]
+        if len(text) < limit:
+            return text
         return f"{_article(type(value).__name__)} of {len(value)} item(s)"
-    return f"{_article(type(value).__name__)} object"
+    return "an object" if type(value) is object else f"{_article(type(value).__name__)} object"
 
 
 def _article(noun) -> str:
@@ -299,7 +302,8 @@ def _const_array(value, dtype):
                 narrow = True           # a nested Python list of ints: int32 like scalars
     except RelayishError:       # an expression inside a list: Expr.__array__ refused it
         raise RelayishError(f"{_shown(value)} is not a constant: it holds expressions; a list of "
-                            "expressions is built with rl.Tuple([...]) or rl.stack([...])") from None
+                            "expressions is built with rl.Tuple([...]) or rl.stack([...])"
+                            ) from None
     except OverflowError:
         target = normalize_dtype(dtype) if dtype is not None else "int32"
         raise RelayishError(_overflow_message(value, target)) from None
@@ -339,8 +343,10 @@ def _overflow_message(value, dtype):
         np.asarray(value, dtype="int64")
     except (OverflowError, ValueError):
         fits_int64 = False
-    advice = (f'; give the dtype, e.g. rl.const({text}, dtype="int64")' if fits_int64 and dtype != "int64"
-              else f'; it fits no integer dtype (use a float, e.g. rl.const({text}, dtype="float64"))')
+    if fits_int64 and dtype != "int64":
+        advice = f'; give the dtype, e.g. rl.const({text}, dtype="int64")'
+    else:
+        advice = f'; it fits no integer dtype (use a float, e.g. rl.const({text}, dtype="float64"))'
     return f"the value {text} does not fit in {dtype}" + advice
 
 
@@ -449,7 +455,8 @@ def _array_of_scalar(value):
 def _tensor_data(node, attribute, value):
     if not isinstance(value, np.ndarray) or (value.dtype not in _SUPPORTED_DTYPES
                                              and value.dtype.name not in DTYPES):
-        raise _field_error(node, attribute, f"a numpy array of one of the dtypes {', '.join(DTYPES)}",
+        raise _field_error(node, attribute,
+                           f"a numpy array of one of the dtypes {', '.join(DTYPES)}",
                            value, " (rl.const(value, dtype) makes a Constant from Python values)")
 
 
@@ -507,7 +514,8 @@ class TupleGetItem(Expr):
 class Function(Expr):
     params: list = field(converter=_list_of(Var, "Vars"), validator=_distinct_params)
     body: Expr = field(validator=_EXPR)
-    ret_type: Type | None = field(default=None, validator=_is(Type, "a relayish Type or None", True))
+    ret_type: Type | None = field(default=None,
+                                  validator=_is(Type, "a relayish Type or None", True))
     type_params: list = field(converter=_list_of(TypeVar, "TypeVars"), factory=list)
     _checked_type: Type | None = field(default=None, init=False)
 
@@ -623,7 +631,7 @@ def var(name, type=None, shape=None, dtype=None) -> Var:  # noqa: A002 - API nam
     if type is None:
         type = TensorType(() if shape is None else shape, "float32" if dtype is None else dtype)
     if not isinstance(type, Type):
-        raise RelayishError(f"rl.var: type must be a relayish Type, got {type!r}")
+        raise RelayishError(f"rl.var: type must be a relayish Type, got {describe(type)}")
     return Var(name, type)
 
 

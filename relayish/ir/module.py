@@ -6,7 +6,7 @@ body may refer to a function before or after it is added.
 from __future__ import annotations
 
 from relayish.errors import RelayishError
-from relayish.ir.expr import Constructor, Expr, Function, GlobalVar
+from relayish.ir.expr import Constructor, Expr, Function, GlobalVar, describe
 from relayish.ir.types import GlobalTypeVar, TypeData
 
 
@@ -28,7 +28,8 @@ class Module:
     # ---- functions -------------------------------------------------------------------------
     def __setitem__(self, key, func):
         if not isinstance(func, Function):
-            raise RelayishError(f"a module holds functions; {key!r} was given {type(func).__name__}")
+            raise RelayishError(f"a module holds functions; {describe(key)} was given "
+                                f"{describe(func)}")
         gv = self.get_global_var(key, create=True)
         self.functions[gv] = func
 
@@ -49,7 +50,7 @@ class Module:
         elif isinstance(key, str):
             name = key
         else:
-            raise RelayishError(f"module keys are names or GlobalVars, got {key!r}")
+            raise RelayishError(f"module keys are names or GlobalVars, got {describe(key)}")
         gv = self._globals.get(name)
         if gv is None:
             if not create:

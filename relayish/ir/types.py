@@ -36,7 +36,8 @@ def normalize_dtype(dtype) -> str:
     try:
         name = np.dtype(dtype).name
     except TypeError:
-        raise RelayishError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}") from None
+        raise RelayishError(f"unknown dtype {_described(dtype)}; expected one of "
+                            f"{', '.join(DTYPES)}") from None
     if name not in DTYPES:
         raise RelayishError(f"unsupported dtype {name!r}; expected one of {', '.join(DTYPES)}")
     return name
@@ -48,10 +49,10 @@ def _shape(shape) -> tuple:
     try:
         dims = tuple(shape)
     except TypeError:
-        raise RelayishError(f"a shape is a tuple of ints, got {shape!r}") from None
+        raise RelayishError(f"a shape is a tuple of ints, got {_described(shape)}") from None
     for d in dims:
         if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d < 0:
-            raise RelayishError(f"a shape is a tuple of non-negative ints, got {shape!r}")
+            raise RelayishError(f"a shape is a tuple of non-negative ints, got {_described(shape)}")
     return tuple(int(d) for d in dims)
 
 
@@ -105,7 +106,13 @@ def _described(value) -> str:
         return text if len(text) <= 60 else text[:57] + "..."
     if isinstance(value, Type):
         return f"the type {value}"
-    return f"a {type(value).__name__}"
+    if isinstance(value, (list, tuple)):        # a shape: its items matter
+        text = _ADDRESS.sub("", repr(value))
+        return text if len(text) <= 60 else text[:57] + "..."
+    return "an object" if type(value) is object else f"a {type(value).__name__} object"
+
+
+_ADDRESS = re.compile(r" (object )?at 0x[0-9a-fA-F]+")
 
 
 def _type_name(kind):

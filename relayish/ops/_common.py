@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from relayish.errors import GradientError, RelayishError, TypeCheckError
-from relayish.ir.expr import Constant, Tuple, Var, const
+from relayish.ir.expr import Constant, Tuple, Var, const, describe
 from relayish.ir.types import (FLOAT_DTYPES, INT_DTYPES, TensorType, TupleType, Type,
                                normalize_dtype)
 
@@ -116,7 +116,8 @@ def _is_int(v) -> bool:
 
 def canon_int(op, name, v) -> int:
     if not _is_int(v):
-        raise RelayishError(f"operator '{op}': attribute {name} must be an int, got {v!r}")
+        raise RelayishError(f"operator '{op}': attribute {name} must be an int, "
+                            f"got {describe(v)}")
     return int(v)
 
 
@@ -129,7 +130,7 @@ def canon_axis(op, name, v):
     if isinstance(v, (list, tuple)) and all(_is_int(a) for a in v):
         return tuple(int(a) for a in v)
     raise RelayishError(f"operator '{op}': attribute {name} must be None, an int or a tuple of "
-                        f"ints, got {v!r}")
+                        f"ints, got {describe(v)}")
 
 
 def canon_ints(op, name, v, allow_none=False, allow_negative=False):
@@ -139,16 +140,19 @@ def canon_ints(op, name, v, allow_none=False, allow_negative=False):
     if _is_int(v):
         v = (v,)
     if not isinstance(v, (list, tuple)) or not all(_is_int(a) for a in v):
-        raise RelayishError(f"operator '{op}': attribute {name} must be a tuple of ints, got {v!r}")
+        raise RelayishError(f"operator '{op}': attribute {name} must be a tuple of ints, "
+                            f"got {describe(v)}")
     out = tuple(int(a) for a in v)
     if not allow_negative and any(a < 0 for a in out):
-        raise RelayishError(f"operator '{op}': attribute {name} must be non-negative, got {v!r}")
+        raise RelayishError(f"operator '{op}': attribute {name} must be non-negative, "
+                            f"got {describe(v)}")
     return out
 
 
 def canon_bool(op, name, v) -> bool:
     if not isinstance(v, (bool, np.bool_)):
-        raise RelayishError(f"operator '{op}': attribute {name} must be True or False, got {v!r}")
+        raise RelayishError(f"operator '{op}': attribute {name} must be True or False, "
+                            f"got {describe(v)}")
     return bool(v)
 
 
@@ -161,7 +165,8 @@ def canon_dtype(op, name, v) -> str:
 
 def canon_float(op, name, v) -> float:
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise RelayishError(f"operator '{op}': attribute {name} must be a number, got {v!r}")
+        raise RelayishError(f"operator '{op}': attribute {name} must be a number, "
+                            f"got {describe(v)}")
     return float(v)
 
 

@@ -17,7 +17,7 @@ import inspect
 import numpy as np
 
 from relayish.errors import RelayishError
-from relayish.ir.expr import Expr, Tuple, const
+from relayish.ir.expr import Expr, Tuple, const, describe
 from relayish.ir.op import make_call
 
 __all__ = [
@@ -45,7 +45,7 @@ def _fields(fields, op):
         like = next((f for f in items if isinstance(f, Expr)), None)
         return Tuple([as_expr(f, like=like) for f in items])
     raise RelayishError(f"{op} takes a list of tensors or an expression of tuple type, "
-                        f"got {fields!r}")
+                        f"got {describe(fields)}")
 
 
 def _indices(indices):
@@ -54,7 +54,7 @@ def _indices(indices):
         return indices
     arr = np.asarray(indices)
     if arr.dtype.kind not in "iu":
-        raise RelayishError(f"take: indices must be integers, got {indices!r}")
+        raise RelayishError(f"take: indices must be integers, got {describe(indices)}")
     keep = isinstance(indices, (np.ndarray, np.generic))
     return const(arr, dtype=arr.dtype.name if keep else "int32")
 
