@@ -6,11 +6,15 @@
 Bound Vars are matched by binding position (a Let, a Function parameter or a pattern binds its
 Var to the Var at the same place on the other side, and their type annotations must be equal);
 free Vars are equal only when they are the same Var, unless map_free_vars, which pairs them up
-one-to-one at first use. GlobalVars compare by name, Ops by name, Constructors by name and type.
-Constants are equal when dtype, shape and bytes agree (so NaNs compare equal to the same NaN).
-Call attributes compare by value (a list equals the tuple of the same items). Types are values
-(`==`). Modules are equal with the same global names bound to equal functions and the same type
-definitions. The walk uses an explicit stack: 10^5-long let-chains are fine.
+one-to-one at first use. Bound type variables are matched the same way (alpha-equivalence): the
+type parameters of a Function, a FuncType (`fn [b](b) -> b` equals `fn [c](c) -> c`) or a
+TypeData pair up by position; free type variables compare by name. GlobalVars compare by name,
+Ops by name, Constructors by name and type; a bare nullary constructor `Nil` equals its call
+`Nil()` (Relay's parser reads the one as the other). Constants are equal when dtype, shape and
+bytes agree (so NaNs compare equal to the same NaN). Call attributes compare by value (a list
+equals the tuple of the same items). Types are otherwise values. Modules are equal with the same
+global names bound to equal functions and the same type definitions. The walk uses an explicit
+stack: 10^5-long let-chains are fine.
 """
 from __future__ import annotations
 
@@ -21,7 +25,8 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Functio
                               Let, Match, Pattern, PatternConstructor, PatternTuple, PatternVar,
                               PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,
                               Var)
-from relayish.ir.types import FuncType, RefType, TupleType, Type, TypeCall, TypeData
+from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, Type,
+                               TypeCall, TypeData, TypeVar)
 
 
 class StructuralMismatch(RelayishError, AssertionError):
@@ -94,11 +99,15 @@ class _Mismatch(Exception):
 
 
 class _Comparer:
+    """The walk. Each work item carries `env`, the pairing of the type variables bound around
+    it (a _TypeEnv, or None where there is none: most programs have no type parameters)."""
+
     def __init__(self, map_free_vars):
         self.map_free_vars = map_free_vars
         self.lhs_to_rhs: dict[int, Var] = {}
         self.rhs_to_lhs: dict[int, Var] = {}
         self.seen: set = set()      # node pairs already compared (programs are DAGs)
+        self.envs: list = []        # keeps each env alive while its id is part of a seen key
 
     def run(self, a, b):
         from relayish.ir.module import Module
@@ -111,7 +120,7 @@ class _Comparer:
                 if not types_equal(a, b):
                     raise _Mismatch(None, a, b, "different types")
             else:
-                self.walk([(a, b, None)])
+                self.walk([(a, b, None, None)])
         except _Mismatch as m:
             path, x, y, reason = m.info
             return _path_text(path), x, y, reason
@@ -134,31 +143,33 @@ class _Comparer:
             only_b = sorted(set(funcs_b) - set(funcs_a))
             raise _Mismatch(None, ["@" + n for n in only_a], ["@" + n for n in only_b],
                             "different global functions (listed: those only on one side)")
-        self.walk([(funcs_a[n], funcs_b[n], (None, "@" + n)) for n in reversed(list(funcs_a))])
+        self.walk([(funcs_a[n], funcs_b[n], (None, "@" + n), None)
+                   for n in reversed(list(funcs_a))])
 
     def type_data(self, a, b, path):
         if not (isinstance(a, TypeData) and isinstance(b, TypeData)):
             raise _Mismatch(path, a, b, "a type definition compared with something else")
-        if a.header.name != b.header.name or list(a.type_vars) != list(b.type_vars):
-            raise _Mismatch(path, a, b, "different type name or type parameters")
+        if a.header.name != b.header.name or len(a.type_vars) != len(b.type_vars):
+            raise _Mismatch(path, a, b, "different type name or numbers of type parameters")
         if len(a.constructors) != len(b.constructors):
             raise _Mismatch(path, a, b, "different numbers of constructors")
+        env = _TypeEnv.extend(None, a.type_vars, b.type_vars)    # `type L[a]` == `type L[b]`
         for ca, cb in zip(a.constructors, b.constructors):
-            if ca.name_hint != cb.name_hint or not _types_equal_lists(ca.inputs, cb.inputs):
+            if ca.name_hint != cb.name_hint or not _types_equal_lists(ca.inputs, cb.inputs, env):
                 raise _Mismatch((path, "." + ca.name_hint), ca, cb, "different constructors")
 
     # ---- the walk ----------------------------------------------------------------------------
-    def bind(self, va, vb, path):
+    def bind(self, va, vb, path, env):
         """Pair two binders (the most recent binding wins: scopes are walked depth-first)."""
         if not (isinstance(va, Var) and isinstance(vb, Var)):
             raise _Mismatch(path, va, vb, "a binder is not a Var")
         ta, tb = va.type_annotation, vb.type_annotation
-        if ta is not tb and not types_equal(ta, tb):
+        if (ta is not tb or env is not None) and not types_equal(ta, tb, env):
             raise _Mismatch(path, va, vb, "different type annotations on the bound variable")
         self.lhs_to_rhs[id(va)] = vb
         self.rhs_to_lhs[id(vb)] = va
 
-    def var(self, a, b, path):
+    def var(self, a, b, path, env):
         mapped = self.lhs_to_rhs.get(id(a))
         back = self.rhs_to_lhs.get(id(b))
         if mapped is not None or back is not None:
@@ -168,7 +179,7 @@ class _Comparer:
         if a is b:
             return
         if self.map_free_vars:
-            if not types_equal(a.type_annotation, b.type_annotation):
+            if not types_equal(a.type_annotation, b.type_annotation, env):
                 raise _Mismatch(path, a, b, "free variables with different type annotations")
             self.lhs_to_rhs[id(a)] = b
             self.rhs_to_lhs[id(b)] = a
@@ -178,14 +189,19 @@ class _Comparer:
     def walk(self, stack):
         push = stack.append
         while stack:
-            a, b, path = stack.pop()
+            a, b, path, env = stack.pop()
             if a is b and isinstance(a, (Constant, GlobalVar, Constructor)):
                 continue
-            key = (id(a), id(b))
+            key = (id(a), id(b)) if env is None else (id(a), id(b), id(env))
             if key in self.seen and not isinstance(a, Var):
                 continue
             ta = type(a)
             if ta is not type(b):
+                ca, cb = _nullary_constructor(a), _nullary_constructor(b)
+                if ca is not None and cb is not None:     # `Nil` and `Nil()`
+                    if not _same_constructor(ca, cb):
+                        raise _Mismatch(path, a, b, "different constructors")
+                    continue
                 raise _Mismatch(path, a, b, f"{ta.__name__} vs {type(b).__name__}")
             if ta is Let:
                 # a let-chain, with a loop: pair the binders, then compare the values in
@@ -194,25 +210,25 @@ class _Comparer:
                 while type(a) is Let:
                     if type(b) is not Let:
                         raise _Mismatch(path, a, b, f"Let vs {type(b).__name__}")
-                    self.seen.add((id(a), id(b)))
-                    self.bind(a.var, b.var, (path, ".var"))
-                    values.append((a.value, b.value, (path, ".value")))
+                    self.seen.add((id(a), id(b)) if env is None else (id(a), id(b), id(env)))
+                    self.bind(a.var, b.var, (path, ".var"), env)
+                    values.append((a.value, b.value, (path, ".value"), env))
                     a, b, path = a.body, b.body, (path, ".body")
-                push((a, b, path))
+                push((a, b, path, env))
                 values.reverse()
                 stack.extend(values)
                 continue
             self.seen.add(key)
             if ta is Var:
-                self.var(a, b, path)
+                self.var(a, b, path, env)
             elif ta is Call:
                 if len(a.args) != len(b.args):
                     raise _Mismatch(path, a, b, "different numbers of arguments")
                 if (a.attrs or b.attrs) and not _attrs_equal(a.attrs, b.attrs):
                     raise _Mismatch(path, a, b, f"different attributes {a.attrs} vs {b.attrs}")
                 for k in range(len(a.args) - 1, -1, -1):
-                    push((a.args[k], b.args[k], (path, f".args[{k}]")))
-                push((a.op, b.op, (path, ".op")))
+                    push((a.args[k], b.args[k], (path, f".args[{k}]"), env))
+                push((a.op, b.op, (path, ".op"), env))
             elif ta is Constant:
                 if not _constants_equal(a.data, b.data):
                     raise _Mismatch(path, a, b, "different constants")
@@ -229,59 +245,64 @@ class _Comparer:
                 if len(a.fields) != len(b.fields):
                     raise _Mismatch(path, a, b, "tuples of different lengths")
                 for k in range(len(a.fields) - 1, -1, -1):
-                    push((a.fields[k], b.fields[k], (path, f".fields[{k}]")))
+                    push((a.fields[k], b.fields[k], (path, f".fields[{k}]"), env))
             elif ta is TupleGetItem:
                 if a.index != b.index:
                     raise _Mismatch(path, a, b, "different tuple indices")
-                push((a.tuple_value, b.tuple_value, (path, ".tuple_value")))
+                push((a.tuple_value, b.tuple_value, (path, ".tuple_value"), env))
             elif ta is Function:
                 if len(a.params) != len(b.params):
                     raise _Mismatch(path, a, b, "different numbers of parameters")
-                if not types_equal(a.ret_type, b.ret_type):
+                if len(a.type_params) != len(b.type_params):
+                    raise _Mismatch(path, a, b, "different numbers of type parameters")
+                if a.type_params:
+                    # `fn [b](%x: b) -> b` equals `fn [c](%x: c) -> c`: bound type variables
+                    # pair up by position, as bound Vars do
+                    env = _TypeEnv.extend(env, a.type_params, b.type_params)
+                    self.envs.append(env)
+                if not types_equal(a.ret_type, b.ret_type, env):
                     raise _Mismatch(path, a, b, "different return types")
-                if list(a.type_params) != list(b.type_params):
-                    raise _Mismatch(path, a, b, "different type parameters")
                 for k, (pa, pb) in enumerate(zip(a.params, b.params)):
-                    self.bind(pa, pb, (path, f".params[{k}]"))
-                push((a.body, b.body, (path, ".body")))
+                    self.bind(pa, pb, (path, f".params[{k}]"), env)
+                push((a.body, b.body, (path, ".body"), env))
             elif ta is If:
-                push((a.false_branch, b.false_branch, (path, ".false_branch")))
-                push((a.true_branch, b.true_branch, (path, ".true_branch")))
-                push((a.cond, b.cond, (path, ".cond")))
+                push((a.false_branch, b.false_branch, (path, ".false_branch"), env))
+                push((a.true_branch, b.true_branch, (path, ".true_branch"), env))
+                push((a.cond, b.cond, (path, ".cond"), env))
             elif ta is Match:
                 if a.complete != b.complete:
                     raise _Mismatch(path, a, b, "match vs match?")
                 if len(a.clauses) != len(b.clauses):
                     raise _Mismatch(path, a, b, "different numbers of clauses")
                 for k in range(len(a.clauses) - 1, -1, -1):
-                    push((a.clauses[k], b.clauses[k], (path, f".clauses[{k}]")))
-                push((a.data, b.data, (path, ".data")))
+                    push((a.clauses[k], b.clauses[k], (path, f".clauses[{k}]"), env))
+                push((a.data, b.data, (path, ".data"), env))
             elif ta is Clause:
-                self.pattern(a.lhs, b.lhs, (path, ".lhs"))
-                push((a.rhs, b.rhs, (path, ".rhs")))
+                self.pattern(a.lhs, b.lhs, (path, ".lhs"), env)
+                push((a.rhs, b.rhs, (path, ".rhs"), env))
             elif ta is RefCreate:
-                push((a.value, b.value, (path, ".value")))
+                push((a.value, b.value, (path, ".value"), env))
             elif ta is RefRead:
-                push((a.ref, b.ref, (path, ".ref")))
+                push((a.ref, b.ref, (path, ".ref"), env))
             elif ta is RefWrite:
-                push((a.value, b.value, (path, ".value")))
-                push((a.ref, b.ref, (path, ".ref")))
+                push((a.value, b.value, (path, ".value"), env))
+                push((a.ref, b.ref, (path, ".ref"), env))
             elif isinstance(a, Pattern):
-                self.pattern(a, b, path)
+                self.pattern(a, b, path, env)
             elif isinstance(a, Type):
-                if not types_equal(a, b):
+                if not types_equal(a, b, env):
                     raise _Mismatch(path, a, b, "different types")
             else:
                 raise _Mismatch(path, a, b, f"cannot compare {ta.__name__} values")
 
-    def pattern(self, a, b, path):
+    def pattern(self, a, b, path, env):
         stack = [(a, b, path)]
         while stack:
             a, b, path = stack.pop()
             if type(a) is not type(b):
                 raise _Mismatch(path, a, b, f"{type(a).__name__} vs {type(b).__name__}")
             if isinstance(a, PatternVar):
-                self.bind(a.var, b.var, (path, ".var"))
+                self.bind(a.var, b.var, (path, ".var"), env)
             elif isinstance(a, PatternConstructor):
                 if not _same_constructor(a.constructor, b.constructor):
                     raise _Mismatch(path, a, b, "different constructors")
@@ -298,37 +319,97 @@ class _Comparer:
                 raise _Mismatch(path, a, b, f"cannot compare {type(a).__name__} patterns")
 
 
-def types_equal(a, b) -> bool:
-    """Types are values, except that an ADT name without arguments (`Nat`) and its call with
-    none (`Nat[]`) are the same type."""
-    return a is b or a == b or _canonical_type(a) == _canonical_type(b)
+def _nullary_constructor(e):
+    """The constructor when `e` is a nullary constructor or its call without arguments."""
+    if type(e) is Constructor:
+        return e if not e.inputs else None
+    if type(e) is Call and type(e.op) is Constructor and not e.op.inputs and not e.args \
+            and not e.attrs:
+        return e.op
+    return None
 
 
-def _canonical_type(t):
-    if isinstance(t, TypeCall):
-        if not t.args:
-            return t.func
-        return TypeCall(t.func, [_canonical_type(x) for x in t.args])
-    if isinstance(t, TupleType):
-        return TupleType([_canonical_type(x) for x in t.fields])
-    if isinstance(t, FuncType):
-        return FuncType([_canonical_type(x) for x in t.arg_types], _canonical_type(t.ret_type),
-                        t.type_params)
-    if isinstance(t, RefType):
-        return RefType(_canonical_type(t.value))
-    return t
+class _TypeEnv:
+    """The type variables bound around a point, paired left to right and back (both ways, so
+    that the pairing is one-to-one). Immutable: entering a binder makes a new one."""
+    __slots__ = ("fwd", "bwd")
+
+    def __init__(self, fwd, bwd):
+        self.fwd, self.bwd = fwd, bwd
+
+    @staticmethod
+    def extend(env, lhs, rhs):
+        fwd = dict(env.fwd) if env is not None else {}
+        bwd = dict(env.bwd) if env is not None else {}
+        for x, y in zip(lhs, rhs):
+            fwd[x] = y
+            bwd[y] = x
+        return _TypeEnv(fwd, bwd)
 
 
-def _types_equal_lists(a, b):
+def types_equal(a, b, env=None) -> bool:
+    """Whether two types are the same up to the names of bound type variables (the parameters
+    of a FuncType, and those `env` pairs), and with an ADT name without arguments (`Nat`) the
+    same type as its call with none (`Nat[]`). Never recurses: types may be deep."""
+    if a is b and env is None:
+        return True
+    stack = [(a, b, env)]      # not `a == b` first: attrs' __eq__ recurses down deep types
+    while stack:
+        a, b, env = stack.pop()
+        if isinstance(a, TypeCall) and not a.args:
+            a = a.func
+        if isinstance(b, TypeCall) and not b.args:
+            b = b.func
+        ta = type(a)
+        if ta is not type(b):
+            return False
+        if ta is TypeVar:
+            if env is not None and (a in env.fwd or b in env.bwd):
+                if env.fwd.get(a) != b:
+                    return False
+            elif a != b:
+                return False
+        elif ta is TupleType:
+            if len(a.fields) != len(b.fields):
+                return False
+            stack.extend((x, y, env) for x, y in zip(a.fields, b.fields))
+        elif ta is FuncType:
+            if len(a.arg_types) != len(b.arg_types) or len(a.type_params) != len(b.type_params):
+                return False
+            if a.type_params:
+                env = _TypeEnv.extend(env, a.type_params, b.type_params)
+            stack.append((a.ret_type, b.ret_type, env))
+            stack.extend((x, y, env) for x, y in zip(a.arg_types, b.arg_types))
+        elif ta is RefType:
+            stack.append((a.value, b.value, env))
+        elif ta is TypeCall:
+            if a.func != b.func or len(a.args) != len(b.args):
+                return False
+            stack.extend((x, y, env) for x, y in zip(a.args, b.args))
+        elif ta is TensorType or ta is GlobalTypeVar:
+            if a != b:
+                return False
+        elif not (a is b or a == b):       # None, and whatever else compares as a value
+            return False
+    return True
+
+
+def _types_equal_lists(a, b, env=None):
     a, b = list(a), list(b)
-    return len(a) == len(b) and all(types_equal(x, y) for x, y in zip(a, b))
+    return len(a) == len(b) and all(types_equal(x, y, env) for x, y in zip(a, b))
 
 
 def _same_constructor(a, b):
     if a is b:
         return True
     name = lambda c: getattr(c.belong_to, "name", None)  # noqa: E731
-    return a.name_hint == b.name_hint and name(a) == name(b) and _types_equal_lists(a.inputs, b.inputs)
+    if a.name_hint != b.name_hint or name(a) != name(b):
+        return False
+    da, db = getattr(a, "type_data", None), getattr(b, "type_data", None)
+    env = None
+    if da is not None and db is not None and len(da.type_vars) == len(db.type_vars):
+        env = _TypeEnv.extend(None, da.type_vars, db.type_vars)   # their types' own parameters
+    return _types_equal_lists(a.inputs, b.inputs, env)
 
 
 def _constants_equal(x, y):

@@ -384,6 +384,9 @@ class TypeChecker(ExprFunctor):
                         f"{len(t.args)} in {type_str(t)}, in the annotation of {_text(node)}")
             elif isinstance(t, GlobalTypeVar):
                 data = self.mod.type_definitions.get(t)
+                if data is None and self.checking_module:
+                    raise TypeCheckError(f"unknown type {t.name} in the annotation of "
+                                         f"{_text(node)}")
                 if data is not None and data.type_vars:
                     raise TypeCheckError(f"type {t.name} takes {len(data.type_vars)} type "
                                          f"argument(s), in the annotation of {_text(node)}")
@@ -411,6 +414,9 @@ class TypeChecker(ExprFunctor):
         if e.type_annotation is None:
             raise TypeCheckError(f"unbound variable {_text(e)}: it is not bound by any let, "
                                  "function parameter or pattern, and has no type annotation")
+        if self.checking_module:     # as Relay's module: a global function must be closed
+            raise TypeCheckError(f"free variable {_text(e)} in a global function: a global "
+                                 "may use only its parameters and the variables it binds")
         self.check_annotation(e.type_annotation, e)
         self.var_types[id(e)] = e.type_annotation   # a free variable with its declared type
         return e.type_annotation
@@ -483,7 +489,8 @@ class TypeChecker(ExprFunctor):
             param_types, ret = list(sig.arg_types), sig.ret_type
         else:
             param_types = [self.binder_type(p) for p in e.params]
-            ret = self.fresh() if e.ret_type is None else e.ret_type
+            # poly_ok: `fn () { @id }` returns the polymorphic @id itself, not an instance
+            ret = self.fresh(poly_ok=True) if e.ret_type is None else e.ret_type
         if e.ret_type is not None:
             self.check_annotation(e.ret_type, e)
         for p, t in zip(e.params, param_types):
@@ -597,8 +604,12 @@ class TypeChecker(ExprFunctor):
                 raise TypeCheckError(f"{_text(match)} has something that is not a pattern: {p!r}")
 
     def visit_RefCreate(self, e):
-        value = self.fresh()            # a reference holds one monomorphic type
-        self.expect(e.value, value, self.visit(e.value))
+        # a reference holds one monomorphic type: a polymorphic value is instantiated (what
+        # binding a fresh hole did, without its occurs check: a walk of the whole value type
+        # per ref, quadratic in ref(ref(...)) nesting: 3,000 levels took 5 s)
+        value = self.resolve(self.visit(e.value))
+        if isinstance(value, FuncType) and value.type_params:
+            value = self.instantiate(value)
         return RefType(value)
 
     def visit_RefRead(self, e):
@@ -848,7 +859,7 @@ def _check_module(mod) -> Module:
         if func.ret_type is not None:
             checker.check_annotation(func.ret_type, func)
         sig = FuncType([checker.binder_type(p) for p in func.params],
-                       checker.fresh() if func.ret_type is None else func.ret_type,
+                       checker.fresh(poly_ok=True) if func.ret_type is None else func.ret_type,
                        func.type_params)
         checker.signatures[id(func)] = sig
         checker.global_types[gv.name_hint] = sig

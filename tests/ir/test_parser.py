@@ -220,12 +220,36 @@ def test_graph_bindings_share_the_expression():
     assert e.body.args[0] is e.body.args[1]
 
 
-def test_free_variables_of_parse_expr():
+def test_free_variables_of_parse_expr_come_from_the_environment_or_free_var():
     x = f32("x")
-    e = rl.parse_expr("%x + %y * %y", free_vars={"x": x})
+    e = rl.parse_expr("free_var %y: int32; %x + %y * %y", free_vars={"x": x})
     assert e.args[0] is x
-    assert e.args[1].args[0] is e.args[1].args[1]
-    assert e.args[1].args[0].type_annotation is None
+    y = e.args[1].args[0]
+    assert y is e.args[1].args[1] and y.type_annotation == rl.TensorType((), "int32")
+    assert rl.parse_expr("%x", free_vars=[x]) is x
+    # a declaration of a name the environment holds means that Var (the printer's round trip)
+    assert rl.parse_expr("free_var %x: float32; %x", free_vars=[x]) is x
+    with pytest.raises(rl.ParseError, match="declared with float64, but the one given"):
+        rl.parse_expr("free_var %x: float64; %x", free_vars=[x])
+    with pytest.raises(rl.ParseError, match="declared twice") as info:
+        rl.parse_expr("free_var %y;\nfree_var %y;\n%y")
+    assert (info.value.line, info.value.column) == (2, 10)
+    with pytest.raises(rl.RelayishError, match="free_vars holds Vars"):
+        rl.parse_expr("%x", free_vars=["x"])
+
+
+@pytest.mark.parametrize("text, line, column", [
+    ("%y", 1, 1),
+    ("let %a = 1f;\n%a + %b", 2, 6),
+    ("(let %a = 1f; %a) + %a", 1, 21),             # used outside the let that binds it
+    ("match (1f) { %v => %v } + %v", 1, 27),
+    ("fn (%p) { %p }(%p)", 1, 16),
+])
+def test_an_unbound_variable_is_a_parse_error_with_its_position(text, line, column):
+    with pytest.raises(rl.ParseError, match="unbound variable") as info:
+        rl.parse_expr(text)
+    assert (info.value.line, info.value.column) == (line, column)
+    assert "free_var" in str(info.value)      # the message says how to declare one
 
 
 def test_parse_expr_resolves_constructors_and_globals_through_mod():
@@ -498,7 +522,9 @@ def test_deep_prefix_operators_are_rejected_fast_with_a_position():
         rl.parse("def @main(%x: float32) {\n" + "!-" * 2_500_000 + "%x\n}")
     assert (info.value.line, info.value.column) == (2, MAX_BRACKETS + 2)
     assert time.process_time() - start < 3.0
-    assert isinstance(rl.parse_expr("-" * 20_000 + "1f"), rl.Call)     # deep, not too deep
+    assert isinstance(rl.parse_expr("- " * 20_000 + "1f"), rl.Call)     # deep, not too deep
+    # minus signs written together, touching a number, are one literal (folded with a loop)
+    assert rl.parse_expr("-" * 20_001 + "1f").data == -1
 
 
 def test_a_flat_200000_term_sum_is_not_deep_it_parses_and_prints_back():
@@ -607,4 +633,4 @@ def test_an_attribute_holding_a_big_python_int_round_trips():
     back = rl.parse_expr(rl.astext(call), free_vars=[x])
     assert back.attrs["axis"] == 2**70
     with pytest.raises(rl.ParseError, match="too large"):
-        rl.parse_expr("sum(%x, axis=" + "9" * 2000 + ")")
+        rl.parse_expr("sum(%x, axis=" + "9" * 2000 + ")", free_vars=[x])

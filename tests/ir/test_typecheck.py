@@ -748,13 +748,13 @@ def test_prelude_functions_check_and_instantiate():
     a, b = rl.TypeVar("a"), rl.TypeVar("b")
     assert mod["map"].checked_type == rl.FuncType(
         [rl.FuncType([a], b), rl.TypeCall(p.List, [a])], rl.TypeCall(p.List, [b]), [a, b])
-    x = rl.var("x")
+    x, w = rl.var("x"), rl.var("w")       # w a parameter: a global's free variable is an error
     acc, v = rl.Var("acc"), rl.Var("v")
     total = p.foldl(rl.Function([acc, v], acc + v), x,
-                    p.map(rl.Function([rl.Var("z")], rl.var("w") * 2.0),
+                    p.map(rl.Function([rl.Var("z")], w * 2.0),
                           p.Cons(x, p.Cons(x, p.Nil()))))
     twice = p.nat_iterate(rl.Function([rl.Var("q")], rl.Tuple([])), p.make_nat(2))
-    mod["main"] = rl.Function([x], rl.Tuple([total, twice]))
+    mod["main"] = rl.Function([x, w], rl.Tuple([total, twice]))
     infer_type(mod)
     assert mod["main"].checked_type.ret_type == rl.TupleType([F32, rl.FuncType([UNIT], UNIT)])
     assert acc.checked_type == F32 and v.checked_type == F32

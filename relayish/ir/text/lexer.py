@@ -2,6 +2,7 @@
 
 Kinds: "local" (%x), "global" (@f, or @"any name"), "number" (digits with an optional suffix: 1f, 2.5f64, 3i64),
 "ident", "string", "punct", and "eof". Whitespace and comments (`//`, `/* */`) are dropped.
+Block comments nest, as in Relay: `/* a /* b */ c */` is one comment.
 """
 from __future__ import annotations
 
@@ -17,8 +18,7 @@ _TOKEN = re.compile(r"""
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)   # nn.conv2d: one name
   | (?P<number>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?(?:[A-Za-z_][A-Za-z0-9_]*)?)
   | (?P<comment>//[^\n]*)
-  | (?P<bcomment>/\*.*?\*/)
-  | (?P<badcomment>/\*)
+  | (?P<bcomment>/\*)                # to its matching */ (nested ones counted): _comment_end
   | (?P<punct>:=|=>|->|==|!=|<=|>=|[-+*/<>=!(){}\[\],;:.\#?])
   | (?P<global>@(?:[A-Za-z0-9_]+|"(?:[^"\\\n]|\\.)*"))
   | (?P<string>"(?:[^"\\\n]|\\.)*")
@@ -27,7 +27,7 @@ _TOKEN = re.compile(r"""
   | (?P<end>$)
   )""", re.VERBOSE | re.DOTALL)
 
-_SKIP = {"comment", "bcomment"}
+_COMMENT_MARK = re.compile(r"/\*|\*/")
 
 
 MAX_BRACKETS = 30000      # brackets open at once (or prefix - and ! in a row) that are too deep
@@ -87,20 +87,35 @@ class Tokens:
         return self.items
 
 
+def _comment_end(source, start):
+    """The offset just after the `*/` that closes the block comment opened at `start`."""
+    depth = 0
+    for m in _COMMENT_MARK.finditer(source.text, start):
+        depth += 1 if m.group() == "/*" else -1
+        if depth == 0:
+            return m.end()
+    raise source.error("unterminated comment: '/*' without its '*/'", start)
+
+
 def _scan(source: Source, comments):
     text = source.text
     depth = 0
     prefix_run = 0              # `-` and `!` tokens in a row
-    for m in _TOKEN.finditer(text):
+    match = _TOKEN.match
+    pos = 0
+    while True:
+        m = match(text, pos)
         kind = m.lastgroup
-        if kind in _SKIP:
+        start, end = m.span(kind)
+        pos = end
+        if kind == "bcomment":
+            end = pos = _comment_end(source, start)
+        if kind == "comment" or kind == "bcomment":
             if comments is not None:
-                start, end = m.span(kind)
-                comments.append((m.group(kind), start, end))
+                comments.append((text[start:end], start, end))
             continue
         if kind == "end":
             break
-        start, end = m.span(kind)
         if kind == "punct":
             tok = m.group(kind)
             if tok == "-" or tok == "!":
@@ -123,8 +138,6 @@ def _scan(source: Source, comments):
         prefix_run = 0
         if kind == "bad":
             raise source.error(f"unexpected character {m.group(kind)!r}", start)
-        if kind == "badcomment":
-            raise source.error("unterminated comment: '/*' without '*/'", start)
         if kind == "badstring":
             raise source.error("unterminated string", start)
         yield (kind, m.group(kind), start, end)

@@ -19,7 +19,7 @@ SUFFIX_OF = {"float32": "f", "float64": "f64", "float16": "f16", "int32": "",
              "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64"}
 
 DTYPE_OF_SUFFIX = {"f": "float32", "f16": "float16", "f32": "float32", "f64": "float64",
-                   "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+                   "i": "int32", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
                    "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64"}
 
 _UINT_OF = {"float16": np.uint16, "float32": np.uint32, "float64": np.uint64}
@@ -74,11 +74,27 @@ def float_value(text, dtype):
     elif body == "inf":
         value = np.asarray(np.inf, dtype=dtype)
     else:
+        x = float(body)
         with np.errstate(over="ignore"):
-            value = np.asarray(float(body), dtype=dtype)
-        if np.isinf(value):
-            raise ValueError(f"{body} is too large for {dtype}")
+            value = np.asarray(x, dtype=dtype)
+        # beyond the largest finite value is out of range, even where it would round down to
+        # it (65505f16); the printed text of that value itself (3.4028235e38f, a bit above
+        # the exact value) is not
+        if np.isinf(value) or (abs(x) > _LARGEST[dtype][0] and abs(x) != _LARGEST[dtype][1]):
+            raise ValueError(f"{body} is out of range for {dtype} (the largest finite value is "
+                             f"{_LARGEST[dtype][2]})")
     return np.asarray(-value if neg else value, dtype=dtype)    # `-` of a 0-d array is a scalar
+
+
+def _largest(dtype):
+    """(the largest finite value, the value of its shortest text, that text), as float64s."""
+    top = np.finfo(dtype).max
+    text = repr(float(top)) if dtype == "float64" else str(top)    # float_text's first try
+    exact = repr(float(top)).removesuffix(".0")
+    return float(top), float(text), exact
+
+
+_LARGEST = {d: _largest(d) for d in ("float16", "float32", "float64")}
 
 
 def int_value(text, dtype):

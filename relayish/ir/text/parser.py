@@ -31,15 +31,10 @@ from relayish.ir.op import Op
 from relayish.ir.text.lexer import Source, Tokens
 from relayish.ir.text.literals import (DTYPE_OF_SUFFIX, SPECIAL_FLOAT, float_value, int_value,
                                        is_special_element)
+# infix operators: symbol -> precedence and op; the printer parenthesizes by the same table
+from relayish.ir.text.operators import BY_SYMBOL as BINARY
 
 MAX_DEPTH = 30000      # nesting levels counted by _Parser.enter (about one per printed level)
-
-# infix operators: symbol -> (precedence, op name); `:=` builds a RefWrite
-BINARY = {":=": (1, None),
-          "<": (2, "less"), ">": (2, "greater"), "<=": (2, "less_equal"),
-          ">=": (2, "greater_equal"), "==": (2, "equal"), "!=": (2, "not_equal"),
-          "+": (3, "add"), "-": (3, "subtract"), "*": (4, "multiply"), "/": (4, "divide")}
-
 
 
 class _Reserved(frozenset):
@@ -54,12 +49,13 @@ class _Reserved(frozenset):
 
 
 KEYWORDS = _Reserved({"fn", "if", "else", "match", "let", "ref", "ref_read", "ref_write", "const",
-                      "def", "type", "True", "False"})
+                      "def", "type", "extern", "free_var", "True", "False"})
 
 _NUMBER = re.compile(r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)([A-Za-z_][A-Za-z0-9_]*)?")
 _DTYPE_SET = frozenset(DTYPES)
 _SCALAR_TYPES = {d: TensorType((), d) for d in DTYPES}
 _LITERALS: dict = {}           # literal text -> its 0-d array (copied for each Constant)
+_MAX_DIM = 2**63 - 1           # TensorType's own limit: shapes are int64
 
 
 def parse(text, filename=None):
@@ -76,9 +72,14 @@ def parse(text, filename=None):
 def parse_expr(text, filename=None, mod=None, free_vars=None):
     """Parse one expression, e.g. `fn (%x: float32) { %x + 1f }`.
 
-    Constructors, types and globals resolve through `mod` when given. A `%name` that nothing
-    binds is a free variable: the Var of that name in `free_vars` (a list or dict of Vars) if
-    given, else a new Var (one per name).
+    Constructors, types and globals resolve through `mod` when given. Free variables come
+    from `free_var %x: float32;` declarations in the text and from `free_vars` (a list or dict
+    of Vars: the environment, used by name; a declaration of one of its names means that Var).
+    Any other `%name` that nothing binds is a ParseError, as in Relay.
+
+        x = rl.var("x")
+        rl.parse_expr("%x * 2f", free_vars=[x])       # uses x itself
+        rl.parse_expr("free_var %y: float32; %y")     # a new free Var y: float32
     """
     from relayish.ir.visitor import run_deep
     return run_deep(_run, text, filename, lambda p: p.single_expr(), mod, free_vars)
@@ -154,10 +155,22 @@ class _Parser:
         # ADTs without type parameters: a bare `Nat` means the type `Nat[]`
         self.nullary_types = {g.name for g, d in getattr(self.mod, "type_definitions", {}).items()
                               if not d.type_vars}
+        # free variables: the environment parse_expr was given, and `free_var` declarations
+        # (visible to the end of the expression, or of the def in a module, as in Relay)
         if isinstance(free_vars, dict):
-            self.free = dict(free_vars)
+            given = list(free_vars.items())
+        elif free_vars is None or isinstance(free_vars, (list, tuple)):
+            given = [(getattr(v, "name_hint", None), v) for v in (free_vars or [])]
         else:
-            self.free = {v.name_hint: v for v in (free_vars or [])}
+            raise RelayishError(f"parse_expr: free_vars is a list or dict of Vars, got "
+                                f"{type(free_vars).__name__}")
+        for name, var in given:
+            if not isinstance(var, Var):
+                raise RelayishError(f"parse_expr: free_vars holds Vars, got "
+                                    f"{type(var).__name__}")
+        self.given_free = dict(given)
+        self.free = dict(self.given_free)
+        self.declared: set = set()
 
     # ---- token helpers -----------------------------------------------------------------------
     def error(self, message, tok=None):
@@ -263,7 +276,7 @@ class _Parser:
         # pass 2: type definitions, and where each def starts
         defs, items = [], []        # items: ("type", name, end offset) / ("def", start) in order
         while self.tok[0] != "eof":
-            if self.at("type", "ident"):
+            if self.at("type", "ident") or self.at("extern", "ident"):
                 name = self.type_definition()
                 items.append(("type", name, self.toks[self.i - 1][3]))
             elif self.at("def", "ident"):
@@ -280,7 +293,8 @@ class _Parser:
                 items.append(("def", start))
                 self.skip_definition()
             else:
-                raise self.error(f"expected 'def' or 'type' at the top level, found {self.describe()}")
+                raise self.error(f"expected 'def', 'type' or 'extern type' at the top level, "
+                                 f"found {self.describe()}")
         # pass 3: function bodies (every global and constructor is known now), in text order
         for item in items:
             if item[0] == "type":
@@ -319,6 +333,7 @@ class _Parser:
             self.attach_comments(("def", self.global_name(self.peek())), self.tok[2])
         self.expect("def")
         name = self.global_name(self.advance())
+        self.free, self.declared = {}, set()      # free_var declarations hold in one def
         return self.globals[name], self.function_rest()
 
     def function_rest(self):
@@ -329,14 +344,21 @@ class _Parser:
         ret_type = None
         if self.at("->"):
             self.advance()
-            ret_type = self.type()
+            ret_type = self.whole_type()
         body = self.braced_body()
         self.scopes.close()
         self.type_scopes.close()
         return Function(params, body, ret_type, type_params)
 
     def type_definition(self):
-        start = self.expect("type")
+        """`type T[a] { C(a), D }`, or `extern type T[a]`: an ADT without constructors (what
+        Relay declares for types defined outside the program)."""
+        extern = self.at("extern", "ident")
+        if extern:
+            start = self.advance()
+            self.expect("type", "'type' after 'extern'")
+        else:
+            start = self.expect("type")
         if self.tok[0] != "ident":
             raise self.error(f"expected the type's name, found {self.describe()}")
         name_tok = self.advance()
@@ -345,8 +367,13 @@ class _Parser:
             header = self.type_names[name_tok[1]] = self.build(GlobalTypeVar, name_tok, name_tok[1])
         type_vars = self.type_params()
         self.type_scopes.open({v.name: v for v in type_vars})
-        self.expect("{")
         ctors = []
+        if extern:
+            if self.at("{"):
+                raise self.error("an extern type has no constructors: write `type` to define them")
+            self.type_scopes.close()
+            return self.add_type_data(header, type_vars, ctors, start, name_tok)
+        self.expect("{")
         while not self.at("}"):
             if self.tok[0] != "ident" or self.tok[1] in KEYWORDS:
                 raise self.error(f"expected a constructor name, found {self.describe()}")
@@ -367,6 +394,9 @@ class _Parser:
                 self.expect(",", "',' or '}'")
         self.advance()
         self.type_scopes.close()
+        return self.add_type_data(header, type_vars, ctors, start, name_tok)
+
+    def add_type_data(self, header, type_vars, ctors, start, name_tok):
         try:
             self.mod.add_type(TypeData(header, type_vars, ctors))
         except RelayishError as exc:
@@ -408,8 +438,17 @@ class _Parser:
     def annotation(self):
         if self.at(":"):
             self.advance()
-            return self.type()
+            return self.whole_type()
         return None
+
+    def whole_type(self):
+        """A type annotation; `_` (Relay's incomplete type: left to inference) is the same as
+        no annotation. Inside a type (`(_, int32)`) relayish has no unknown parts."""
+        tok = self.tok
+        if tok[0] == "ident" and tok[1] == "_" and self.type_scopes.get("_") is None:
+            self.advance()
+            return None
+        return self.type()
 
     # ---- types -------------------------------------------------------------------------------
     def type(self):
@@ -490,6 +529,9 @@ class _Parser:
                     self.expect(",", "',' or ']'")
             self.advance()
             return TypeCall(gtv, args)
+        if name == "_":
+            raise self.error("`_` (a type left to inference) stands only for a whole annotation "
+                             "(`let %x: _ = ...`), not for part of a type")
         if self.peek()[1] == "[" or name in KEYWORDS:
             raise self.error(f"unknown type {name!r}")
         self.advance()
@@ -504,7 +546,9 @@ class _Parser:
             if tok[0] != "number" or not tok[1].isdigit():
                 raise self.error(f"expected a dimension (a non-negative integer), found {self.describe()}")
             self.advance()
-            dims.append(self.small_int(tok[1], tok))
+            if len(tok[1]) > 19 or int(tok[1]) > _MAX_DIM:
+                raise self.error(f"the dimension {tok[1][:30]} is too large (at most 2**63 - 1)", tok)
+            dims.append(int(tok[1]))
             if not self.at(")"):
                 self.expect(",", "',' or ')'")
         self.advance()
@@ -539,6 +583,8 @@ class _Parser:
                 self.expect(";", "';' after the let binding")
                 scopes.bind(name, var)
                 bindings.append((var, value))
+            elif tok[0] == "ident" and tok[1] == "free_var":
+                self.free_var()
             elif tok[0] == "local" and self.peek()[0] == "punct" and self.peek()[1] == "=":
                 self.advance()
                 self.advance()
@@ -565,6 +611,29 @@ class _Parser:
             self.keep_comments(("end", body), self.take_comments(self.tok[2]))
         return body
 
+    def free_var(self):
+        """`free_var %x: T;` declares the free variable %x (Relay's form; the printer writes one
+        for each free variable). A name that parse_expr's free_vars holds means that Var."""
+        self.advance()
+        if self.tok[0] != "local":
+            raise self.error(f"expected a variable (%name) after 'free_var', found {self.describe()}")
+        tok = self.advance()
+        name = tok[1][1:]
+        annotation = self.annotation()
+        self.expect(";", "';' after the free_var declaration")
+        if name in self.declared:
+            raise self.error(f"free variable {tok[1]} is declared twice", tok)
+        self.declared.add(name)
+        var = self.given_free.get(name)
+        if var is None:
+            var = Var(name, annotation)
+        elif not _same_annotation(var.type_annotation, annotation):
+            def text(t):
+                return "no annotation" if t is None else str(t)
+            raise self.error(f"free variable {tok[1]} is declared with {text(annotation)}, but the "
+                             f"one given in free_vars has {text(var.type_annotation)}", tok)
+        self.free[name] = var
+
     # ---- expressions -------------------------------------------------------------------------
     def single_expr(self):
         self.header()
@@ -581,12 +650,12 @@ class _Parser:
         while True:
             tok = self.tok
             info = BINARY.get(tok[1]) if tok[0] == "punct" else None
-            if info is None or info[0] < min_prec:
+            if info is None or info.prec < min_prec:
                 break
             self.advance()
-            prec, name = info
-            rhs = self.expr(prec + 1)
-            lhs = RefWrite(lhs, rhs) if name is None else self.op_call(name, [lhs, rhs], {}, tok)
+            rhs = self.expr(info.prec + 1)      # so each level reads left to right
+            lhs = (RefWrite(lhs, rhs) if info.op is None
+                   else self.op_call(info.op, [lhs, rhs], {}, tok))
             self.mark(lhs, start)
         self.depth -= 1
         return lhs
@@ -601,11 +670,17 @@ class _Parser:
     def unary(self):
         tok = self.tok
         if tok[0] == "punct" and tok[1] == "-":
-            nxt = self.peek()
-            if nxt[2] == tok[3] and (nxt[0] == "number" or
-                                     (nxt[0] == "ident" and SPECIAL_FLOAT.fullmatch(nxt[1]))):
-                self.advance()
-                return self.postfix(self.literal(negative=True))
+            # `-1f`, and as Relay reads it, `--10` (10) and `---10` (-10): minus signs written
+            # together, touching a number, make one literal
+            run, nxt, prev = 1, self.peek(), tok
+            while nxt[2] == prev[3] and nxt[0] == "punct" and nxt[1] == "-":
+                run += 1
+                prev, nxt = nxt, self.peek(run)
+            if nxt[2] == prev[3] and (nxt[0] == "number" or
+                                      (nxt[0] == "ident" and SPECIAL_FLOAT.fullmatch(nxt[1]))):
+                for _ in range(run):
+                    self.advance()
+                return self.postfix(self.literal(negative=run % 2 == 1))
             self.advance()
             self.enter()
             operand = self.unary()
@@ -620,6 +695,14 @@ class _Parser:
         return self.postfix(self.primary())
 
     def postfix(self, e):
+        e = self._postfix(e)
+        if type(e) is Constructor and not e.inputs:
+            # a nullary constructor not called is its value: `Cons(%x, Nil)` is Nil() as in Relay
+            # (structural equality takes a bare nullary constructor for that call)
+            return Call(e, [])
+        return e
+
+    def _postfix(self, e):
         while True:
             tok = self.tok
             if tok[0] != "punct":
@@ -762,12 +845,13 @@ class _Parser:
         e = self.scopes.get(name)
         if e is not None:
             return e
-        if self.module_mode:
-            raise self.error(f"unbound variable %{name}", tok)
         var = self.free.get(name)
-        if var is None:
-            var = self.free[name] = Var(name)
-        return var
+        if var is not None:
+            return var
+        # never a silent free variable: `%x` used outside the let that binds it is a mistake
+        hint = "" if self.module_mode else " (declare a free variable with `free_var %" + \
+            name + ": type;`, or pass it in parse_expr's free_vars)"
+        raise self.error(f"unbound variable %{name}{hint}", tok)
 
     def global_name(self, tok):
         text = tok[1][1:]
@@ -837,11 +921,14 @@ class _Parser:
                 dtype = DTYPE_OF_SUFFIX.get(suffix)
                 if dtype is None:
                     raise self.error(f"unknown literal suffix {suffix!r} in {tok[1]!r}; use f, f16, "
-                                     "f32, f64, i8, i16, i32, i64, u8, u16, u32 or u64", tok)
+                                     "f32, f64, i (int32), i8, i16, i32, i64, u8, u16, u32 or u64",
+                                     tok)
             if dtype in FLOAT_DTYPES:
                 return Constant(float_value(sign + number, dtype))
             if is_float:
                 raise self.error(f"an integer literal has no fraction or exponent: {tok[1]!r}", tok)
+            if suffix is None and len(number) > 9 and not _fits(sign + number, "int32"):
+                dtype = "int64"      # as Relay: a number without suffix too large for int32
             return Constant(int_value(sign + number, dtype))
         except ValueError as exc:
             raise self.error(f"bad literal {sign}{tok[1]}: {exc}", tok) from None
@@ -877,9 +964,11 @@ class _Parser:
         if self.at("?") and self.tok[2] == keyword[3]:
             self.advance()
             complete = False
-        self.expect("(", "'(' after 'match'")
-        data = self.expr()
-        self.expect(")")
+        if not self.at("("):
+            raise self.error(f"expected '(' after 'match', found {self.describe()}")
+        # `match (%a, %b) { (p, q) => ... }` matches a tuple, as Relay reads it (the scrutinee
+        # is an atom: a parenthesized expression or a tuple); `match ((%a, %b))` is the same
+        data = self.postfix(self.paren())
         self.expect("{")
         clauses = []
         while not self.at("}"):
@@ -1049,6 +1138,16 @@ class _Parser:
             self.advance()
             return sign + tok[1]
         raise self.error(f"expected a number, inf, nan, True or False in the constant, found {self.describe()}")
+
+
+def _fits(text, dtype):
+    info = np.iinfo(dtype)
+    return len(text) < 30 and info.min <= int(text) <= info.max
+
+
+def _same_annotation(a, b):
+    from relayish.ir.structural import types_equal
+    return types_equal(a, b)
 
 
 def _array(elements, dtype, shape):

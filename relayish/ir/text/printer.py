@@ -28,25 +28,12 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Functio
 from relayish.ir.types import (DTYPES, FuncType, GlobalTypeVar, RefType, TensorType, TupleType, Type,
                                TypeCall, TypeData, TypeVar)
 from relayish.ir.text.literals import element_text, scalar_text
+# a child is parenthesized when its precedence is below what its position needs; the infix
+# operators' precedences are the parser's own table
+from relayish.ir.text.operators import (BY_OP, PREC_ATOM, PREC_BLOCK, PREC_POSTFIX, PREC_UNARY,
+                                        REF_WRITE)
 
 VERSION = "0.0.5"
-
-# Precedence: a child is parenthesized when its precedence is below what its position needs.
-PREC_BLOCK = 0      # fn, if, match, let blocks
-PREC_ASSIGN = 1     # a := b            (non-associative)
-PREC_COMPARE = 2    # < > <= >= == !=   (non-associative)
-PREC_ADD = 3        # + -               (left-associative)
-PREC_MUL = 4        # * /               (left-associative)
-PREC_UNARY = 5      # -a  !a
-PREC_POSTFIX = 6    # f(a)  t.0
-PREC_ATOM = 7
-
-INFIX = {"add": ("+", PREC_ADD), "subtract": ("-", PREC_ADD),
-         "multiply": ("*", PREC_MUL), "divide": ("/", PREC_MUL),
-         "less": ("<", PREC_COMPARE), "greater": (">", PREC_COMPARE),
-         "less_equal": ("<=", PREC_COMPARE), "greater_equal": (">=", PREC_COMPARE),
-         "equal": ("==", PREC_COMPARE), "not_equal": ("!=", PREC_COMPARE)}
-LEFT_ASSOC = {PREC_ADD, PREC_MUL}
 
 _INLINE_WIDTH = 80
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_]")
@@ -54,14 +41,21 @@ INDENT = "  "
 MAX_INDENT = 64      # columns: deeper blocks print at this indentation (keeps the text linear)
 
 
-def astext(node, show_version=None, **_ignored) -> str:
+def astext(node, show_version=None, declare_free_vars=False, **_ignored) -> str:
     """The text form of an expression, module, type or pattern.
 
         >>> x = rl.var("x"); rl.astext(rl.Function([x], x * x))
         'fn (%x: float32) { %x * %x }'
+        >>> print(rl.astext(x * x, declare_free_vars=True))
+        free_var %x: float32;
+        %x * %x
 
     A module prints its type definitions, then its functions, after the
-    `#[version = "0.0.5"]` header (show_version=False leaves the header out).
+    `#[version = "0.0.5"]` header (show_version=False leaves the header out). Each def
+    declares its free variables first (`free_var %x: T;`), so that any module parses back with
+    their annotations. An expression is printed as a piece of a program (`%x + 1f`, as str(e)
+    and messages show it); declare_free_vars=True declares its free variables too, as Relay
+    prints a whole expression, so that parse_expr reads them back without free_vars=.
     """
     from relayish.ir.module import Module
     from relayish.ir.visitor import run_deep
@@ -72,7 +66,7 @@ def astext(node, show_version=None, **_ignored) -> str:
     if isinstance(node, Module):
         return print_module(node, True if show_version is None else show_version)
     if isinstance(node, (Expr, Pattern, Clause)):
-        return _render(run_deep(_Printer().top, node, bool(show_version)))
+        return _render(run_deep(_Printer().top, node, bool(show_version), declare_free_vars))
     raise RelayishError(f"astext prints expressions, modules, types and patterns, "
                         f"not {type(node).__name__}")
 
@@ -91,6 +85,14 @@ def type_text(t, shadowed=()) -> str:
     variable, so within its scope the scalar type prints as `Tensor[(), float32]` and an ADT
     without arguments as `Nat[]`.
     """
+    try:
+        return _type_text(t, shadowed)
+    except RecursionError:          # a type nested thousands deep: again, on a big stack
+        from relayish.ir.visitor import run_deep
+        return run_deep(_type_text, t, shadowed)
+
+
+def _type_text(t, shadowed=()) -> str:
     if isinstance(t, TensorType):
         if not t.shape:
             return f"Tensor[(), {t.dtype}]" if t.dtype in shadowed else t.dtype
@@ -99,24 +101,24 @@ def type_text(t, shadowed=()) -> str:
         return f"Tensor[({', '.join(str(d) for d in t.shape)}), {t.dtype}]"
     if isinstance(t, TupleType):
         if len(t.fields) == 1:
-            return f"({type_text(t.fields[0], shadowed)},)"
-        return "(" + ", ".join(type_text(f, shadowed) for f in t.fields) + ")"
+            return f"({_type_text(t.fields[0], shadowed)},)"
+        return "(" + ", ".join(_type_text(f, shadowed) for f in t.fields) + ")"
     if isinstance(t, FuncType):
         params = ""
         if t.type_params:
             params = "[" + ", ".join(p.name for p in t.type_params) + "]"
             shadowed = set(shadowed) | {p.name for p in t.type_params}
-        args = ", ".join(type_text(a, shadowed) for a in t.arg_types)
-        return f"fn {params}({args}) -> {type_text(t.ret_type, shadowed)}"
+        args = ", ".join(_type_text(a, shadowed) for a in t.arg_types)
+        return f"fn {params}({args}) -> {_type_text(t.ret_type, shadowed)}"
     if isinstance(t, RefType):
-        return f"ref({type_text(t.value, shadowed)})"
+        return f"ref({_type_text(t.value, shadowed)})"
     if isinstance(t, (TypeVar, GlobalTypeVar)):
         return t.name
     if isinstance(t, TypeCall):
         if not t.args:
             # `Nat`: the parser reads it back as Nat[]; `Nat[]` where a type variable is Nat
             return t.func.name + ("[]" if t.func.name in shadowed else "")
-        return f"{t.func.name}[{', '.join(type_text(a, shadowed) for a in t.args)}]"
+        return f"{t.func.name}[{', '.join(_type_text(a, shadowed) for a in t.args)}]"
     if t is None:
         return "?"
     raise RelayishError(f"cannot print {t!r} as a type")
@@ -267,14 +269,26 @@ def _deeper(ind) -> str:
 _ATOMS = (Var, GlobalVar, Constant, Constructor)
 
 
-def _shared_nodes(root) -> set:
-    """ids of the non-atomic nodes that more than one parent refers to (an explicit stack)."""
+def _scan(root):
+    """(ids of the non-atomic nodes that more than one parent refers to, the Vars used but
+    bound nowhere in `root` in order of discovery): one walk with an explicit stack."""
     seen, shared = set(), set()
+    used, bound = {}, set()
     stack = [root]
+    if isinstance(root, Var):
+        used[id(root)] = root
     while stack:
         e = stack.pop()
+        if isinstance(e, Let):
+            bound.add(id(e.var))
+        elif isinstance(e, Function):
+            bound.update(id(p) for p in e.params)
+        elif isinstance(e, Match):
+            _pattern_vars(e, bound)
         for child in _children(e):
             if isinstance(child, _ATOMS) or type(child).__name__ == "Op":
+                if isinstance(child, Var):
+                    used.setdefault(id(child), child)
                 continue
             key = id(child)
             if key in seen:
@@ -282,7 +296,17 @@ def _shared_nodes(root) -> set:
             else:
                 seen.add(key)
                 stack.append(child)
-    return shared
+    return shared, [v for key, v in used.items() if key not in bound]
+
+
+def _pattern_vars(match, bound):
+    stack = [c.lhs for c in match.clauses if isinstance(c, Clause)]
+    while stack:
+        p = stack.pop()
+        if isinstance(p, PatternVar):
+            bound.add(id(p.var))
+        elif isinstance(p, (PatternConstructor, PatternTuple)):
+            stack.extend(p.patterns)
 
 
 def _children(e):
@@ -310,15 +334,15 @@ def _children(e):
 
 
 def _infix(e):
-    """(symbol, precedence) when the Call `e` prints as an infix operator, else None."""
+    """The operators.Infix entry when the Call `e` prints as an infix operator, else None."""
     op = e.op
-    if type(op).__name__ != "Op" or op.name not in INFIX or len(e.args) != 2:
+    if type(op).__name__ != "Op" or op.name not in BY_OP or len(e.args) != 2:
         return None
     defaults = op.attr_defaults
     for k, v in (e.attrs or {}).items():
         if not (k in defaults and attr_equal(v, defaults[k])):
             return None
-    return INFIX[op.name]
+    return BY_OP[op.name]
 
 
 class _Printer:
@@ -378,14 +402,21 @@ class _Printer:
         return [ind + text.rstrip() for text in self.comments.pop(key, ())]
 
     # ---- top level ---------------------------------------------------------------------------
-    def top(self, node, show_version):
+    def top(self, node, show_version, declare_free_vars=True):
         head = f'#[version = "{VERSION}"]\n' if show_version else ""
         if isinstance(node, Pattern):
             return [head, self.pattern(node)]
         if isinstance(node, Clause):
             return [head, self.pattern(node.lhs), " => ", self.braced(node.rhs, "")]
-        self.shared = _shared_nodes(node)
-        return [head, self.block(node, "")]
+        self.shared, free = _scan(node)
+        return [head, self.block(node, "", self.free_var_lines(free if declare_free_vars else ()))]
+
+    def free_var_lines(self, free) -> list:
+        """`free_var %x: T;` for each free variable, named before anything else, so that each
+        keeps its own name (a bound variable of the same name is the one renamed)."""
+        for v in free:
+            self.var_name(v)
+        return [["free_var ", self.binder(v), ";"] for v in free]
 
     def module(self, mod, show_version):
         items = []
@@ -394,9 +425,12 @@ class _Printer:
                          [self.type_data(data)])
         for gv, func in mod.functions.items():
             self.names, self.taken, self.keep, self.counters = {}, set(), [], {}
-            self.shared, self.hoisted, self.graph_counter = _shared_nodes(func), {}, 0
+            self.shared, free = _scan(func)
+            self.hoisted, self.graph_counter = {}, 0
+            # a global with free variables does not type-check, but its text still reads back
+            declared = self.free_var_lines(free)
             items.append(self.comment_lines(("def", gv.name_hint), "") +
-                         [self.function(func, "", "def " + _global_text(gv.name_hint))])
+                         [self.function(func, "", "def " + _global_text(gv.name_hint), declared)])
         end = self.comment_lines(("end",), "")
         # comments the program no longer has a place for (a formatter bug if any) are kept
         lost = [text for texts in self.comments.values() for text in texts]
@@ -418,12 +452,14 @@ class _Printer:
             else:
                 ctors.append(c.name_hint)
         self.close_type_vars(data.type_vars)
-        return f"type {data.header.name}{params} {{ {', '.join(ctors)} }}" if ctors else \
-            f"type {data.header.name}{params} {{}}"
+        if not ctors:        # Relay's form for a type defined elsewhere; `type T {}` reads the same
+            return f"extern type {data.header.name}{params}"
+        return f"type {data.header.name}{params} {{ {', '.join(ctors)} }}"
 
     # ---- blocks ------------------------------------------------------------------------------
-    def block(self, e, ind):
-        """A let-chain, one binding per line at indentation `ind` (a loop down the chain).
+    def block(self, e, ind, declarations=()):
+        """A let-chain, one binding per line at indentation `ind` (a loop down the chain),
+        after the `free_var` declarations given.
 
         `let %_ = e;` prints as the statement `e;` unless the body turns out to use `%_`.
         Shared subexpressions first met in this block print as graph bindings `%0 = e;` just
@@ -432,7 +468,7 @@ class _Printer:
         root = e
         ctx = _Block(ind)
         self.blocks.append(ctx)
-        lines, statements = [], []
+        lines, statements = [[ind, d] for d in declarations], []
         while isinstance(e, Let):
             v = e.var
             comments = self.comment_lines(v, ind)
@@ -460,10 +496,10 @@ class _Printer:
                 lines[index] = [ind, "let ", self.var_name(v), " = ", value, ";"]
         return _lines(lines)
 
-    def braced(self, e, ind):
+    def braced(self, e, ind, declarations=()):
         """`{ e }` on one line when short, else a block on its own lines."""
         inner_ind = _deeper(ind)
-        inner = self.block(e, inner_ind)
+        inner = self.block(e, inner_ind, declarations)
         flat = _one_line(inner, _INLINE_WIDTH - len(ind) + len(inner_ind))
         if flat is not None:
             return "{ " + flat.strip() + " }"
@@ -515,8 +551,8 @@ class _Printer:
         if isinstance(e, RefRead):
             return ["!", self.expr(e.ref, ind, PREC_UNARY)], PREC_UNARY
         if isinstance(e, RefWrite):
-            return [self.expr(e.ref, ind, PREC_ASSIGN + 1), " := ",
-                    self.expr(e.value, ind, PREC_ASSIGN + 1)], PREC_ASSIGN
+            return [self.expr(e.ref, ind, REF_WRITE.left_need), " := ",
+                    self.expr(e.value, ind, REF_WRITE.right_need)], REF_WRITE.prec
         raise RelayishError(f"cannot print a {type(e).__name__} node")
 
     def if_chain(self, e, ind):
@@ -580,27 +616,25 @@ class _Printer:
         return [head, "(", _joined(args, ", "), ")"], PREC_POSTFIX
 
     def infix_chain(self, e, infix, ind):
-        """`a + b - c * d`: the left operands of a left-associative operator at the same
-        precedence need no parentheses, so the chain down the left is walked with a loop
-        (a 200,000-term sum prints without recursion)."""
-        sym, prec = infix
-        right = []                       # (symbol, right operand), outermost first
+        """`a + b - c * d`: the left operands of an operator that chains (operators.py) at
+        the same precedence need no parentheses, so the chain down the left is walked with a
+        loop (a 200,000-term sum prints without recursion)."""
+        right = []                       # (operator, right operand), outermost first
         while True:
-            right.append((sym, e.args[1]))
+            right.append((infix, e.args[1]))
             left = e.args[0]
-            if prec not in LEFT_ASSOC or not isinstance(left, Call) or id(left) in self.shared:
+            if not infix.chains or not isinstance(left, Call) or id(left) in self.shared:
                 break
             inner = _infix(left)
-            if inner is None or inner[1] != prec:
+            if inner is None or inner.prec != infix.prec:
                 break
-            e, sym = left, inner[0]
-        left_need = prec if prec in LEFT_ASSOC else prec + 1
-        doc = [self.expr(left, ind, left_need)]
-        for sym, rhs in reversed(right):
-            doc += [" ", sym, " ", self.expr(rhs, ind, prec + 1)]
-        return doc, prec
+            e, infix = left, inner
+        doc = [self.expr(left, ind, infix.left_need)]
+        for op, rhs in reversed(right):
+            doc += [" ", op.symbol, " ", self.expr(rhs, ind, op.right_need)]
+        return doc, infix.prec
 
-    def function(self, f, ind, head):
+    def function(self, f, ind, head, declarations=()):
         params = ""
         if f.type_params:
             params = "[" + ", ".join(p.name for p in f.type_params) + "]"
@@ -611,14 +645,19 @@ class _Printer:
         self.open_type_vars(f.type_params)
         args = ", ".join(self.binder(p) for p in f.params)
         ret = "" if f.ret_type is None else f" -> {self.type(f.ret_type)}"
-        body = self.braced(f.body, ind)
+        body = self.braced(f.body, ind, declarations)
         self.close_type_vars(f.type_params)
         return [head, "(", args, ")", ret, " ", body]
 
     def match(self, m, ind):
         keyword = "match" if m.complete else "match?"
         inner = _deeper(ind)
-        lines = [[keyword, " (", self.expr(m.data, ind), ") {"]]
+        data = m.data
+        if isinstance(data, Tuple) and id(data) not in self.shared:
+            scrutinee = self.expr(data, ind)      # `match (%a, %b)`, as Relay writes it
+        else:
+            scrutinee = ["(", self.expr(data, ind), ")"]
+        lines = [[keyword, " ", scrutinee, " {"]]
         for c in m.clauses:
             lines.extend(self.comment_lines(c, inner))
             lhs = self.pattern(c.lhs)
