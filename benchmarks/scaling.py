@@ -49,6 +49,7 @@ import time
 import numpy as np
 
 import relayish as rl
+from relayish.backend.jax_backend import TRACE_LIMITS
 from relayish.ir.visitor import run_deep
 
 F64 = rl.TensorType((), "float64")
@@ -133,6 +134,9 @@ FAMILIES = {
     "make-nat": (make_nat, (10**3, 3 * 10**3, 10**4), (100, 300, 10**3)),
 }
 X = np.float64(0.5)
+# The jax backend refuses (CompileError) traced programs with longer chains of dependent
+# operations: XLA's compiler crashes the process on them (issue 10, item 6).
+XLA_MAX_DEPTH = TRACE_LIMITS["max_depth"]
 
 
 # ---- the stages -------------------------------------------------------------------------------
@@ -290,6 +294,12 @@ def run_family(name, sizes, stages, budget):
         print(f"  {stage:<11}", end="", flush=True)
         points, peaks, notes = [], [], []
         for n in sizes:
+            if stage == "compile" and n > XLA_MAX_DEPTH:
+                print(f"{'refused':>24}", end="")
+                notes.append(f"n={n}: beyond the jax backend's limit of {XLA_MAX_DEPTH} dependent "
+                             "operations (XLA's compiler segfaults on deeper chains), which "
+                             "raises a CompileError after tracing: not measured")
+                break
             if points:
                 n0, t0 = points[-1]
                 k = max(1.0, slope(points[-2], points[-1])) if len(points) > 1 else 1.0
