@@ -1,17 +1,14 @@
-"""The AD transforms cost time linear in nesting depth (issue 10, item 12).
+"""The AD transforms on deeply nested programs (issue 10, item 12).
 
 Reverse mode looked up every node in the memo of each open scope, innermost first: a program
 nested d deep (if inside if, fn inside fn) cost O(d^2) lookups (d = 10^4: 25 s for the nested
-ifs below). The check compares CPU times at two depths (4x apart): linear work gives about 4x,
-the quadratic version gave 9x-11x. Correctness at that depth is checked too.
+ifs below). The cost itself is measured by benchmarks/scaling.py (tests never time); these
+tests check the values at depth.
 """
-import time
-
 import numpy as np
 import pytest
 
 import relayish as rl
-from relayish.ir.visitor import run_deep
 
 F64 = rl.TensorType((), "float64")
 
@@ -35,22 +32,6 @@ def nested_fn(n):
     for k in range(n, 0, -1):
         e = rl.Call(rl.Function([ys[k]], e), [ys[k - 1] * c + one])
     return rl.Function([x], e, F64)
-
-
-def _cpu_seconds(transform, program):
-    best = float("inf")
-    for _ in range(2):
-        t0 = time.process_time()
-        run_deep(transform, program)
-        best = min(best, time.process_time() - t0)
-    return best
-
-
-@pytest.mark.parametrize("build", [nested_if, nested_fn], ids=["if", "fn"])
-def test_gradient_cost_is_linear_in_nesting_depth(build):
-    small = _cpu_seconds(rl.gradient, build(1000))
-    big = _cpu_seconds(rl.gradient, build(4000))
-    assert big / small < 7, f"depth 1000: {small:.2f} s, depth 4000: {big:.2f} s"
 
 
 @pytest.mark.parametrize("build, n", [(nested_if, 3000), (nested_fn, 300)], ids=["if", "fn"])
