@@ -40,6 +40,9 @@ class ScopeBuilder:
         """Bind `value` to a new Var (named `var`, or `(name, type)`, or a Var) and return it."""
         self._check_open("let")
         if isinstance(var, tuple):
+            if len(var) != 2:
+                raise RelayishError(f"sb.let((name, type), value) takes a pair, got a tuple of "
+                                    f"{len(var)} item(s)")
             name, ty = var
             if not isinstance(ty, Type):
                 raise RelayishError(f"sb.let(({_shown(name)}, type), value): {describe(ty)} "

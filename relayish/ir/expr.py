@@ -141,6 +141,17 @@ class Expr(Node):
         raise RelayishError(f"{_short_text(self)} is a relayish expression, not an array: it has "
                             "no value until the program runs (rl.evaluate, rl.compile)")
 
+    def _no_value(self, what):
+        raise RelayishError(f"{what} of the relayish expression {_short_text(self)} is not known "
+                            "while the program is built; run it (rl.evaluate, rl.compile) to get "
+                            "values, or use rl.typeof(x) for its type and shape")
+
+    def __float__(self): self._no_value("the float value")
+    def __int__(self): self._no_value("the int value")
+    def __index__(self): self._no_value("the int value")
+    def __complex__(self): self._no_value("the complex value")
+    def __len__(self): self._no_value("the length")
+
     def __bool__(self):
         # the value is not known while the program is built: `if x < y:` would silently take
         # one branch for every run (jax raises the same way for tracers)
@@ -438,6 +449,30 @@ def _distinct_params(func, attribute, params):
         seen.add(id(p))
 
 
+def _call_attrs(call, attrs) -> dict:
+    """A new dict of the call's keyword attributes: an op's, with its defaults filled in (as
+    make_call does); none for a call of anything else."""
+    if attrs is None:
+        attrs = {}
+    if not isinstance(attrs, dict):
+        raise RelayishError(f"rl.Call: attrs must be a dict of an operator's keyword attributes, "
+                            f"got {describe(attrs)}")
+    known = getattr(call.op, "attr_defaults", None)       # an Op (op.py imports this module)
+    if not isinstance(known, dict):
+        if attrs:
+            raise RelayishError(f"rl.Call: attrs are an operator's keyword attributes; a call of "
+                                f"{_short_text(call.op, 40)} takes none, got {describe(attrs)}")
+        return {}
+    if attrs.keys() == known.keys():
+        return dict(attrs)
+    unknown = [k for k in attrs if k not in known]
+    if unknown:
+        raise RelayishError(f"rl.Call: operator '{call.op.name}' has no attribute(s) "
+                            f"{', '.join(map(str, unknown))}; its attributes are: "
+                            f"{', '.join(known) or 'none'}")
+    return {**known, **attrs}
+
+
 def _tuple_index(value):
     return int(value) if isinstance(value, np.integer) else value
 
@@ -528,7 +563,8 @@ class Call(Expr):
     """
     op: Expr = field(validator=_EXPR)
     args: list = field(converter=_list_of(Expr, "expressions", constants=True))
-    attrs: dict = field(factory=dict, converter=lambda d: dict(d or {}))
+    attrs: dict = field(factory=dict, converter=Converter(
+        lambda d, call, _: _call_attrs(call, d), takes_self=True, takes_field=True))
     _checked_type: Type | None = field(default=None, init=False)
 
 

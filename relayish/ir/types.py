@@ -35,7 +35,7 @@ def normalize_dtype(dtype) -> str:
         return "int32"
     try:
         name = np.dtype(dtype).name
-    except TypeError:
+    except (TypeError, ValueError):       # ValueError: an object whose .dtype is no dtype
         raise RelayishError(f"unknown dtype {_described(dtype)}; expected one of "
                             f"{', '.join(DTYPES)}") from None
     if name not in DTYPES:
@@ -53,13 +53,10 @@ def _shape(shape) -> tuple:
     for d in dims:
         if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d < 0:
             raise RelayishError(f"a shape is a tuple of non-negative ints, got {_described(shape)}")
-        if d > _MAX_DIM:     # no array has such a dimension; the text format reads int64 dims
-            raise RelayishError(f"a shape's dimensions are at most 2**63 - 1, got {d} in {_described(shape)}")
     return tuple(int(d) for d in dims)
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_MAX_DIM = 2**63 - 1
 
 
 def printable_name(name) -> str | None:
@@ -121,15 +118,7 @@ _ADDRESS = re.compile(r" (object )?at 0x[0-9a-fA-F]+")
 def _type_name(kind):
     def validate(node, attribute, name):
         if kind == "TypeVar":
-            # printed bare, so an identifier (`a b%` would not read back); dtype and keyword
-            # names are fine: the parser reads a bound type variable's name first
-            if not isinstance(name, str):
-                problem = f"a name is a str, got {_described(name)}"
-            elif not _IDENTIFIER.fullmatch(name):
-                problem = (f"{name!r} is not an identifier (letters, digits and _, not starting "
-                           "with a digit)")
-            else:
-                problem = None
+            problem = None if isinstance(name, str) else f"a name is a str, got {_described(name)}"
         else:
             problem = printable_name(name)
             if problem is None and name in DTYPES:
@@ -228,8 +217,8 @@ class TypeData:
     Registering a TypeData numbers its constructors (their `tag`) and points them at `header`.
     """
     header: GlobalTypeVar
-    type_vars: list = attrs.field(converter=list)
-    constructors: list = attrs.field(converter=list)
+    type_vars: list = attrs.field(converter=lambda v: _items("type_vars", v))
+    constructors: list = attrs.field(converter=lambda v: _items("constructors", v))
 
     def __attrs_post_init__(self):
         from relayish.ir.expr import Constructor
@@ -249,6 +238,12 @@ class TypeData:
 
     def __repr__(self):
         return f"TypeData({self.header.name}, {[c.name_hint for c in self.constructors]})"
+
+
+def _items(what, value) -> list:
+    if isinstance(value, (Type, str)) or not _iterable(value):
+        raise RelayishError(f"rl.TypeData: {what} must be a list, got {_described(value)}")
+    return list(value)
 
 
 def unit_type() -> TupleType:

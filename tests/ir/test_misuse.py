@@ -303,3 +303,28 @@ def test_float_faults_give_ieee_values_without_warnings(backend):
         got = [run(a)[k] for k, a in enumerate(args)]
     for value, (_, _, expected) in zip(got, cases):
         np.testing.assert_equal(np.asarray(value, dtype="float64"), expected)
+
+
+@pytest.mark.parametrize("misuse", [float, int, len, complex, lambda x: range(x),
+                                    lambda x: [1, 2][x]])
+def test_an_expression_has_no_python_value(misuse):
+    assert "rl.evaluate" in error_of(lambda: misuse(f64("x", ())))
+
+
+def test_call_attributes_are_an_operators_own():
+    x = f64()
+    add, total = rl.get_op("add"), rl.get_op("sum")
+    assert "has no attribute(s) k" in error_of(lambda: rl.Call(add, [x, x], {"k": 1}))
+    assert "takes none" in error_of(lambda: rl.Call(rl.GlobalVar("f"), [x], {"axis": 0}))
+    assert "attrs must be a dict" in error_of(lambda: rl.Call(add, [x, x], 3))
+    call = rl.Call(total, [x])            # the defaults filled in, as rl.sum(x) has them
+    assert call.attrs == rl.sum(x).attrs
+    assert rl.astext(call) == rl.astext(rl.sum(x))
+
+
+def test_malformed_type_definitions_and_dtypes():
+    assert "type_vars must be a list" in error_of(lambda: rl.TypeData(LIST, 3, []))
+    assert "constructors must be a list" in error_of(lambda: rl.TypeData(LIST, [], None))
+    assert "unknown dtype" in error_of(lambda: rl.TensorType((), rl.TensorType((), "float32")))
+    for name in (("y",), ("y", rl.TensorType(), 1)):
+        assert "takes a pair" in error_of(lambda: rl.ScopeBuilder().let(name, 1.0))
