@@ -53,10 +53,13 @@ def _shape(shape) -> tuple:
     for d in dims:
         if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d < 0:
             raise RelayishError(f"a shape is a tuple of non-negative ints, got {_described(shape)}")
+        if d > _MAX_DIM:     # no array has such a dimension; the text format reads int64 dims
+            raise RelayishError(f"a shape's dimensions are at most 2**63 - 1, got {d} in {_described(shape)}")
     return tuple(int(d) for d in dims)
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MAX_DIM = 2**63 - 1
 
 
 def printable_name(name) -> str | None:
@@ -118,7 +121,15 @@ _ADDRESS = re.compile(r" (object )?at 0x[0-9a-fA-F]+")
 def _type_name(kind):
     def validate(node, attribute, name):
         if kind == "TypeVar":
-            problem = None if isinstance(name, str) else f"a name is a str, got {_described(name)}"
+            # printed bare, so an identifier (`a b%` would not read back); dtype and keyword
+            # names are fine: the parser reads a bound type variable's name first
+            if not isinstance(name, str):
+                problem = f"a name is a str, got {_described(name)}"
+            elif not _IDENTIFIER.fullmatch(name):
+                problem = (f"{name!r} is not an identifier (letters, digits and _, not starting "
+                           "with a digit)")
+            else:
+                problem = None
         else:
             problem = printable_name(name)
             if problem is None and name in DTYPES:
