@@ -1,6 +1,6 @@
 """relayish's jax backend against jax itself, measured side by side in one process.
 
-    python benchmarks/jit.py [--rounds 31] [--device cpu]
+    python benchmarks/jit.py [--rounds 61] [--device cpu] [--sync-dispatch] [--xla-threads]
 
 For each case the same function is written once in relayish and once in jax:
   * mlp-small: value_and_grad of an MLP 16-16-16-1 (tanh, mean squared error), batch 8, float32
@@ -11,18 +11,35 @@ jax: jax.jit(jax.value_and_grad(f, argnums=params)) / jax.jit(jax.hessian(f)).
 Run time: rounds alternate between the two (interleaved, order swapped every round), each round
 times a batch of calls (results blocked on); medians per call and the median per-round ratio. Compile time: the first call of a fresh
 compiled function (trace + XLA compile), median of a few fresh compilations each.
+
+Device-resident (the Hessian, issue 16): the input is put on the device once (jax.device_put)
+and every call is blocked on (`block_until_ready`), so a figure is the latency of one call
+without the transfer from numpy; relayish's `run` and its bare `jax_function()` against
+jax.jit(jax.hessian(f)), interleaved, median and minimum per call and the median per-round ratio.
+XLA:CPU runs with one thread (XLA_FLAGS=--xla_cpu_multi_thread_eigen=false
+intra_op_parallelism_threads=1, set before jax is imported; --xla-threads keeps XLA's pool):
+with its pool the figures swing with the machine's load. --sync-dispatch runs each call on the
+calling thread (jax_cpu_enable_async_dispatch off), which removes the thread hand-off from
+the latency and leaves the compiled program's own time.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import time
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+if __name__ == "__main__" and "--xla-threads" not in sys.argv:   # before jax is imported
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                               " --xla_cpu_multi_thread_eigen=false"
+                               " intra_op_parallelism_threads=1").strip()
 
-import relayish as rl
+import jax  # noqa: E402  (after XLA_FLAGS)
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import relayish as rl  # noqa: E402
 
 
 # ---- the functions, in relayish and in jax ----------------------------------------------------
@@ -118,6 +135,29 @@ def side_by_side(ours, theirs, args, rounds, target_s=0.01):
     return statistics.median(a), statistics.median(b), statistics.median(ratios)
 
 
+def blocked_time(fn, arg, calls):
+    """Seconds per call, each call blocked on before the next (latency, not throughput)."""
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn(arg).block_until_ready()
+    return (time.perf_counter() - t0) / calls
+
+
+def device_side_by_side(candidates, arg, rounds, calls=200):
+    """{name: (median s, min s, median per-round ratio to the last candidate)}, interleaved."""
+    names = list(candidates)
+    times = {name: [] for name in names}
+    for name in names:
+        blocked_time(candidates[name], arg, 3)
+    for k in range(rounds):
+        for name in (names if k % 2 else names[::-1]):
+            times[name].append(blocked_time(candidates[name], arg, calls))
+    base = times[names[-1]]
+    return {name: (statistics.median(t), min(t),
+                   statistics.median([a / b for a, b in zip(t, base)]))
+            for name, t in times.items()}
+
+
 def first_call_time(make, args, repeats=3):
     times = []
     for _ in range(repeats):
@@ -175,15 +215,26 @@ def rosenbrock_case(n, rounds, device):
     run_ours, run_theirs, ratio = side_by_side(ours, theirs, (x,), rounds)
     comp_ours = first_call_time(lambda: rl.compile(h, device=device), (x,))
     comp_theirs = first_call_time(lambda: scoped(jax.jit(jax.hessian(rosenbrock_jax))), (x,))
+    with jax.enable_x64(True):
+        x_dev = jax.device_put(x, ours.device)
+    resident = device_side_by_side({"relayish run": ours, "relayish jax_function":
+                                    scoped(ours.jax_function()), "jax": theirs}, x_dev, rounds)
     return dict(case=f"rosenbrock-{n} hessian", ours=run_ours, theirs=run_theirs, ratio=ratio,
-                comp_ours=comp_ours, comp_theirs=comp_theirs, ad=ad_time, target=1.5)
+                comp_ours=comp_ours, comp_theirs=comp_theirs, ad=ad_time, target=1.5,
+                resident=resident)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=61)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--sync-dispatch", action="store_true",
+                        help="run each XLA call on the calling thread (no async hand-off)")
+    parser.add_argument("--xla-threads", action="store_true",
+                        help="keep XLA:CPU's thread pool (default: one thread)")
     opts = parser.parse_args()
+    if opts.sync_dispatch:
+        jax.config.update("jax_cpu_enable_async_dispatch", False)
     print(f"jax {jax.__version__} on {rl.compile(rl.Function([], rl.const(0.0)), device=opts.device).device}"
           f"; {opts.rounds} interleaved rounds, medians")
     rows = [mlp_case("mlp-small 16-16-16-1 b8 value_and_grad", (16, 16, 16, 1), 8, opts.rounds,
@@ -201,6 +252,16 @@ def main():
     print("run time: median per call incl. argument transfer from numpy; ratio: median of the "
           "per-round ratios; compile: first call of a fresh function (trace + XLA), median of 3; "
           "AD: building the relayish gradient/Hessian program")
+    dispatch = "sync" if opts.sync_dispatch else "async"
+    threads = "XLA thread pool" if opts.xla_threads else "one XLA thread"
+    for r in rows:
+        if "resident" not in r:
+            continue
+        print(f"\n{r['case']}, device-resident input, each call blocked on ({dispatch} dispatch, "
+              f"{threads}); target ratio 1.1")
+        for name, (med, low, ratio) in r["resident"].items():
+            print(f"  {name:24s} median {med * 1e6:8.2f}us  min {low * 1e6:8.2f}us  "
+                  f"ratio {ratio:5.2f}")
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ from relayish.ir.types import (FuncType, RefType, TensorType, TupleType, Type, T
                                substitute, walk_type)
 from relayish.ir.visitor import ExprVisitor, free_vars, run_deep
 from relayish.backend.values import Closure, ConstructorValue, RefValue
+from relayish.backend.jax_zeros import ZeroTracker
 
 # Nesting of traced joins beyond which recursion is taken to depend on a traced value.
 MAX_JOIN_DEPTH = 48
@@ -239,6 +240,7 @@ class TraceEvaluator:
         self.calls: dict = {}                # Function -> its activations in this trace
         self.ops = 0                         # traced tensor operations recorded
         self.started = time.monotonic()
+        self.zeros = ZeroTracker()           # zero adjoints, folded before XLA (jax_zeros.py)
 
     # ---- entry ------------------------------------------------------------------------------
     def eval(self, expr, env, tail=False):
@@ -510,6 +512,9 @@ class TraceEvaluator:
         else:
             import jax.numpy as xp
         if not concrete:
+            folded = self.zeros.fold(op.name, args)
+            if folded is not None:
+                return folded
             self.ops += 1
             if not self.ops & 1023:
                 self.check_budget()
@@ -522,8 +527,10 @@ class TraceEvaluator:
             kind = EvaluationError if concrete else CompileError
             raise kind(f"operator '{op.name}' failed in {_short_text(where, 200)}: "
                        f"{type(exc).__name__}: {exc}") from None
-        if concrete and not isinstance(out, np.ndarray):
-            out = np.asarray(out)
+        if concrete:
+            if not isinstance(out, np.ndarray):
+                out = np.asarray(out)
+            self.zeros.note(op.name, args, out)
         return out
 
     def visit_Let(self, e, env, tail):
@@ -616,14 +623,14 @@ class TraceEvaluator:
         raise CompileError(f"unknown pattern {type(p).__name__}")
 
     def visit_RefCreate(self, e, env, tail):
-        return _JRef(self.eval(e.value, env), _next_serial())
+        return _JRef(self.zeros.stored(self.eval(e.value, env)), _next_serial())
 
     def visit_RefRead(self, e, env, tail):
         return self.read(self.eval(e.ref, env))
 
     def visit_RefWrite(self, e, env, tail):
         ref = self.eval(e.ref, env)
-        self.write(ref, self.eval(e.value, env))
+        self.write(ref, self.zeros.stored(self.eval(e.value, env)))
         return ()
 
     def read(self, ref):

@@ -1,0 +1,117 @@
+"""Zero adjoints at trace time: what the jax backend folds before XLA sees it.
+
+Scheme. Reverse AD starts every adjoint as `zeros(...)` or `zeros_like(x)` and adds into it;
+an adjoint nothing was added to is read as those zeros and multiplied into the chain rule
+(`g * x`). jax's own AD keeps such cotangents symbolic and never emits the product. XLA cannot
+remove `x * 0` (IEEE: inf * 0 is nan), so in a compiled rl.hessian of Rosenbrock every one of
+them stays in the fused loop, recomputed per output element (1.4-1.5x jax.jit(jax.hessian) on
+the CPU; notes/jax-backend.md).
+
+`ZeroTracker` marks the trace-time (numpy) arrays that are such zeros: the results of the
+`zeros` and `zeros_like` ops, float scalar zeros stored in a reference (reverse AD starts a
+scalar's adjoint as `ref(0f64)`), and what the linear ops below make of marked zeros alone.
+With a traced operand:
+
+    zeros_like(t), ones_like(t)      -> numpy from t's static shape and dtype (exact)
+    broadcast_to_like(c, t)          -> numpy c broadcast to t's shape (exact)
+    add(t, z), add(z, t), sub(t, z)  -> t, when z does not change t's shape (exact up to -0.0)
+    multiply(t, z), multiply(z, t)   -> marked zeros: **not IEEE** where t is inf or nan
+
+The last rule is the departure: a compiled program computes 0 where the interpreter computes
+nan, as jax's symbolic zeros do. Only marked zeros fold: a literal `x * 0f64`, a fold from
+`0f64` or a tensor literal of zeros is computed as written (a scalar is marked only on its way
+into a reference). A marked array is checked to be all zeros before each use, so an array
+changed in place is never taken for a zero.
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+# ops whose result is a zero adjoint again when every tensor argument is one
+_LINEAR = frozenset({"add", "subtract", "negative", "multiply", "broadcast_to_like",
+                     "broadcast_to", "collapse_sum_like", "reshape", "reshape_like",
+                     "expand_dims", "squeeze", "transpose", "strided_slice", "sum", "cast",
+                     "cast_like", "divide"})
+
+
+class ZeroTracker:
+    """The zero adjoints of one trace; `fold` before an op on traced values, `note` after an
+    op on trace-time values."""
+
+    def __init__(self):
+        # weak: a dead array's id may be reused, and its entry must go with it
+        self._marked = weakref.WeakValueDictionary()
+
+    def mark(self, a):
+        self._marked[id(a)] = a
+        return a
+
+    def stored(self, value):
+        """`value` as stored in a reference, its float scalar zeros marked: reverse AD starts a
+        scalar's adjoint as the literal `ref(0f64)` (a tensor's as `ref(zeros(...))`)."""
+        if isinstance(value, tuple):
+            return tuple(self.stored(v) for v in value)
+        if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind == "f" \
+                and not value.any() and self._marked.get(id(value)) is not value:
+            return self.mark(value.copy())   # a copy: the literal itself stays unmarked
+        return value
+
+    def is_zero(self, a):
+        return isinstance(a, np.ndarray) and self._marked.get(id(a)) is a and not a.any()
+
+    def fold(self, name, args):
+        """The result of op `name` on `args` (some traced) without tracing it, or None."""
+        if name in ("zeros_like", "ones_like"):
+            t = args[0]
+            if isinstance(t, np.ndarray) or not hasattr(t, "shape"):
+                return None
+            fill = np.zeros if name == "zeros_like" else np.ones
+            out = fill(t.shape, np.dtype(t.dtype))
+            return self.mark(out) if name == "zeros_like" else out
+        if len(args) != 2:
+            return None
+        a, b = args
+        if name == "broadcast_to_like":
+            if not isinstance(a, np.ndarray) or isinstance(b, np.ndarray) \
+                    or not hasattr(b, "shape"):
+                return None
+            out = np.array(np.broadcast_to(a, b.shape))
+            return self.mark(out) if self.is_zero(a) else out
+        if name not in ("add", "subtract", "multiply"):
+            return None
+        za, zb = self.is_zero(a), self.is_zero(b)
+        if not (za or zb):
+            return None
+        if name == "multiply":
+            t, z = (b, a) if za else (a, b)
+            if not hasattr(t, "shape") or not hasattr(t, "dtype"):
+                return None
+            shape = np.broadcast_shapes(np.shape(z), tuple(t.shape))
+            return self.mark(np.zeros(shape, np.result_type(z.dtype, np.dtype(t.dtype))))
+        if name == "subtract" and za:
+            return None                              # 0 - t is -t: traced as written
+        t, z = (b, a) if za else (a, b)
+        if not hasattr(t, "shape") or not hasattr(t, "dtype") or \
+                np.dtype(t.dtype) != z.dtype or \
+                np.broadcast_shapes(np.shape(z), tuple(t.shape)) != tuple(t.shape):
+            return None
+        return t
+
+    def note(self, name, args, out):
+        """Mark the trace-time result `out` of op `name` when it is a zero adjoint."""
+        if not isinstance(out, np.ndarray):
+            return
+        if name in ("zeros", "zeros_like"):
+            self.mark(out)
+        elif name in _LINEAR and args:
+            if name == "multiply":
+                zero = any(self.is_zero(a) for a in args)
+            elif name in ("broadcast_to_like", "collapse_sum_like", "reshape_like", "cast_like",
+                          "divide"):
+                zero = self.is_zero(args[0])         # the second argument: a shape, a divisor
+            else:
+                zero = all(self.is_zero(a) for a in args)
+            if zero and not out.any():               # 0 * inf is nan: not a zero
+                self.mark(out)
