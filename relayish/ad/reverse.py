@@ -1059,7 +1059,7 @@ def build_entry(ad: ReverseAD, func: Function, mode: str, argnums=None) -> Funct
     params = [Var(p.name_hint, t) for p, t in zip(func.params, ptypes)]
     out_t = _type_of(func.body)
     _check_output(func, out_t, mode)
-    if argnums is not None:
+    if argnums is not None or mode in ("grad", "value_and_grad"):   # None: gradient, vjp
         argnums = _normalize_argnums(argnums, len(params))
 
     ad.register_adts(func)

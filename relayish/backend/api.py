@@ -5,6 +5,7 @@
     run(*args)
 """
 from relayish.errors import RelayishError
+from relayish.ir.expr import describe
 
 BACKENDS = ("jax", "interpreter")
 
@@ -24,6 +25,8 @@ def compile(f_or_mod, backend="jax", device="cpu", limits=None):  # noqa: A001 -
     >>> x = rl.var("x", shape=(3,)); run = rl.compile(rl.Function([x], rl.sum(x * x)))
     >>> run(np.ones(3, "float32"))    # Array(3., dtype=float32)
     """
+    if not isinstance(backend, str):
+        raise RelayishError(f"backend must be one of {', '.join(BACKENDS)}, got {describe(backend)}")
     if backend == "jax":
         from relayish.backend.jax_backend import compile_jax
         return compile_jax(f_or_mod, device=device, limits=limits)

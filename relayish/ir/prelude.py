@@ -295,6 +295,10 @@ class Prelude:
         for name in FUNCTION_NAMES:
             setattr(self, name, mod.get_global_var(name))
 
+    def __repr__(self):
+        return (f"Prelude({len(TYPE_NAMES)} types and {len(FUNCTION_NAMES)} functions in a module "
+                f"of {len(self.mod.functions)} functions)")
+
     def make_nat(self, n: int):
         """The expression S(...S(Z)...) with n applications of S."""
         if not isinstance(n, int) or n < 0:

@@ -330,3 +330,8 @@ def test_hd_of_an_empty_list_is_an_evaluation_error(prelude):
     l = rl.var("l", type=rl.TypeCall(p.List, [I32]))
     with pytest.raises(rl.EvaluationError):
         _run(mod, [l], p.hd(l), _ints(mod, []))
+
+
+def test_prelude_repr_names_its_parts_without_memory_addresses():
+    text = repr(rl.Prelude())
+    assert "0x" not in text and "functions" in text
