@@ -44,7 +44,8 @@ from relayish.ir.module import Module
 from relayish.ir.op import Op
 from relayish.ir.types import (DTYPES, FuncType, RefType, TensorType, TupleType, TypeCall,
                                TypeVar, substitute)
-from relayish.ir.visitor import ExprFunctor, free_vars, run_deep
+from relayish.ir.analysis import FreeVars
+from relayish.ir.visitor import ExprFunctor, run_deep
 from relayish.ops._common import numpy_fast_impl, static_type
 from relayish.backend.values import Closure, ConstructorValue, RefValue
 
@@ -746,6 +747,9 @@ class _Program:
         self.mod = mod
         self.globals = {}       # name -> InterpreterClosure (its Code filled by drain())
         self.pending = []
+        # what each fn literal captures, found in one walk of the outermost function that holds
+        # it (a walk per literal was quadratic in the nesting depth of closures)
+        self.free_vars = FreeVars()
 
     def global_closure(self, gv):
         name = gv.name_hint
@@ -865,7 +869,7 @@ class _FunctionCompiler(ExprFunctor):
         self.keep.append(var)
 
     def compile_closure(self, func, dst, name="fn"):
-        captures = free_vars(func)
+        captures = self.program.free_vars(func)
         srcs = [self.visit_Var(v) for v in captures]
         # A captured tuple built in this frame also passes its fields, so that projections of it
         # inside the closure (the backpropagators of reverse AD read `%d.1`) cost nothing.
