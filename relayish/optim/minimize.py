@@ -1,4 +1,5 @@
-"""rl.optim.minimize: the front end over methods.py and problem.py."""
+"""rl.optim.minimize: the front end (option checks, the result type, progress printing) over
+methods.py and the problem modules (objective.py, cache.py)."""
 from __future__ import annotations
 
 import math
@@ -8,10 +9,12 @@ import attrs
 import numpy as np
 
 from relayish.errors import CompileError, RelayishError
-from relayish.optim.methods import METHODS, CallableProblem, Monitor, solve
-from relayish.optim.problem import HESSIANS, flat_objective, relayish_problem
-
-BACKENDS = ("auto", "jax", "interpreter")
+from relayish.optim.backends import BACKENDS
+from relayish.optim.cache import relayish_problem
+from relayish.optim.hessian import HESSIANS
+from relayish.optim.methods import METHODS, CallableProblem, solve
+from relayish.optim.objective import flat_objective
+from relayish.optim.outcome import Monitor
 
 
 @attrs.define(repr=False)
@@ -97,7 +100,7 @@ def minimize(f, x0, method="newton", tol=1e-8, max_iter=100, backend="auto", ver
     "gd" (Barzilai-Borwein steps). backend "jax" compiles the objective, its gradient and its
     Hessian (or Hessian-vector product) once; "interpreter" evaluates them with rl.evaluate;
     "auto" (the default) starts on the interpreter and compiles with jax once the interpreted
-    evaluations have cost what compiling is modelled to cost (problem.AutoProblem), so small
+    evaluations have cost what compiling is modelled to cost (backends.AutoProblem), so small
     problems never wait for XLA. res.backend says which ran: "interpreter", "jax", or
     "interpreter+jax" (compiled during the run).
     Stops when |grad| <= tol (converged=True) or with converged=False and a `message`.

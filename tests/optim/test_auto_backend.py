@@ -8,20 +8,20 @@ import numpy as np
 import pytest
 
 import relayish as rl
-from relayish.optim import problem as problem_module
+from relayish.optim import backends, cache
 
 from optim_problems import EXAMPLES, rosenbrock, rosenbrock_module, rosenbrock_start
 
 
 @pytest.fixture
 def fresh_cache(monkeypatch):
-    monkeypatch.setattr(problem_module, "PROBLEMS", problem_module.ProblemCache())
+    monkeypatch.setattr(cache, "PROBLEMS", cache.ProblemCache())
 
 
 @pytest.fixture
 def no_budget(monkeypatch, fresh_cache):
     """Compiling is modelled as free: auto switches after its first interpreted evaluation."""
-    monkeypatch.setattr(problem_module, "compile_cost", lambda method, calls: 0.0)
+    monkeypatch.setattr(backends, "compile_cost", lambda method, calls: 0.0)
 
 
 def test_the_main_job_runs_on_the_interpreter_without_importing_jax():
@@ -61,12 +61,11 @@ def test_switching_mid_run_keeps_the_iterates(method, no_budget):
 
 def test_the_budget_adds_up_across_calls(monkeypatch, fresh_cache):
     """Multi-start: each call's interpreted time counts, so repeated calls end up compiled."""
-    monkeypatch.setattr(problem_module, "compile_cost", lambda method, calls: 0.05)
+    monkeypatch.setattr(backends, "compile_cost", lambda method, calls: 0.05)
     f = rosenbrock(2)
-    backends = [rl.optim.minimize(f, rosenbrock_start(2) + 0.01 * k).backend
-                for k in range(40)]
-    assert backends[0] == "interpreter" and backends[-1] == "jax"
-    assert backends.count("interpreter+jax") == 1
+    used = [rl.optim.minimize(f, rosenbrock_start(2) + 0.01 * k).backend for k in range(40)]
+    assert used[0] == "interpreter" and used[-1] == "jax"
+    assert used.count("interpreter+jax") == 1
 
 
 def test_a_program_jax_refuses_stays_on_the_interpreter(no_budget):
@@ -81,14 +80,14 @@ def test_a_program_jax_refuses_stays_on_the_interpreter(no_budget):
     """)
     res = rl.optim.minimize(mod, np.array([1.0, 2.0]), method="bfgs")
     assert res.converged and res.backend == "interpreter"
-    assert problem_module.PROBLEMS.entries[0][2].compile_error is not None
+    assert cache.PROBLEMS.entries[0][2].compile_error is not None
 
 
 def test_compile_cost_model_grows_with_the_program():
-    small = problem_module.compile_cost("newton", 30)
-    assert problem_module.compile_cost("newton", 3000) > small + 3.0
-    assert problem_module.compile_cost("bfgs", 30) < small
-    assert problem_module.op_calls(rosenbrock(2)) > 5
+    small = backends.compile_cost("newton", 30)
+    assert backends.compile_cost("newton", 3000) > small + 3.0
+    assert backends.compile_cost("bfgs", 30) < small
+    assert backends.op_calls(rosenbrock(2)) > 5
 
 
 def test_a_gpu_device_means_jax_from_the_start(fresh_cache):

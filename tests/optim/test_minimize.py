@@ -219,11 +219,11 @@ def test_hessian_options(backend, hessian):
 
 
 def test_auto_hessian_is_reverse_on_the_interpreter_and_vmapped_forward_on_jax(monkeypatch):
-    from relayish.optim import problem as problem_module
-    monkeypatch.setattr(problem_module, "PROBLEMS", problem_module.ProblemCache())
+    from relayish.optim import cache, hessian
+    monkeypatch.setattr(cache, "PROBLEMS", cache.ProblemCache())
     modes = []
-    real = problem_module._hessian
-    monkeypatch.setattr(problem_module, "_hessian",
+    real = hessian.hessian_program
+    monkeypatch.setattr(hessian, "hessian_program",
                         lambda obj, mode="forward": modes.append(mode) or real(obj, mode))
     f, A, b = quadratic(4)
     interpreted = rl.optim.minimize(f, np.zeros(4), backend="interpreter")
@@ -267,7 +267,8 @@ def test_jax_newton_uses_the_batched_evaluation():
     """On the jax backend Newton evaluates f, g, H (vmapped forward-over-reverse) and the
     direction in one call; the fallback (an unrolled Hessian program) is much slower, so a
     change in the backend that disables the batched path should be noticed."""
-    from relayish.optim.problem import RelayishProblem, flat_objective
+    from relayish.optim.objective import flat_objective
+    from relayish.optim.problem import RelayishProblem
     for f, x0 in ((rosenbrock(4), rosenbrock_start(4)), (rosenbrock_module(), [-1.2, 1.0])):
         obj, spec, x = flat_objective(f, x0)
         problem = RelayishProblem(obj, x.size, "newton", "jax")
@@ -284,16 +285,18 @@ def test_repeated_minimize_reuses_the_compiled_problem(monkeypatch):
     """Multi-start: the same objective (rebuilt, so only structurally equal) and options reuse
     the derived and compiled programs; other args, options or a new gradient rule rebuild."""
     from relayish.ir.op import get_op, register_gradient
-    from relayish.optim import problem as problem_module
-    monkeypatch.setattr(problem_module, "PROBLEMS", problem_module.ProblemCache())
+    from relayish.optim import backends, cache
+    monkeypatch.setattr(cache, "PROBLEMS", cache.ProblemCache())
     built = []
-    real = problem_module.RelayishProblem
+    real = cache.RelayishProblem
 
     class Counting(real):
         def __init__(self, *a, **kw):
             built.append(a[2])
             super().__init__(*a, **kw)
-    monkeypatch.setattr(problem_module, "RelayishProblem", Counting)
+    # both builders: cache.relayish_problem (jax, interpreter) and AutoProblem (auto)
+    monkeypatch.setattr(cache, "RelayishProblem", Counting)
+    monkeypatch.setattr(backends, "RelayishProblem", Counting)
     f, X, y, (fun, grad, hess) = logistic()
     first = rl.optim.minimize(f, np.zeros(X.shape[1]), args=(X, y))
     again = rl.optim.minimize(logistic()[0], np.full(X.shape[1], 0.5), args=(X, y))
@@ -384,22 +387,24 @@ def test_batched_hessian_falls_back_only_on_a_missing_batching_rule(monkeypatch)
     """The vmapped (f, g, H) evaluation gives way to the relayish Hessian program when jax has
     no batching rule (NotImplementedError); any other failure surfaces as a CompileError
     instead of being hidden by the fallback (it was `except Exception: return None`)."""
-    from relayish.optim import problem as problem_module
-    from relayish.optim.problem import RelayishProblem, flat_objective
+    from relayish.optim import cache
+    from relayish.optim.newton_xla import DeviceNewton
+    from relayish.optim.objective import flat_objective
+    from relayish.optim.problem import RelayishProblem
     obj, spec, x = flat_objective(rosenbrock(2), rosenbrock_start(2))
 
     def failing(error):
         def check(self):
             raise error
         return check
-    monkeypatch.setattr(problem_module.DeviceNewton, "check",
+    monkeypatch.setattr(DeviceNewton, "check",
                         failing(NotImplementedError("Batching rule for 'x' not implemented")))
     fallback = RelayishProblem(obj, x.size, "newton", "jax")
     assert not fallback.batched
     assert fallback.value_grad_hess(x)[0] == pytest.approx(24.2)
-    monkeypatch.setattr(problem_module.DeviceNewton, "check", failing(ValueError("boom")))
+    monkeypatch.setattr(DeviceNewton, "check", failing(ValueError("boom")))
     with pytest.raises(rl.CompileError, match=r"(?s)ValueError: boom.*hessian=\"reverse\""):
         RelayishProblem(obj, x.size, "newton", "jax")
-    monkeypatch.setattr(problem_module, "PROBLEMS", problem_module.ProblemCache())
+    monkeypatch.setattr(cache, "PROBLEMS", cache.ProblemCache())
     with pytest.raises(rl.CompileError, match=r"(?s)boom.*backend=\"interpreter\""):
         rl.optim.minimize(rosenbrock(2), rosenbrock_start(2), backend="jax")

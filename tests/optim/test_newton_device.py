@@ -1,12 +1,15 @@
-"""Newton on the jax backend with the iterate kept on the device (problem.DeviceNewton): the
-usual iterations as one XLA computation (device_loop.py) when nothing watches them, else step
-by step (methods._newton_device_loop)."""
+"""Newton on the jax backend with the iterate kept on the device (newton_xla.DeviceNewton):
+newton.py's step function under lax.while_loop (XlaLoop) when nothing watches the iterations,
+else jitted and driven step by step from Python (StepwiseLoop); both against the host loop."""
 import numpy as np
 import pytest
 
 import relayish as rl
-from relayish.optim.methods import Monitor, run_newton
-from relayish.optim.problem import RelayishProblem, flat_objective
+from relayish.optim.newton import run_newton
+from relayish.optim.newton_xla import StepwiseLoop, XlaLoop
+from relayish.optim.objective import flat_objective
+from relayish.optim.outcome import Monitor
+from relayish.optim.problem import RelayishProblem
 
 from optim_problems import F64, logistic, quadratic, rosenbrock, rosenbrock_start
 
@@ -19,18 +22,19 @@ def _problem(f, x0, args=()):
 
 
 def _count_compiled_calls(dev):
-    """Wrap the jitted functions themselves: counts what really runs, not dev.calls."""
-    counts = {"at": 0, "trial": 0}
-    at, trial = dev._at, dev._trial
+    """Wrap the stepwise loop's jitted functions themselves: counts what really runs."""
+    counts = {"take": 0, "search": 0}
+    loop = dev.stepwise_loop
+    take, search = loop.take, loop.search
 
-    def counted_at(*a):
-        counts["at"] += 1
-        return at(*a)
+    def counted_take(*a):
+        counts["take"] += 1
+        return take(*a)
 
-    def counted_trial(*a):
-        counts["trial"] += 1
-        return trial(*a)
-    dev._at, dev._trial = counted_at, counted_trial
+    def counted_search(*a):
+        counts["search"] += 1
+        return search(*a)
+    loop.take, loop.search = counted_take, counted_search
     return counts
 
 
@@ -50,9 +54,9 @@ def test_accepted_full_steps_cost_one_compiled_call_each():
     full = sum(s == 1.0 for s in steps)
     assert full >= 3                                     # Newton's local phase: full steps
     backtracked = len(steps) - full
-    # one evaluation at x0, one trial call per iteration, and one more (at the point the line
-    # search chose) only for an iteration that backtracked
-    assert counts == {"at": 1 + backtracked, "trial": out.n_iter}
+    # one evaluation at x0, one per iteration, and one more (at the point the line search
+    # chose, after the line search's own call) only for an iteration that backtracked
+    assert counts == {"take": 1 + out.n_iter + backtracked, "search": backtracked}
     assert problem.ngev == problem.nhev == out.n_iter + 1 + backtracked
 
 
@@ -94,11 +98,17 @@ def test_indefinite_hessian_uses_the_modified_cholesky():
     x = rl.var("x", shape=(3,), dtype=F64)
     f = rl.Function([x], rl.sum(x * x * x * x - x * x))
     problem, x0 = _problem(f, np.full(3, 0.1))
-    counts = _count_compiled_calls(problem.device_newton)
-    out = run_newton(problem, x0, 1e-10, 50, _watched())
+    directions = []
+    import relayish.optim.newton as newton_module
+    real = newton_module.with_modified_cholesky
+    newton_module.with_modified_cholesky = lambda s: directions.append(int(s["k"])) or real(s)
+    try:
+        out = run_newton(problem, x0, 1e-10, 50, _watched())
+    finally:
+        newton_module.with_modified_cholesky = real
     assert out.converged
     np.testing.assert_allclose(np.abs(out.x), np.full(3, np.sqrt(0.5)), rtol=1e-8)
-    assert counts["at"] >= 2       # H fetched for the modified Cholesky (trial does not return it)
+    assert directions and directions[0] == 0    # x0's Hessian went to the host's Cholesky
 
 
 def test_nan_at_the_start_and_after_a_step():
@@ -128,12 +138,12 @@ def test_value_grad_hess_on_the_device_path_matches_numpy():
 
 def _count_loop_calls(dev):
     counts = {"loop": 0}
-    loop = dev._loop
+    jitted = dev.xla_loop.jitted
 
     def counted(*a, **kw):
         counts["loop"] += 1
-        return loop(*a, **kw)
-    dev._loop = counted
+        return jitted(*a, **kw)
+    dev.xla_loop.jitted = counted
     return counts
 
 
@@ -152,7 +162,7 @@ def test_unwatched_newton_is_one_call_line_searches_included():
     loop_counts = _count_loop_calls(problem.device_newton)
     monitor = Monitor()
     out = run_newton(problem, x0, 1e-10, 50, monitor)
-    assert out.converged and steps_counts == {"at": 0, "trial": 0}
+    assert out.converged and steps_counts == {"take": 0, "search": 0}
     steps = [h["step"] for h in monitor.history]
     assert steps[0] is None and len(steps) == out.n_iter + 1
     assert [h["iter"] for h in monitor.history] == list(range(out.n_iter + 1))
@@ -178,11 +188,10 @@ def test_rosenbrock_full_steps_stay_in_xla():
 
 @pytest.mark.parametrize("make", ["logistic", "rosenbrock4", "float32"])
 def test_xla_loop_takes_the_stepwise_loops_iterates(make, monkeypatch):
-    from relayish.optim.problem import DeviceNewton
     used = []
-    for name in ("loop", "at", "trial"):
-        method = getattr(DeviceNewton, name)
-        monkeypatch.setattr(DeviceNewton, name, lambda self, *a, _m=method, _n=name, **kw:
+    for name, driver in (("loop", XlaLoop), ("stepwise", StepwiseLoop)):
+        method = driver.advance
+        monkeypatch.setattr(driver, "advance", lambda self, *a, _m=method, _n=name, **kw:
                             used.append(_n) or _m(self, *a, **kw))
     if make == "logistic":
         f, X, y, _ = logistic()
@@ -196,11 +205,11 @@ def test_xla_loop_takes_the_stepwise_loops_iterates(make, monkeypatch):
                             1e-12)
     whole = rl.optim.minimize(f, x0, backend="jax", args=args, tol=tol)
     # minimize without verbose or callback runs the XLA loop, never the stepwise calls
-    assert "loop" in used and "at" not in used and "trial" not in used
+    assert "loop" in used and "stepwise" not in used
     used.clear()
     stepwise = rl.optim.minimize(f, x0, backend="jax", args=args, tol=tol,
                                  callback=lambda entry: None)
-    assert "trial" in used and "loop" not in used
+    assert "stepwise" in used and "loop" not in used
     if make == "float32":
         # at the objective's precision the last steps hang on rounding: compare the outcome only
         assert not whole.converged and "no decrease" in whole.message
@@ -230,7 +239,7 @@ def test_xla_loop_stops_like_the_host_loop():
     problem, x0 = _problem(f, rosenbrock_start(4))
     counts = _count_compiled_calls(problem.device_newton)
     out = run_newton(problem, x0, 1e-10, 10 ** 9, Monitor())
-    assert out.converged and counts["trial"] == out.n_iter
+    assert out.converged and counts["take"] >= out.n_iter + 1
     x = rl.var("x", shape=(2,), dtype=F64)
     # d2/dx2 x^1.5 is infinite at 0 while f and g are finite: stops on the Hessian
     pow_ = rl.Function([x], rl.sum(x ** 1.5 - x))
