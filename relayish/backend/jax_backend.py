@@ -32,11 +32,14 @@ alternative as a pending call instead of being traced inside it (joined like any
 backpropagator chain after an `if` is traced once, not once per branch.
 
 Recursion whose depth depends on a traced value would nest joins forever: past a bound on the
-nesting of traced joins this raises a CompileError naming the function.
+activations of one function inside traced joins this raises a CompileError naming the function.
+Joins nested in the program text (a deep if-else nest) are not bounded: past MAX_SWITCH_NESTING
+they are traced inline and selected instead of nesting XLA conditionals.
 """
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 import time
 
@@ -51,13 +54,19 @@ from relayish.ir.module import Module
 from relayish.ir.op import Op
 from relayish.ir.types import (FuncType, RefType, TensorType, TupleType, Type, TypeCall, TypeVar,
                                substitute, walk_type)
-from relayish.ir.visitor import ExprVisitor, free_vars, run_deep
+from relayish.ir.analysis import FreeVars
+from relayish.ir.visitor import ExprVisitor, run_deep
 from relayish.backend.values import Closure, ConstructorValue, RefValue
 from relayish.backend.jax_zeros import ZeroTracker
 
-# Nesting of traced joins beyond which recursion is taken to depend on a traced value.
-MAX_JOIN_DEPTH = 48
-# Activations of one function inside traced joins beyond which the same holds.
+# Traced joins nested deeper than this are not lax.switch but every alternative inlined and a
+# select: XLA's compiler recurses once per nested conditional, slowly and then into a crash
+# (measured with nested ifs: 100 nested switches compile in 4 s, 150 in 8 s, 200 in 24 s, 300
+# segfault in the MLIR-to-HLO lowering). Nesting in the program text is not recursion, so it
+# is bounded only by TRACE_LIMITS (max_depth), like any other program.
+MAX_SWITCH_NESTING = 16
+# Activations of one function inside traced joins beyond which recursion is taken to depend on a
+# traced value (it would nest joins forever).
 MAX_ACTIVATIONS_UNDER_JOIN = 512
 
 # Bounds on one trace and on the program handed to XLA (notes/jax-backend.md has the
@@ -151,6 +160,7 @@ def _is_jax_value(v):
 
 
 _NDARRAY = np.ndarray
+_DTYPE_OF = operator.attrgetter("dtype")
 _ARRAY_CLASS = []
 
 
@@ -203,13 +213,10 @@ class _Unsplit(Exception):
 
 
 def _captured(func, cache):
-    """The free variables of `func` (what a closure of it captures), cached per compiled program."""
-    hit = cache.get(id(func))
-    if hit is not None and hit[0] is func:
-        return hit[1]
-    fvs = free_vars(func)
-    cache[id(func)] = (func, fvs)
-    return fvs
+    """The free variables of `func` (what a closure of it captures), from the compiled program's
+    FreeVars table: one walk per outermost function (a free_vars walk per Function literal was
+    quadratic in the nesting depth of closures: 27.7 s for 3,000 nested fn literals)."""
+    return cache(func)
 
 
 def _closure_name(closure):
@@ -228,7 +235,7 @@ class TraceEvaluator:
     def __init__(self, mod, batching=True, captured=None, limits=None):
         self.mod = mod
         self.batching = batching
-        self.captured = {} if captured is None else captured   # Function id -> free variables
+        self.captured = FreeVars() if captured is None else captured   # free variables table
         self.frames: list[_Frame] = []       # one per alternative being probed
         self.join_depth = 0
         self.active: dict = {}               # Function -> its activations inside joins
@@ -685,18 +692,19 @@ class TraceEvaluator:
         """
         if not _is_traced(index):
             return alternatives[int(np.asarray(index))](tail_stop)
-        if self.join_depth >= MAX_JOIN_DEPTH:
-            raise self._unbounded()
+        inline = self.join_depth >= MAX_SWITCH_NESTING
         start = _next_serial()
-        probes = [self._probe(alt, start, tail_stop) for alt in alternatives]
+        probes = [self._probe(alt, start, tail_stop, inline) for alt in alternatives]
         if tail_stop is not None:
             pending = [isinstance(p.result, _TailCall) for p in probes]
             if any(pending) and not all(pending):     # values and calls do not join: finish calls
-                probes = [self._probe(alt, start, None) if pend else p
+                probes = [self._probe(alt, start, None, inline) if pend else p
                           for alt, p, pend in zip(alternatives, probes, pending)]
         return self._join(index, probes, start)
 
-    def _probe(self, alternative, start, stop):
+    def _probe(self, alternative, start, stop, inline=False):
+        """Trace one alternative on its own (a jaxpr), or with `inline` into the current trace
+        (its tensors are then the current trace's, and `jaxpr` is None)."""
         jax = _jax()
         probe = _Probe()
         frame = _Frame(start)
@@ -719,7 +727,11 @@ class TraceEvaluator:
                 for ref, old in frame.log.values():     # the next alternative starts afresh
                     ref.value = old
 
-        probe.jaxpr = jax.make_jaxpr(traced)()
+        if inline:
+            traced()
+            probe.jaxpr = None
+        else:
+            probe.jaxpr = jax.make_jaxpr(traced)()
         probe.position = {id(leaf): i for i, leaf in enumerate(probe.leaves)}
         probe.restore = [(ref, old) for ref, old in frame.log.values()]
         return probe
@@ -742,7 +754,10 @@ class TraceEvaluator:
 
         def branch(i):
             probe = probes[i]
-            run = jax.extend.core.jaxpr_as_fun(probe.jaxpr)
+            if probe.jaxpr is None:                  # inlined: its leaves are the outputs
+                run = probe.leaves.copy
+            else:
+                run = jax.extend.core.jaxpr_as_fun(probe.jaxpr)
 
             def fn():
                 outs = run()
@@ -763,7 +778,17 @@ class TraceEvaluator:
                 return result
             return fn
 
-        outs = lax.switch(index, [branch(i) for i in range(len(probes))]) if slots else []
+        branches = [branch(i) for i in range(len(probes))]
+        if not slots:
+            outs = []
+        elif probes[0].jaxpr is None:
+            # past MAX_SWITCH_NESTING: every alternative was traced inline, select the outputs.
+            # Same values (tensor code has no effects; the references are joined below), at the
+            # cost of computing the alternatives not taken.
+            cases = [b() for b in branches]
+            outs = [lax.select_n(index, *column) for column in zip(*cases)]
+        else:
+            outs = lax.switch(index, branches)
         rebuilt = _Rebuilder(outs, start)
         values = [rebuilt.build(t) for t in templates]
         for ref, value in zip(refs, values[1:]):
@@ -1234,14 +1259,14 @@ class JaxFunction:
         self._default_device = self.device == jax.devices()[0]
         self.params = list(main.params)
         self.param_types = [_param_type(p) for p in self.params]
-        unbound = run_deep(free_vars, main)
+        self._captured = FreeVars()      # free variables per Function, shared by the traces
+        unbound = run_deep(self._captured, main)
         if unbound:
             names = ", ".join("%" + v.name_hint for v in unbound)
             raise CompileError(f"the compiled function has free variables ({names}); compile a "
                                "closed function")
         self.uses_x64 = _program_uses64(mod)
         self.trace_count = 0
-        self._captured: dict = {}        # free variables per Function, shared by the traces
         self._cache: dict = {}
         self._lock = threading.Lock()
         tensor_params = all(isinstance(t, TensorType) for t in self.param_types)
@@ -1259,15 +1284,21 @@ class JaxFunction:
             # tensor parameters only, already traced: arrays of the parameters' dtypes go
             # straight to jax. Shapes are jax's signature check: a new shape re-enters _trace,
             # which rejects it naming the parameter. (dtypes are checked here because jax turns
-            # float64 into float32 silently when x64 is off.)
-            dtypes, call, array_types = fast
+            # float64 into float32 silently when x64 is off; a 64-bit program always runs with
+            # x64 on, where a new dtype re-enters _trace like a new shape.)
+            dtypes, call, array_types, x64 = fast
             try:
-                if [a.dtype for a in args] == dtypes:
+                if x64 is not None or list(map(_DTYPE_OF, args)) == dtypes:
                     for a in args:
                         if a.__class__ is not _NDARRAY and not isinstance(a, array_types):
                             break
                     else:
-                        return call(*args)
+                        if x64 is None or x64[1].jax_enable_x64:
+                            return call(*args)
+                        # the scoped switch costs ~0.9 us, a sixth of a small Hessian's call:
+                        # entered only when the caller has not enabled float64 already
+                        with x64[0](True):
+                            return call(*args)
             except AttributeError:
                 pass
         return self._call(args)
@@ -1293,14 +1324,9 @@ class JaxFunction:
         else:
             def call(*leaves):
                 return _decode(entry.out_desc, jitted(*leaves), [], entry)
-        if self.uses_x64:
-            inner, enable_x64 = call, _jax().enable_x64
-
-            def call(*leaves):
-                with enable_x64(True):
-                    return inner(*leaves)
+        x64 = (_jax().enable_x64, _jax().config) if self.uses_x64 else None
         dtypes = [dtype for _, dtype in self._tensor_sig]
-        self._fast = (dtypes, call, (np.ndarray, np.generic, _jax_array_class()))
+        self._fast = (dtypes, call, (np.ndarray, np.generic, _jax_array_class()), x64)
 
     def _run(self, entry, leaves):
         jax = _jax()
