@@ -93,7 +93,8 @@ def logistic_problem(n_samples=200, n_features=50, lam=1e-2):
 
 def relayish_setup(f, x0, args, hessian):
     """One minimize call (iterations, setup time) and the problem it builds, compiled."""
-    from relayish.optim.problem import RelayishProblem, flat_objective
+    from relayish.optim.objective import flat_objective
+    from relayish.optim.problem import RelayishProblem
     start = time.perf_counter()
     rl.optim.minimize(f, x0, method="newton", backend="jax", args=args, hessian=hessian,
                       max_iter=0)
@@ -225,10 +226,10 @@ def whole_calls(f, x0, args, calls=10):
     """Whole minimize calls (newton, default hessian="auto"), setup included: the first call on
     an empty problem cache, then the median of repeated calls (the cache reuses AD and
     compilation). jax and the interpreter."""
-    from relayish.optim import problem as problem_module
+    from relayish.optim import cache
     out = {}
     for backend in ("jax", "interpreter"):
-        problem_module.PROBLEMS.entries.clear()
+        cache.PROBLEMS.entries.clear()
         first = wall(lambda: rl.optim.minimize(f, x0, backend=backend, args=args))
         again = float(np.median([wall(lambda: rl.optim.minimize(f, x0, backend=backend,
                                                                   args=args))
@@ -242,7 +243,7 @@ def hessian_programs(f, x0, args, repeat=5):
     the flat objective: best interpreter time, and best time compiled with jax (and its first
     call: tracing + compilation)."""
     from relayish.ad.forward import hessian_forward
-    from relayish.optim.problem import flat_objective
+    from relayish.optim.objective import flat_objective
     obj, _, x = flat_objective(f, x0, args)
     out = {}
     for name, make in (("reverse (rl.hessian)", rl.hessian), ("forward (hessian_forward)",

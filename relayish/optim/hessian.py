@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from relayish.errors import CompileError, RelayishError
 from relayish.ir.expr import Call, Function, Let, Tuple, TupleGetItem, Var
+from relayish.optim.newton_xla import DeviceNewton
 
 def gradient_program(obj):
     from relayish.ad import api
@@ -81,7 +82,6 @@ def batched_newton(jg_run, fun_run, n):
         raise _batching_failed("the compiled program's jax function", e) from e
     if not (jg_run.uses_x64 and fun_run.uses_x64):
         return None
-    from relayish.optim.newton_xla import DeviceNewton
     device = DeviceNewton(jg, fun, n)
     try:
         device.check()

@@ -1,7 +1,9 @@
 """The minimization algorithms, over plain callables on flat float64 vectors.
 
-Each method is `run_<method>(problem, x0, tol, max_iter, monitor) -> Outcome`, where `problem`
-offers (see problem.py, and CallableProblem below for plain numpy functions):
+Each method is `run_<method>(problem, x0, tol, max_iter, monitor) -> Outcome`: newton-cg,
+trust-ncg, bfgs and gd here, newton in newton.py (its step function is shared by the host loop
+and the jax backend's device loops). `problem` offers (see problem.py, and CallableProblem
+below for plain numpy functions):
 
     fun(x) -> float                          every method (line searches, trust-region ratios)
     value_and_grad(x) -> (float, ndarray)    every method

@@ -16,9 +16,10 @@ modified Cholesky). Its drivers, which keep x, g, H and p on the device:
   capacity a power of two >= max_iter + 1 (one compilation serves every smaller max_iter; tol
   and max_iter are traced); inputs and outputs travel as two arrays each (two transfers).
 * StepwiseLoop, when a callback or verbose watches: `newton.take` and `newton.line_search`
-  jitted separately and called from Python; a step reads back one report vector
-  [status, took, k, f, |g|, step] — an iteration whose full step Armijo accepts is one
-  compiled call and one read-back; a rejected one adds the line search's call.
+  jitted separately and called from Python on the state packed into two device arrays; a step
+  reads back one report vector [status, took, k, f, |g|, step] — an iteration whose full step
+  Armijo accepts is one compiled call and one read-back; a rejected one adds the line
+  search's call.
 Both run inside `jax.enable_x64(True)`.
 """
 from __future__ import annotations
@@ -59,7 +60,7 @@ class DeviceNewton:
         self._evaluate = jax.jit(evaluate)
         self.context = lambda: jax.enable_x64(True)
         self.xla_loop = XlaLoop(evaluate, objective, n)
-        self.stepwise_loop = StepwiseLoop(evaluate, objective)
+        self.stepwise_loop = StepwiseLoop(evaluate, objective, n)
 
     def check(self):
         """Trace (not compile) the vmapped evaluation and the objective: fails early where
@@ -96,48 +97,83 @@ def _count(problem, s):
     problem.nfev += int(s["objective"])
 
 
+FLOATS = ("z", "x", "g", "p", "H", "f", "step", "gnorm", "f_trial")
+INTS = ("status", "mode", "k", "took", "evaluations", "objective")
+
+
+def pack(xp, s):
+    """A state as two arrays, floats and ints: a jitted call's dispatch cost grows with its
+    number of arguments and results, and the stepwise loop makes one call per step."""
+    floats = xp.concatenate([xp.reshape(xp.asarray(s[name], dtype=s["x"].dtype), (-1,))
+                             for name in FLOATS])
+    ints = xp.stack([xp.asarray(s[name], dtype=s["k"].dtype) for name in INTS])
+    return floats, ints
+
+
+def unpack(xp, floats, ints, n):
+    sizes = [n, n, n, n, n * n, 1, 1, 1, 1]
+    parts = xp.split(floats, np.cumsum(sizes)[:-1])
+    s = {name: part for name, part in zip(FLOATS, parts)}
+    s["H"] = xp.reshape(s["H"], (n, n))
+    for name in ("f", "step", "gnorm", "f_trial"):
+        s[name] = s[name][0]
+    s.update({name: ints[i] for i, name in enumerate(INTS)})
+    s["took"] = s["took"] != 0
+    return s
+
+
 class StepwiseLoop:
     """newton.take and newton.line_search jitted, driven from Python: each step reads back one
-    report, so a callback sees each iteration when it is taken."""
+    report, so a callback sees each iteration when it is taken. The state travels packed
+    (pack/unpack) and stays on the device between calls."""
 
-    def __init__(self, evaluate, objective):
+    def __init__(self, evaluate, objective, n):
         import jax
         import jax.numpy as jnp
         ns = xla()
+        self.n = n
 
-        def take(s, tol, max_iter):
-            s = newton.take(ns, evaluate, s, tol, max_iter)
+        def take(floats, ints, tol, max_iter):
+            s = newton.take(ns, evaluate, unpack(jnp, floats, ints, n), tol, max_iter)
             report = jnp.stack([jnp.asarray(s[name], jnp.float64) for name in
                                 ("status", "took", "k", "f", "gnorm", "step")])
-            return s, report
+            return (*pack(jnp, s), report)
 
-        def search(s):
-            s = newton.line_search(ns, objective, s)
-            return s, s["status"]
+        def search(floats, ints):
+            s = newton.line_search(ns, objective, unpack(jnp, floats, ints, n))
+            return pack(jnp, s)
         self.take, self.search = jax.jit(take), jax.jit(search)
         self._context = lambda: jax.enable_x64(True)
 
     def warm_up(self, x):
         with self._context():
-            s, _ = self.take(newton.state(np, x), 0.0, 0)
+            tol, max_iter = self._limits(0.0, 0)
+            floats, ints, _ = self.take(*pack(np, newton.state(np, x)), tol, max_iter)
             # a line search along p = 0 gives up at its first trial: it compiles, and is quick
-            self.search(dict(s, p=np.zeros_like(x)))
+            s = unpack(np, np.asarray(floats), np.asarray(ints), self.n)
+            self.search(*pack(np, dict(s, p=np.zeros_like(x))))
+
+    @staticmethod
+    def _limits(tol, max_iter):
+        import jax
+        return (jax.device_put(np.float64(tol)), jax.device_put(np.int64(max_iter)))
 
     def advance(self, problem, s, tol, max_iter, record):
-        import jax
         with self._context():
+            tol, max_iter = self._limits(tol, max_iter)
+            floats, ints = pack(np, s)
             while True:
-                s, report = self.take(s, tol, max_iter)
+                floats, ints, report = self.take(floats, ints, tol, max_iter)
                 status, took, k, f, gnorm, step = np.asarray(report).tolist()
                 if took and status not in (BAD_OBJECTIVE, BAD_GRADIENT):
                     newton.record_row(record, int(k), f, gnorm, step)
                 if status != RUNNING:
                     break
                 if not took:
-                    s, status = self.search(s)
-                    if int(status) != RUNNING:
+                    floats, ints = self.search(floats, ints)
+                    if int(np.asarray(ints)[0]) != RUNNING:      # INTS[0]: the status
                         break
-            s = jax.device_get(s)
+            s = unpack(np, np.asarray(floats), np.asarray(ints), self.n)
         _count(problem, s)
         return s
 
