@@ -142,7 +142,7 @@ def @filter[a](%f: fn (a) -> bool, %l: List[a]) -> List[a] {
 
 // pairs of elements at the same index, as long as the shorter list
 def @zip[a, b](%xs: List[a], %ys: List[b]) -> List[(a, b)] {
-  match ((%xs, %ys)) {
+  match (%xs, %ys) {
     (Cons(%x, %xt), Cons(%y, %yt)) => Cons((%x, %y), @zip(%xt, %yt)),
     _ => Nil(),
   }

@@ -390,3 +390,21 @@ def test_absurd_dimensions_are_refused_and_int64_ones_read_back():
     with pytest.raises(rl.ParseError, match="too large") as info:
         rl.parse("def @main(%x: Tensor[(9223372036854775808), float32]) { %x }")
     assert info.value.column == 23
+
+
+# ---- attribute values with Relay's literal suffixes ------------------------------------------
+
+def test_attribute_values_take_relays_literal_suffixes():
+    text = """def @main(%x: Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32] {
+      let %y = clip(%x, a_min=0f, a_max=6.5f32);
+      %y
+    }"""
+    mod = rl.parse(text)
+    x = np.array([[-1.0, 2.0, 7.0], [0.5, -3.0, 6.6]], "float32")
+    np.testing.assert_array_equal(rl.evaluate(mod, x), np.clip(x, 0.0, 6.5))
+    assert rl.structural_equal(rl.parse(rl.astext(mod)), mod)
+
+
+def test_an_attribute_value_with_an_unknown_suffix_is_a_parse_error():
+    with pytest.raises(rl.ParseError, match="attribute value"):
+        rl.parse("def @main(%x: Tensor[(2), float32]) -> float32 { sum(%x, axis=0q) }")

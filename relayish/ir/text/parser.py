@@ -53,6 +53,16 @@ KEYWORDS = _Reserved({"fn", "if", "else", "match", "let", "ref", "ref_read", "re
 
 _NUMBER = re.compile(r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)([A-Za-z_][A-Za-z0-9_]*)?")
 _DTYPE_SET = frozenset(DTYPES)
+
+
+def _attr_suffix_kind(suffix):
+    """'f' or 'i' for a literal suffix allowed on an attribute value (f, f16..f64, i, i8..i64),
+    None for any other."""
+    if re.fullmatch(r"f(16|32|64)?", suffix):
+        return "f"
+    if re.fullmatch(r"i(8|16|32|64)?", suffix):
+        return "i"
+    return None
 _SCALAR_TYPES = {d: TensorType((), d) for d in DTYPES}
 _LITERALS: dict = {}           # literal text -> its 0-d array (copied for each Constant)
 _MAX_DIM = 2**63 - 1           # TensorType's own limit: shapes are int64
@@ -775,10 +785,15 @@ class _Parser:
                 tok = self.tok
             if tok[0] == "number":
                 m = _NUMBER.fullmatch(tok[1])
-                if m is None or m.group(2) is not None:
-                    raise self.error(f"expected a plain number as an attribute value, found {tok[1]!r}")
+                # Relay prints float attributes with a dtype suffix (rate=0.5f, a_min=0f): the
+                # suffix says float or int; the op's normalizer decides the attribute's own type
+                suffix = None if m is None else m.group(2)
+                if m is None or (suffix is not None and _attr_suffix_kind(suffix) is None):
+                    raise self.error(f"expected a number as an attribute value, found {tok[1]!r}")
                 self.advance()
                 text = ("-" if negative else "") + m.group(1)
+                if suffix is not None and _attr_suffix_kind(suffix) == "f":
+                    return float(text)
                 if re.fullmatch(r"-?[0-9]+", text):
                     if len(text) > 1000:         # Python ints are unbounded; attributes too
                         raise self.error(f"the number {text[:30]}... is too large here", tok)
