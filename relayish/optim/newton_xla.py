@@ -146,12 +146,17 @@ class StepwiseLoop:
         self._context = lambda: jax.enable_x64(True)
 
     def warm_up(self, x):
+        """Compile what a run calls: `take` on the numpy state a run starts from and on the
+        device arrays of the calls after it (two entries in jit's cache: the first run
+        compiled again without the second), `search` on device arrays."""
         with self._context():
             tol, max_iter = self._limits(0.0, 0)
-            floats, ints, _ = self.take(*pack(np, newton.state(np, x)), tol, max_iter)
-            # a line search along p = 0 gives up at its first trial: it compiles, and is quick
-            s = unpack(np, np.asarray(floats), np.asarray(ints), self.n)
-            self.search(*pack(np, dict(s, p=np.zeros_like(x))))
+            floats, ints = pack(np, newton.state(np, x))
+            for _ in range(2):
+                floats, ints, _ = self.take(floats, ints, tol, max_iter)
+            # a line search from x along its Newton direction (or NaN): at most
+            # BACKTRACK_STEPS objective evaluations inside XLA
+            self.search(floats, ints)
 
     @staticmethod
     def _limits(tol, max_iter):

@@ -260,3 +260,22 @@ def test_xla_loop_meets_an_indefinite_hessian():
     assert res.converged and res.n_iter == host.n_iter
     np.testing.assert_allclose(res.x, host.x, rtol=1e-10)
     np.testing.assert_allclose(np.abs(res.x), np.full(3, np.sqrt(0.5)), rtol=1e-8)
+
+
+def test_warm_up_compiles_everything_a_run_calls():
+    """Iteration timings measure iterations: after warm_up, neither the stepwise loop (numpy
+    state at the start, device arrays after: two cache entries of `take`) nor the XLA loop
+    compiles again during a run, line searches included."""
+    f, X, y, _ = logistic()
+    problem, x0 = _problem(f, np.zeros(X.shape[1]), (X, y))
+    dev = problem.device_newton
+    problem.warm_up(x0, watched=True)
+    problem.warm_up(x0, watched=False, max_iter=50)
+    compiled = [fn._cache_size() for fn in (dev.stepwise_loop.take, dev.stepwise_loop.search,
+                                            dev.xla_loop.jitted)]
+    monitor = _watched()
+    out = run_newton(problem, x0, 1e-10, 50, monitor)
+    assert out.converged and any(h["step"] not in (None, 1.0) for h in monitor.history)
+    assert run_newton(problem, x0, 1e-10, 50, Monitor()).n_iter == out.n_iter
+    assert [fn._cache_size() for fn in (dev.stepwise_loop.take, dev.stepwise_loop.search,
+                                        dev.xla_loop.jitted)] == compiled
