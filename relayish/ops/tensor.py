@@ -467,7 +467,8 @@ def scatter_add_impl(xp, data, indices, updates, axis):
         out = np.array(data)
         np.add.at(out, where, updates)
         return as_array(xp, out)
-    return data.at[where].add(updates, mode="drop")
+    # data may be a numpy array under jax too (a constant, or a zero the backend folded)
+    return xp.asarray(data).at[where].add(updates, mode="drop")
 
 
 register_op("scatter_add", 3, attrs={"axis": 0}, type_rule=scatter_add_rule,
