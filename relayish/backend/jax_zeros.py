@@ -7,9 +7,11 @@ remove `x * 0` (IEEE: inf * 0 is nan), so in a compiled rl.hessian of Rosenbrock
 them stays in the fused loop, recomputed per output element (1.4-1.5x jax.jit(jax.hessian) on
 the CPU; notes/jax-backend.md).
 
-`ZeroTracker` marks the trace-time (numpy) arrays that are such zeros: the results of the
-`zeros` and `zeros_like` ops, float scalar zeros stored in a reference (reverse AD starts a
-scalar's adjoint as `ref(0f64)`), and what the linear ops below make of marked zeros alone.
+`ZeroTracker` marks the trace-time (numpy) arrays that are such zeros: float zeros stored in
+a reference (reverse AD keeps every adjoint in one: `ref(zeros_like(x))`, `ref(0f64)`), and
+what the linear ops below make of marked zeros alone. Zeros a program makes without a
+reference (`zeros_like(x) * y`) are not marked: they compute as written, IEEE included, on both
+backends.
 With a traced operand:
 
     zeros_like(t), ones_like(t)      -> numpy from t's static shape and dtype (exact)
@@ -18,10 +20,12 @@ With a traced operand:
     multiply(t, z), multiply(z, t)   -> marked zeros: **not IEEE** where t is inf or nan
 
 The last rule is the departure: a compiled program computes 0 where the interpreter computes
-nan, as jax's symbolic zeros do. Only marked zeros fold: a literal `x * 0f64`, a fold from
-`0f64` or a tensor literal of zeros is computed as written (a scalar is marked only on its way
-into a reference). A marked array is checked to be all zeros before each use, so an array
-changed in place is never taken for a zero.
+nan, as jax's symbolic zeros do: a program that reads a zero back out of a reference and
+multiplies it into an inf or nan (what an unused adjoint is) gets 0 compiled and nan on the
+interpreter. Only marked zeros fold: a literal `x * 0f64`, `zeros_like(x) * y` or a tensor
+literal of zeros is computed as written (a zero is marked only on its way into a reference).
+A marked array is checked to be all zeros before each use, so an array changed in place is
+never taken for a zero.
 """
 from __future__ import annotations
 
@@ -49,13 +53,13 @@ class ZeroTracker:
         return a
 
     def stored(self, value):
-        """`value` as stored in a reference, its float scalar zeros marked: reverse AD starts a
-        scalar's adjoint as the literal `ref(0f64)` (a tensor's as `ref(zeros(...))`)."""
+        """`value` as stored in a reference, its float zeros marked: reverse AD starts every
+        adjoint in a reference (`ref(0f64)`, `ref(zeros_like(x))`)."""
         if isinstance(value, tuple):
             return tuple(self.stored(v) for v in value)
-        if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind == "f" \
+        if isinstance(value, np.ndarray) and value.dtype.kind == "f" \
                 and not value.any() and self._marked.get(id(value)) is not value:
-            return self.mark(value.copy())   # a copy: the literal itself stays unmarked
+            return self.mark(value.copy())   # a copy: the value outside stays unmarked
         return value
 
     def is_zero(self, a):
@@ -68,8 +72,7 @@ class ZeroTracker:
             if isinstance(t, np.ndarray) or not hasattr(t, "shape"):
                 return None
             fill = np.zeros if name == "zeros_like" else np.ones
-            out = fill(t.shape, np.dtype(t.dtype))
-            return self.mark(out) if name == "zeros_like" else out
+            return fill(t.shape, np.dtype(t.dtype))
         if len(args) != 2:
             return None
         a, b = args
@@ -103,9 +106,7 @@ class ZeroTracker:
         """Mark the trace-time result `out` of op `name` when it is a zero adjoint."""
         if not isinstance(out, np.ndarray):
             return
-        if name in ("zeros", "zeros_like"):
-            self.mark(out)
-        elif name in _LINEAR and args:
+        if name in _LINEAR and args:
             if name == "multiply":
                 zero = any(self.is_zero(a) for a in args)
             elif name in ("broadcast_to_like", "collapse_sum_like", "reshape_like", "cast_like",

@@ -105,15 +105,18 @@ def test_hessian_program_multiplies_nothing_by_zero(name):
 
 
 def test_zero_adjoints_fold_only_where_marked():
-    # a tensor literal of zeros written in a program is computed as written (nan at inf), as
-    # the interpreter does; zeros_like (how AD writes a zero adjoint) folds to exact zeros
+    # zeros a program makes itself (a literal, zeros_like) compute as written (nan at inf), as
+    # the interpreter does; a zero read back out of a reference (how AD keeps an adjoint) folds
     x = rl.var("x", shape=(3,), dtype=F64)
     literal = rl.Function([x], x * rl.const(np.zeros(3)))
     made = rl.Function([x], x * rl.zeros_like(x) + x)
+    r = rl.var("r", type=rl.RefType(rl.TensorType((3,), F64)))
+    adjoint = rl.Function([x], rl.Let(r, rl.RefCreate(rl.zeros_like(x)), x * rl.RefRead(r) + x))
     point = np.array([1.0, np.inf, -2.0])
-    np.testing.assert_array_equal(np.asarray(rl.compile(literal)(point)),
-                                  np.asarray(rl.evaluate(literal, point)))
-    np.testing.assert_array_equal(np.asarray(rl.compile(made)(point)), point)
+    for f in (literal, made):
+        np.testing.assert_array_equal(np.asarray(rl.compile(f)(point)),
+                                      np.asarray(rl.evaluate(f, point)))
+    np.testing.assert_array_equal(np.asarray(rl.compile(adjoint)(point)), point)
     with jax.enable_x64(True):
-        closed = rl.compile(made).jax_function().trace(np.zeros(3)).jaxpr
-    assert [e.primitive.name for e in closed.jaxpr.eqns] == []      # x * 0 + x is x itself
+        closed = rl.compile(adjoint).jax_function().trace(np.zeros(3)).jaxpr
+    assert [e.primitive.name for e in closed.jaxpr.eqns] == []      # x * !r + x is x itself
