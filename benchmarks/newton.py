@@ -242,7 +242,7 @@ def hessian_programs(f, x0, args, repeat=5):
     """rl.hessian (reverse over reverse) against hessian_forward (n forward-over-reverse HVPs) on
     the flat objective: best interpreter time, and best time compiled with jax (and its first
     call: tracing + compilation)."""
-    from relayish.ad.forward import hessian_forward
+    from relayish.ad.api import hessian_forward
     from relayish.optim.objective import flat_objective
     obj, _, x = flat_objective(f, x0, args)
     out = {}

@@ -1,4 +1,7 @@
-"""The AD entry points: gradient, grad, value_and_grad, vjp, hessian, hvp (jvp: forward.py).
+"""Every AD entry point: gradient, grad, value_and_grad, vjp, jvp, hvp, hessian, jacobian, derivative.
+
+The transforms are reverse.py (reverse mode) and forward.py (forward mode); this module type-checks
+the input, runs a transform (or composes them: hvp is jvp of gradient) and wraps the result.
 
 Every result is an ordinary relayish program (the closure property): it type-checks, prints,
 parses, runs on any backend and can be differentiated again, so `rl.grad(rl.grad(f))` works.
@@ -14,21 +17,22 @@ tensors into a List of (tensor, ref) pairs is a recursive function) gives a Modu
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 
 import numpy as np
 
-from relayish.errors import GradientError
-from relayish.ir.expr import Call, Constant, Function, Let, Tuple, TupleGetItem, Var
+from relayish.errors import GradientError, RelayishError
+from relayish.ir.expr import Call, Constant, Function, GlobalVar, Let, Tuple, TupleGetItem, Var, const
 from relayish.ir.module import Module
 from relayish.ir.op import make_call
 from relayish.ir.types import TensorType
 from relayish.ir.visitor import ExprVisitor, run_deep
+from relayish.ad import forward
 from relayish.ad.reverse import ReverseAD, build_entry
-from relayish.ad.forward import jvp  # noqa: F401  forward mode lives beside reverse mode
 
 __all__ = ["gradient", "grad", "value_and_grad", "vjp", "hessian", "hvp", "jvp", "jacobian",
-           "derivative"]
+           "derivative", "hvp_forward_over_reverse", "hvp_reverse", "hessian_forward"]
 
 
 def gradient(f, mod=None):
@@ -94,10 +98,9 @@ def hessian(f, mod=None):
 def hvp(f, mod=None):
     """`fn(x) -> scalar` to `fn(x, v) -> H(x) v`.
 
-    Forward over reverse (Pearlmutter): the jvp of the gradient program, from forward.py; a
-    small constant times the cost of a gradient. `hvp_reverse` is the reverse-over-reverse one.
+    Forward over reverse (Pearlmutter): the jvp of the gradient program; a small constant times
+    the cost of a gradient. `hvp_reverse` is the reverse-over-reverse one.
     """
-    from relayish.ad.forward import hvp_forward_over_reverse
     _one_vector_input(f, mod, "hvp")
     return hvp_forward_over_reverse(f, mod=mod)
 
@@ -113,6 +116,61 @@ def hvp_reverse(f, mod=None):
         return Function([x, v], Let(r, Call(vjp_func, [x]),
                                     TupleGetItem(Call(TupleGetItem(r, 1), [v]), 0)))
     return _wrap(back_prog, build)
+
+
+def jvp(f, mod=None):
+    """Forward mode: `rl.jvp(f)` is fn(x1..xn, v1..vn) -> (f(x), J(x) v).
+
+        x = rl.var("x", shape=(3,), dtype="float64")
+        j = rl.jvp(rl.Function([x], rl.sum(rl.sin(x))))
+        value, tangent = rl.evaluate(j, np.ones(3), np.arange(3.0))
+
+    A Module (or a Function with mod=) gives a Module whose @main is that function (globals
+    become @<name>_jvp).
+    """
+    f = _with_module(f, mod)
+    if isinstance(f, Module):
+        return _run_transform(forward.transform_module, f)
+    _check_function(f, "jvp")
+    return _run_transform(forward.transform_function, f)
+
+
+def hvp_forward_over_reverse(f, mod=None):
+    """fn(x, v) -> H(x) v, as jvp of the gradient program (Pearlmutter's trick).
+
+    f: fn(x) -> float scalar (one parameter; with several, the result is the tuple of the
+    blocks of H v, one per parameter). A Module (or a Function with mod=) gives a Module.
+    """
+    f = _with_module(f, mod)
+    if isinstance(f, Module):
+        return run_deep(_hvp_module, f)
+    _check_function(f, "hvp")
+    return run_deep(_hvp_function, f)
+
+
+def hessian_forward(f, mod=None):
+    """fn(x) -> H(x) for f: fn(Tensor[(n), float]) -> float scalar: the rows H e_i by
+    forward-over-reverse, stacked (n Hessian-vector products in one program)."""
+    f = _with_module(f, mod)
+    if isinstance(f, Module):
+        def build(mod):
+            mod = _infer(mod)
+            xt = _hessian_param(mod["main"])
+            hmod = _hvp_module(mod)
+            hmod["main_hvp"] = hmod["main"]
+            hmod["main"] = _stack_hvps(xt, lambda x, e: Call(GlobalVar("main_hvp"), [x, e]))
+            return hmod
+        return run_deep(build, f)
+    _check_function(f, "hessian")
+
+    def build_fn(f):
+        f = _infer(f)
+        xt = _hessian_param(f)
+        hv = _hvp_function(f)
+        hv_var = Var("hvp", None)
+        inner = _stack_hvps(xt, lambda x, e: Call(hv_var, [x, e]))
+        return Function(inner.params, Let(hv_var, hv, inner.body))
+    return run_deep(build_fn, f)
 
 
 def jacobian(f, mod=None):
@@ -220,16 +278,26 @@ def _prepare(f, mod):
     return f, mod, False
 
 
-def _transform(f, mod, mode, argnums=None):
-    # The transform allocates many small nodes and frees none: the cyclic collector would rescan
-    # the growing heap again and again (quadratic time on long programs), so it waits.
+@contextlib.contextmanager
+def _gc_paused():
+    """A transform allocates many small long-lived nodes and frees none: the cyclic collector
+    would rescan the growing heap again and again (quadratic time on long programs), so it waits."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return run_deep(_transform_deep, f, mod, mode, argnums)
+        yield
     finally:
         if enabled:
             gc.enable()
+
+
+def _run_transform(fn, *args):
+    with _gc_paused():
+        return run_deep(fn, *args)
+
+
+def _transform(f, mod, mode, argnums=None):
+    return _run_transform(_transform_deep, f, mod, mode, argnums)
 
 
 def _transform_deep(f, mod, mode, argnums):
@@ -279,3 +347,84 @@ class _GlobalRefs(ExprVisitor):
 
     def visit_GlobalVar(self, e):
         self.names.add(e.name_hint)
+
+
+# ---- forward-mode plumbing --------------------------------------------------------------------
+
+def _infer(x):
+    from relayish.ir.typecheck import infer_type
+    return infer_type(x)
+
+
+def _check_function(func, what):
+    if not isinstance(func, Function):
+        raise RelayishError(f"{what} takes a relayish Function or Module, got {type(func).__name__}")
+
+
+def _with_module(f, mod):
+    """A Function that calls globals comes with its module: f becomes that module's @main."""
+    if mod is None:
+        return f
+    if not isinstance(mod, Module):
+        raise RelayishError(f"mod= must be a relayish Module, got {type(mod).__name__}")
+    _check_function(f, "forward mode")
+    out = mod.copy()
+    out["main"] = f
+    return out
+
+
+def _hvp_function(f):
+    f = _infer(f)
+    _check_scalar_objective(f)
+    jg = forward.transform_function(_infer(gradient(f)))
+    n = len(f.params)
+    types = f.checked_type.arg_types
+    xs = [Var(p.name_hint, t) for p, t in zip(f.params, types)]
+    vs = [Var("v_" + p.name_hint, t) for p, t in zip(f.params, types)]
+    grads_tangent = TupleGetItem(TupleGetItem(Call(jg, xs + vs), 1), 1)
+    body = TupleGetItem(grads_tangent, 0) if n == 1 else grads_tangent
+    return Function(xs + vs, body)
+
+
+def _hvp_module(mod):
+    mod = _infer(mod)
+    main = mod["main"]
+    _check_scalar_objective(main)
+    out = forward.transform_module(gradient(mod), entry_name="main_grad_jvp_entry")
+    types = main.checked_type.arg_types
+    xs = [Var(p.name_hint, t) for p, t in zip(main.params, types)]
+    vs = [Var("v_" + p.name_hint, t) for p, t in zip(main.params, types)]
+    grads_tangent = TupleGetItem(TupleGetItem(Call(GlobalVar("main_grad_jvp_entry"), xs + vs), 1), 1)
+    out["main"] = Function(xs + vs, TupleGetItem(grads_tangent, 0) if len(xs) == 1 else grads_tangent)
+    return out
+
+
+def _is_float(t):
+    return isinstance(t, TensorType) and t.is_float
+
+
+def _check_scalar_objective(f):
+    ft = f.checked_type
+    if not (_is_float(ft.ret_type) and ft.ret_type.shape == ()):
+        raise GradientError(f"the function must return a float scalar to have a Hessian; "
+                            f"it returns {ft.ret_type}")
+
+
+def _hessian_param(f):
+    ft = f.checked_type
+    if len(ft.arg_types) != 1 or not _is_float(ft.arg_types[0]) or len(ft.arg_types[0].shape) > 1:
+        shown = ", ".join(str(t) for t in ft.arg_types)
+        raise GradientError(f"hessian takes a function of one float vector or scalar, "
+                            f"fn(Tensor[(n), float]) -> float; got fn({shown})")
+    return ft.arg_types[0]
+
+
+def _stack_hvps(xt, hv_of):
+    """fn(x) { stack((hv(x, e_0), .., hv(x, e_n-1))) } for x : xt."""
+    x = Var("x", xt)
+    if xt.shape == ():
+        return Function([x], hv_of(x, const(np.ones((), xt.dtype))))
+    n = xt.shape[0]
+    eye = np.eye(n, dtype=xt.dtype)
+    rows = [hv_of(x, const(eye[i])) for i in range(n)]
+    return Function([x], make_call("stack", [Tuple(rows)], {"axis": 0}))

@@ -23,29 +23,26 @@ Variables, tuples, closures, refs, constructors, match, if and calls of function
 call itself (`let %f = fn (..) { .. %f(..) .. }`): its dual binder is bound before its value. The output is an ordinary
 relayish program, so it prints, parses, type-checks, runs on every backend and can be
 differentiated again: `jvp(gradient(f))` is forward-over-reverse and gives Hessian-vector
-products (`hvp_forward_over_reverse`), from which `hessian_forward` stacks the Hessian.
+products.
 
-Let-chains are transformed with a loop; other nesting runs under `run_deep`.
+This module is the transform only (`transform_function`, `transform_module`); the entry points
+(`rl.jvp`, `hvp`, `hessian_forward`, ...) are in api.py, which imports this module and never the
+other way round. Let-chains are transformed with a loop; the entry points run it under `run_deep`.
 """
 from __future__ import annotations
 
-import functools
-import gc
-
-import numpy as np
-
-from relayish.errors import GradientError, RelayishError
+from relayish.errors import GradientError
 from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Function, GlobalVar, If,
                               Let, Match, PatternConstructor, PatternTuple, PatternVar,
                               PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,
-                              Var, _short_text, const)
+                              Var, _short_text)
 from relayish.ir.module import Module
 from relayish.ir.op import Op, make_call
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, TypeCall,
                                TypeData, TypeVar)
 from relayish.ir.visitor import ExprFunctor, ExprVisitor, run_deep
 
-__all__ = ["jvp", "hvp_forward_over_reverse", "hessian_forward", "dual_type"]
+__all__ = ["transform_function", "transform_module", "dual_type", "split_dual", "lift"]
 
 
 # ---- the type mapping -----------------------------------------------------------------------
@@ -469,56 +466,6 @@ def _entry(func, body_of, D):
     return Function(xs + vs, body, ret)
 
 
-def _check_function(func, what):
-    if not isinstance(func, Function):
-        raise RelayishError(f"{what} takes a relayish Function or Module, got {type(func).__name__}")
-
-
-def _no_gc(fn):
-    """Run a whole transform with the cyclic garbage collector paused: the transform allocates
-    millions of long-lived nodes of a big program, and the collector's repeated full passes
-    over them would cost more than the transform itself (it frees nothing meanwhile)."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if was_enabled:
-                gc.enable()
-    return wrapper
-
-
-def _with_module(f, mod):
-    """A Function that calls globals comes with its module: f becomes that module's @main."""
-    if mod is None:
-        return f
-    if not isinstance(mod, Module):
-        raise RelayishError(f"mod= must be a relayish Module, got {type(mod).__name__}")
-    _check_function(f, "forward mode")
-    out = mod.copy()
-    out["main"] = f
-    return out
-
-
-def jvp(f, mod=None):
-    """Forward mode: `rl.jvp(f)` is fn(x1..xn, v1..vn) -> (f(x), J(x) v).
-
-        x = rl.var("x", shape=(3,), dtype="float64")
-        j = rl.jvp(rl.Function([x], rl.sum(rl.sin(x))))
-        value, tangent = rl.evaluate(j, np.ones(3), np.arange(3.0))
-
-    A Module (or a Function with mod=) gives a Module whose @main is that function (globals
-    become @<name>_jvp).
-    """
-    f = _with_module(f, mod)
-    if isinstance(f, Module):
-        return run_deep(_no_gc(_jvp_module), f)
-    _check_function(f, "jvp")
-    return run_deep(_no_gc(_jvp_function), f)
-
-
 class _Constructors(ExprVisitor):
     def __init__(self):
         super().__init__()
@@ -534,7 +481,8 @@ class _Constructors(ExprVisitor):
         super().visit_pattern(p)
 
 
-def _jvp_function(f):
+def transform_function(f):
+    """jvp of a type-checkable Function that calls no globals: fn(x.., v..) -> (f(x), J v)."""
     f = _infer(f)
     finder = _Constructors()
     finder.visit(f)
@@ -552,7 +500,9 @@ def _jvp_function(f):
     return out
 
 
-def _jvp_module(mod, entry_name="main"):
+def transform_module(mod, entry_name="main"):
+    """jvp of a Module's @main: a Module with @<name>_jvp for every global @main reaches, the
+    dual ADTs, and @<entry_name> the entry fn(x.., v..) -> (value, tangent)."""
     mod = _infer(mod)
     start = mod.get_global_var("main").name_hint
     names = _reachable(mod, start)
@@ -584,102 +534,3 @@ def _jvp_module(mod, entry_name="main"):
     main = mod["main"]
     out[entry_name] = _entry(main, lambda lifted: Call(GlobalVar(global_names[start]), lifted), D)
     return out
-
-
-# ---- second order: forward over reverse -----------------------------------------------------
-
-def _gradient(f):
-    from relayish.ad import api
-    return api.gradient(f)
-
-
-def hvp_forward_over_reverse(f, mod=None):
-    """fn(x, v) -> H(x) v, as jvp of the gradient program (Pearlmutter's trick).
-
-    f: fn(x) -> float scalar (one parameter; with several, the result is the tuple of the
-    blocks of H v, one per parameter). A Module (or a Function with mod=) gives a Module.
-    """
-    f = _with_module(f, mod)
-    if isinstance(f, Module):
-        return run_deep(_hvp_module, f)
-    _check_function(f, "hvp")
-    return run_deep(_hvp_function, f)
-
-
-def _hvp_function(f):
-    f = _infer(f)
-    _check_scalar_objective(f)
-    jg = _jvp_function(_infer(_gradient(f)))
-    n = len(f.params)
-    types = _type_of(f).arg_types
-    xs = [Var(p.name_hint, t) for p, t in zip(f.params, types)]
-    vs = [Var("v_" + p.name_hint, t) for p, t in zip(f.params, types)]
-    grads_tangent = TupleGetItem(TupleGetItem(Call(jg, xs + vs), 1), 1)
-    body = TupleGetItem(grads_tangent, 0) if n == 1 else grads_tangent
-    return Function(xs + vs, body)
-
-
-def _hvp_module(mod):
-    mod = _infer(mod)
-    main = mod["main"]
-    _check_scalar_objective(main)
-    gmod = _gradient(mod)
-    out = _jvp_module(gmod, entry_name="main_grad_jvp_entry")
-    types = _type_of(main).arg_types
-    xs = [Var(p.name_hint, t) for p, t in zip(main.params, types)]
-    vs = [Var("v_" + p.name_hint, t) for p, t in zip(main.params, types)]
-    grads_tangent = TupleGetItem(TupleGetItem(Call(GlobalVar("main_grad_jvp_entry"), xs + vs), 1), 1)
-    out["main"] = Function(xs + vs, TupleGetItem(grads_tangent, 0) if len(xs) == 1 else grads_tangent)
-    return out
-
-
-def _check_scalar_objective(f):
-    ft = _type_of(f)
-    if not (_is_float(ft.ret_type) and ft.ret_type.shape == ()):
-        raise GradientError(f"the function must return a float scalar to have a Hessian; "
-                            f"it returns {ft.ret_type}")
-
-
-def _hessian_param(f):
-    ft = _type_of(f)
-    if len(ft.arg_types) != 1 or not _is_float(ft.arg_types[0]) or len(ft.arg_types[0].shape) > 1:
-        shown = ", ".join(str(t) for t in ft.arg_types)
-        raise GradientError(f"hessian takes a function of one float vector or scalar, "
-                            f"fn(Tensor[(n), float]) -> float; got fn({shown})")
-    return ft.arg_types[0]
-
-
-def _stack_hvps(xt, hv_of):
-    """fn(x) { stack((hv(x, e_0), .., hv(x, e_n-1))) } for x : xt."""
-    x = Var("x", xt)
-    if xt.shape == ():
-        return Function([x], hv_of(x, const(np.ones((), xt.dtype))))
-    n = xt.shape[0]
-    eye = np.eye(n, dtype=xt.dtype)
-    rows = [hv_of(x, const(eye[i])) for i in range(n)]
-    return Function([x], make_call("stack", [Tuple(rows)], {"axis": 0}))
-
-
-def hessian_forward(f, mod=None):
-    """fn(x) -> H(x) for f: fn(Tensor[(n), float]) -> float scalar: the rows H e_i by
-    forward-over-reverse, stacked (n Hessian-vector products in one program)."""
-    f = _with_module(f, mod)
-    if isinstance(f, Module):
-        def build(mod):
-            mod = _infer(mod)
-            xt = _hessian_param(mod["main"])
-            hmod = _hvp_module(mod)
-            hmod["main_hvp"] = hmod["main"]
-            hmod["main"] = _stack_hvps(xt, lambda x, e: Call(GlobalVar("main_hvp"), [x, e]))
-            return hmod
-        return run_deep(build, f)
-    _check_function(f, "hessian")
-
-    def build_fn(f):
-        f = _infer(f)
-        xt = _hessian_param(f)
-        hv = _hvp_function(f)
-        hv_var = Var("hvp", None)
-        inner = _stack_hvps(xt, lambda x, e: Call(hv_var, [x, e]))
-        return Function(inner.params, Let(hv_var, hv, inner.body))
-    return run_deep(build_fn, f)

@@ -31,12 +31,12 @@ def hessian_program(obj, mode="forward"):
     if mode == "reverse":
         from relayish.ad import api
         return api.hessian(obj)
-    from relayish.ad.forward import hessian_forward
+    from relayish.ad.api import hessian_forward
     return hessian_forward(obj)
 
 
 def hvp_program(obj):
-    from relayish.ad.forward import hvp_forward_over_reverse
+    from relayish.ad.api import hvp_forward_over_reverse
     return hvp_forward_over_reverse(obj)
 
 
@@ -54,7 +54,7 @@ def fused_value_grad_hess(obj, g_prog, mode="forward"):
 
 
 def jvp_of_gradient(gradient):
-    from relayish.ad.forward import jvp
+    from relayish.ad.api import jvp
     return jvp(gradient)
 
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import relayish as rl
-from relayish.ad.forward import dual_type, hessian_forward, hvp_forward_over_reverse, jvp
+from relayish.ad.api import hessian_forward, hvp_forward_over_reverse, jvp
+from relayish.ad.forward import dual_type
 from relayish.errors import GradientError, RelayishError
 from strategies import CHAIN_LENGTHS
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 
 import relayish as rl
 from adcheck import axpy, direction, inner
-from relayish.ad.forward import jvp
+from relayish.ad.api import jvp
 from strategies import differentiable_programs
 
 

@@ -1,0 +1,24 @@
+"""relayish/ad/ has no import cycle (issue 11): api.py holds every entry point and imports the
+transforms (reverse.py, forward.py); no transform imports api.py, not even inside a function
+(forward.py's hvp used to call back into api.gradient that way)."""
+from import_graph import find_cycle, package_graph
+
+
+def test_the_ad_import_graph_is_acyclic():
+    graph = package_graph("relayish.ad")
+    assert {"api", "forward", "reverse"} <= graph.keys()
+    assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph))}"
+
+
+def test_the_entry_points_sit_above_the_transforms():
+    graph = package_graph("relayish.ad")
+    assert {"forward", "reverse"} <= graph["api"]
+    assert not any("api" in graph[m] for m in graph if m != "api")
+
+
+def test_every_public_entry_point_is_in_api():
+    from relayish.ad import api, forward
+    for name in ("jvp", "hvp", "hvp_forward_over_reverse", "hvp_reverse", "hessian",
+                 "hessian_forward", "jacobian", "derivative", "gradient", "grad", "vjp"):
+        assert callable(getattr(api, name)), name
+        assert not hasattr(forward, name), f"forward.py still defines {name}"
