@@ -36,9 +36,16 @@ from relayish.ir.types import substitute, walk_type
 
 F32, F64 = "float32", "float64"
 SHAPES = ((), (2,), (3,), (2, 3), (3, 2))
-# Lengths of the long let-chains that deep-program tests build: 10^4 in the default run (already
-# far past Python's recursion limit), the 10^5 that AD output reaches under `-m slow`.
-CHAIN_LENGTHS = [10_000, pytest.param(100_000, marks=pytest.mark.slow)]
+
+
+def deep(default, full):
+    """The sizes of a deep-program test: `default` in the default run (past Python's recursion
+    limit, so a recursive walk still fails there), `full` under `-m slow`."""
+    return [default, pytest.param(full, marks=pytest.mark.slow)]
+
+
+# Lengths of the long let-chains that deep-program tests build: the 10^5 that AD output reaches
+CHAIN_LENGTHS = deep(10_000, 100_000)
 BOOL = rl.TensorType((), "bool")
 INT = rl.TensorType((), "int32")
 UNIT = rl.TupleType([])

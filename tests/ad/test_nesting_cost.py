@@ -34,7 +34,9 @@ def nested_fn(n):
     return rl.Function([x], e, F64)
 
 
-@pytest.mark.parametrize("build, n", [(nested_if, 3000), (nested_fn, 300)], ids=["if", "fn"])
+@pytest.mark.parametrize("build, n", [(nested_if, 1200), (nested_fn, 300),
+                                      pytest.param(nested_if, 3000, marks=pytest.mark.slow)],
+                         ids=["if", "fn", "if-3000"])
 def test_deeply_nested_gradient_and_jvp_values(build, n):
     # (the interpreter's cost grows quadratically with nested closures: notes/scaling.md)
     prog = build(n)

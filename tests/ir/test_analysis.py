@@ -13,6 +13,7 @@ import pytest
 import relayish as rl
 from relayish.errors import RelayishError
 from relayish.ir.analysis import FreeVars, free_vars
+from strategies import CHAIN_LENGTHS
 from relayish.ir.expr import (Call, Function, If, Let, Match, PatternConstructor, PatternTuple,
                               PatternVar, PatternWildcard, RefCreate, RefRead, RefWrite, Tuple,
                               TupleGetItem, Var)
@@ -236,9 +237,10 @@ def test_random_programs_agree_with_the_reference(seed):
 
 # ---- deep programs: no Python recursion ----------------------------------------------------------
 
-def test_a_100000_long_let_chain_is_walked_without_recursion():
+@pytest.mark.parametrize("n", CHAIN_LENGTHS)
+def test_a_long_let_chain_is_walked_without_recursion(n):
     x = rl.var("x", type=F64)
-    body, vs = None, [Var(f"v{i}") for i in range(100_000)]
+    body, vs = None, [Var(f"v{i}") for i in range(n)]
     body = Tuple([vs[-1], x])
     for i in range(len(vs) - 1, -1, -1):      # let %vi = %v(i-1) + 1 ... built inside out
         body = Let(vs[i], (vs[i - 1] if i else x) + rl.const(1.0, "float64"), body)

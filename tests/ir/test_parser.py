@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import relayish as rl
 from relayish.ir.op import make_call
 from relayish.ir.visitor import build_let_chain, free_vars
-from strategies import CHAIN_LENGTHS
+from strategies import CHAIN_LENGTHS, deep
 
 API_EXAMPLE = """\
 type List[a] { Cons(a, List[a]), Nil }
@@ -527,8 +527,8 @@ def test_deep_prefix_operators_are_rejected_fast_with_a_position():
     assert rl.parse_expr("-" * 20_001 + "1f").data == -1
 
 
-def test_a_flat_200000_term_sum_is_not_deep_it_parses_and_prints_back():
-    n = 200_000
+@pytest.mark.parametrize("n", deep(20_000, 200_000))
+def test_a_flat_n_term_sum_is_not_deep_it_parses_and_prints_back(n):
     text = "def @main(%x: float32) -> float32 {\n  " + " + ".join(["%x"] * n) + "\n}\n"
     mod = rl.parse(text)
     e, terms = mod["main"].body, 1

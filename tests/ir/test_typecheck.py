@@ -9,7 +9,7 @@ from relayish.ir.expr import _short_text
 from relayish.ir.op import Op, get_op as registered_op
 from relayish.ir.typecheck import infer_type, typeof, uncovered_cases
 from relayish.ir.visitor import ExprMutator, ExprVisitor, build_let_chain
-from strategies import CHAIN_LENGTHS, programs
+from strategies import CHAIN_LENGTHS, deep, programs
 
 F32 = rl.TensorType((), "float32")
 I32 = rl.TensorType((), "int32")
@@ -716,16 +716,17 @@ def test_long_let_chain_with_inference_left_for_later():
     assert bindings[-1][0].checked_type == _tensor((3,))
 
 
-def test_deep_non_let_nesting():
+@pytest.mark.parametrize("n", deep(1500, 5000))
+def test_deep_non_let_nesting(n):
     x = rl.var("x")
     e = x
-    for _ in range(5000):
+    for _ in range(n):
         e = e * 2.0
     assert typeof(e) == F32
     t = f32()
-    for _ in range(3000):
+    for _ in range(n * 3 // 5):
         t = rl.Tuple([t])
-    for _ in range(3000):
+    for _ in range(n * 3 // 5):
         t = rl.TupleGetItem(t, 0)
     assert typeof(t) == F32
 

@@ -9,6 +9,7 @@ from relayish.errors import RelayishError
 
 from optim_problems import (F64, is_local_min, logistic, quadratic, rosenbrock, rosenbrock_module,
                             rosenbrock_start)
+from strategies import deep
 
 METHODS = ["newton", "newton-cg", "trust-ncg", "bfgs", "gd"]
 BACKENDS = ["interpreter", "jax"]
@@ -328,22 +329,23 @@ def test_cache_tells_modules_apart_by_their_helpers():
     assert again.n_iter == 1
 
 
-def test_deeply_nested_objective_module():
+@pytest.mark.parametrize("n", deep(1500, 5000))
+def test_deeply_nested_objective_module(n):
     """A Module objective over a scalar is wrapped in a function of a flat vector, renaming its
     @main: that walk recursed down nested calls (RecursionError at 300 levels); it runs under the
     deep-run guard like evaluate and grad."""
     x = rl.var("x", shape=(), dtype=F64)
     one = rl.const(np.float64(1.0))
     e = x
-    for _ in range(5000):
-        e = e + one                      # (((x + 1) + 1) ...): calls nested 5,000 deep
+    for _ in range(n):
+        e = e + one                      # (((x + 1) + 1) ...): calls nested n deep
     mod = rl.Module()
     mod["main"] = rl.Function([x], e * e)
     res = rl.optim.minimize(mod, 1.0, backend="interpreter")
     assert res.converged and res.n_iter == 1
-    assert float(res.x) == pytest.approx(-5000.0)
+    assert float(res.x) == pytest.approx(-n)
     again = rl.optim.minimize(mod, 2.0, backend="interpreter")     # the cached problem
-    assert again.converged and float(again.x) == pytest.approx(-5000.0)
+    assert again.converged and float(again.x) == pytest.approx(-n)
     auto = rl.optim.minimize(mod, 2.0)            # auto's program-size count walks it too
     assert auto.converged and auto.backend == "interpreter"
 
