@@ -38,109 +38,29 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Functio
                               Var, _short_text)
 from relayish.ir.module import Module
 from relayish.ir.op import Op, make_call
-from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, TypeCall,
-                               TypeData, TypeVar)
+from relayish.ir.types import TensorType, TupleType
 from relayish.ir.visitor import ExprFunctor, ExprVisitor, run_deep
+from relayish.ad.twins import TwinTypes
 
 __all__ = ["transform_function", "transform_module", "dual_type", "split_dual", "lift"]
 
 
 # ---- the type mapping -----------------------------------------------------------------------
 
-class _TypeMap:
-    """D(T), creating dual ADTs (G_fwd) for the ADTs whose constructors hold float tensors."""
+def _dual_tensor(t: TensorType):
+    return TupleType([t, t]) if t.is_float else t
 
-    def __init__(self, type_definitions, taken_names):
-        self.defs = dict(type_definitions)           # GlobalTypeVar -> TypeData
-        self.taken = set(taken_names)                # constructor and type names in use
-        self.needs = {}                              # GlobalTypeVar -> bool
-        self.duals = {}                              # GlobalTypeVar -> TypeData (dual)
-        self.ctor_map = {}                           # Constructor -> dual Constructor
 
-    def __call__(self, t):
-        if isinstance(t, TensorType):
-            return TupleType([t, t]) if t.is_float else t
-        if isinstance(t, TupleType):
-            return TupleType([self(f) for f in t.fields])
-        if isinstance(t, FuncType):
-            return FuncType([self(a) for a in t.arg_types], self(t.ret_type), t.type_params)
-        if isinstance(t, RefType):
-            return RefType(self(t.value))
-        if isinstance(t, TypeCall):
-            return TypeCall(self.header(t.func), [self(a) for a in t.args])
-        return t    # TypeVar, GlobalTypeVar, incomplete types
-
-    def _lookup(self, gtv):
-        for header, data in self.defs.items():
-            if header.name == gtv.name:
-                return header, data
-        raise GradientError(f"jvp: unknown type {gtv.name} (is its definition in the module?)")
-
-    def needs_dual(self, gtv) -> bool:
-        header, data = self._lookup(gtv)
-        if header in self.needs:
-            return self.needs[header]
-        self.needs[header] = False                   # assumption for recursive occurrences
-        result = any(self._changes(t) for c in data.constructors for t in c.inputs)
-        self.needs[header] = result
-        return result
-
-    def _changes(self, t) -> bool:
-        if isinstance(t, TensorType):
-            return t.is_float
-        if isinstance(t, TupleType):
-            return any(self._changes(f) for f in t.fields)
-        if isinstance(t, FuncType):
-            return any(self._changes(a) for a in t.arg_types) or self._changes(t.ret_type)
-        if isinstance(t, RefType):
-            return self._changes(t.value)
-        if isinstance(t, TypeCall):
-            return self.needs_dual(t.func) or any(self._changes(a) for a in t.args)
-        return False
-
-    def _fresh(self, name):
-        new, k = name + "_fwd", 1
-        while new in self.taken:
-            k += 1
-            new = f"{name}_fwd{k}"
-        self.taken.add(new)
-        return new
-
-    def header(self, gtv):
-        if not self.needs_dual(gtv):
-            return gtv
-        header, data = self._lookup(gtv)
-        if header not in self.duals:
-            new_header = GlobalTypeVar(self._fresh(header.name))
-            ctors = [Constructor(self._fresh(c.name_hint), [], new_header) for c in data.constructors]
-            dual = TypeData.__new__(TypeData)        # fields filled below (recursive types)
-            self.duals[header] = dual
-            for old, new in zip(data.constructors, ctors):
-                self.ctor_map[old] = new
-            for old, new in zip(data.constructors, ctors):
-                new.inputs = [self(t) for t in old.inputs]
-            TypeData.__init__(dual, new_header, list(data.type_vars), ctors)
-        return self.duals[header].header
-
-    def constructor(self, ctor):
-        if ctor.belong_to is None or not self.needs_dual(ctor.belong_to):
-            return ctor
-        self.header(ctor.belong_to)
-        return self.ctor_map[self._find(ctor)]
-
-    def _find(self, ctor):
-        if ctor in self.ctor_map:
-            return ctor
-        for old in self.ctor_map:                    # the same constructor reached by name
-            if old.name_hint == ctor.name_hint:
-                return old
-        raise GradientError(f"jvp: constructor {ctor.name_hint} has no dual")
+def dual_types(type_definitions=None, module=None, taken_names=()) -> TwinTypes:
+    """The dual type map D (module docstring); ADT twins are named `<G>_fwd`, `<C>_fwd`."""
+    return TwinTypes(_dual_tensor, "_fwd", module=module, type_definitions=type_definitions,
+                     taken_names=taken_names)
 
 
 def dual_type(t, module=None):
     """D(t) for the types of a module (see the module docstring)."""
     defs = module.type_definitions if module is not None else {}
-    return _TypeMap(defs, ())(t)
+    return dual_types(defs)(t)
 
 
 # ---- the expression transform ---------------------------------------------------------------
@@ -211,7 +131,7 @@ class ForwardTransform(ExprFunctor):
     occurrence, so an emitted helper binding is never referenced outside its scope.
     """
 
-    def __init__(self, types: _TypeMap, global_names: dict):
+    def __init__(self, types: TwinTypes, global_names: dict):
         super().__init__()
         self.D = types
         self.global_names = global_names             # original name -> transformed name
@@ -270,7 +190,7 @@ class ForwardTransform(ExprFunctor):
         return e
 
     def visit_Constructor(self, e):
-        return self.D.constructor(e)
+        return self.D.ctor(e)
 
     def visit_Op(self, e):
         raise GradientError(f"jvp: operator '{e.name}' used as a value; call it instead")
@@ -314,7 +234,7 @@ class ForwardTransform(ExprFunctor):
         if isinstance(p, PatternVar):
             return PatternVar(self.bind_var(p.var))
         if isinstance(p, PatternConstructor):
-            return PatternConstructor(self.D.constructor(p.constructor),
+            return PatternConstructor(self.D.ctor(p.constructor),
                                       [self.pattern(s) for s in p.patterns])
         if isinstance(p, PatternTuple):
             return PatternTuple([self.pattern(s) for s in p.patterns])
@@ -486,7 +406,7 @@ def transform_function(f):
     f = _infer(f)
     finder = _Constructors()
     finder.visit(f)
-    D = _TypeMap(finder.defs, ())
+    D = dual_types(finder.defs)
     tx = ForwardTransform(D, {})
 
     def body_of(lifted):
@@ -494,7 +414,7 @@ def transform_function(f):
             tx.env[id(p)] = l
         return tx.scoped(f.body)
     out = _entry(f, body_of, D)
-    if D.duals:
+    if D.created:
         raise GradientError("jvp: this function uses ADTs with float fields, which need a module; "
                             "pass rl.Module.from_expr(f) with its type definitions")
     return out
@@ -507,7 +427,6 @@ def transform_module(mod, entry_name="main"):
     start = mod.get_global_var("main").name_hint
     names = _reachable(mod, start)
     taken = {gv.name_hint for gv in mod.functions} | {entry_name}
-    taken_types = {h.name for h in mod.type_definitions} | set(mod.constructors)
     global_names = {}
     for name in names:
         new, k = name + "_jvp", 1
@@ -516,19 +435,17 @@ def transform_module(mod, entry_name="main"):
             new = f"{name}_jvp{k}"
         taken.add(new)
         global_names[name] = new
-    D = _TypeMap(mod.type_definitions, taken_types)
-    tx = ForwardTransform(D, global_names)
     out = Module()
     for data in mod.type_definitions.values():
         out.add_type(data)
+    D = dual_types(module=out)                       # dual ADTs are added to out as made
+    tx = ForwardTransform(D, global_names)
     transformed = {}
     for name in names:
         tx.scopes.append([])
         fn = tx.visit(mod[name])
         assert not tx.scopes.pop()
         transformed[global_names[name]] = fn
-    for data in D.duals.values():
-        out.add_type(data)
     for name, fn in transformed.items():
         out[name] = fn
     main = mod["main"]

@@ -58,8 +58,9 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, Glo
 from relayish.ir.module import Module
 from relayish.ir.op import Op, gradient_rule, make_call
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, TypeCall,
-                               TypeData, TypeVar, substitute, walk_type)
+                               substitute)
 from relayish.ir.visitor import ExprMutator, ExprVisitor, build_let_chain, run_deep
+from relayish.ad.twins import TwinTypes
 
 UNIT = TupleType(())
 BP_TYPE = RefType(FuncType([], UNIT))
@@ -90,156 +91,13 @@ def has_float(t) -> bool:
 
 # ---- the type mapping ------------------------------------------------------------------------
 
-class TypeLifter:
-    """The type mapping L, and the lifted twins of ADTs whose fields L changes."""
-
-    def __init__(self, mod: Module):
-        self.mod = mod
-        self.type_data: dict = {}      # GlobalTypeVar -> TypeData (module's and constructors')
-        for gtv, data in mod.type_definitions.items():
-            self.type_data[gtv] = data
-        self.twin: dict = {}           # GlobalTypeVar -> twin TypeData (or the same TypeData)
-        self._needs: dict | None = None
-
-    def add_type_data(self, data: TypeData):
-        if data.header not in self.type_data:
-            self.type_data[data.header] = data
-            self._needs = None
-            if data.header.name not in {g.name for g in self.mod.type_definitions}:
-                self.mod.add_type(data)
-
-    def data_of(self, gtv) -> TypeData:
-        data = self.type_data.get(gtv)
-        if data is None:
-            try:
-                data = self.mod.get_type_data(gtv)
-            except RelayishError:
-                raise GradientError(f"the ADT {gtv.name} is not defined in the module; "
-                                    "pass the Module that defines it") from None
-            self.add_type_data(data)
-        return data
-
-    # which ADTs need a twin: fixpoint over field types
-    def needs_twin(self, gtv) -> bool:
-        if self._needs is None or gtv not in self._needs:
-            self._compute_needs(gtv)
-        return self._needs[gtv]
-
-    def _compute_needs(self, root):
-        if self._needs is None:
-            self._needs = {}
-        # collect the ADTs reachable from root
-        todo, seen = [root], []
-        while todo:
-            g = todo.pop()
-            if g in seen or g in self._needs:
-                continue
-            seen.append(g)
-            for ctor in self.data_of(g).constructors:
-                for ft in ctor.inputs:
-                    todo.extend(_type_calls(ft))
-        needs = {g: any(_directly_changes(ft) for c in self.data_of(g).constructors
-                        for ft in c.inputs) for g in seen}
-        changed = True
-        while changed:
-            changed = False
-            for g in seen:
-                if needs[g]:
-                    continue
-                for c in self.data_of(g).constructors:
-                    for ft in c.inputs:
-                        if any(needs.get(h, self._needs.get(h, False)) for h in _type_calls(ft)):
-                            needs[g] = changed = True
-        self._needs.update(needs)
-
-    def lift(self, t):
-        if isinstance(t, TensorType):
-            return TupleType([t, RefType(t)]) if t.is_float else t
-        if isinstance(t, TupleType):
-            return TupleType([self.lift(f) for f in t.fields])
-        if isinstance(t, FuncType):
-            return FuncType([self.lift(a) for a in t.arg_types] + [BP_TYPE], self.lift(t.ret_type),
-                            t.type_params)
-        if isinstance(t, RefType):
-            return RefType(self.lift(t.value))
-        if isinstance(t, TypeVar):
-            return t
-        if isinstance(t, TypeCall):
-            return TypeCall(self.twin_data(t.func).header, [self.lift(a) for a in t.args])
-        if isinstance(t, GlobalTypeVar):
-            return self.twin_data(t).header
-        raise GradientError(f"cannot differentiate through values of type {t}")
-
-    def twin_data(self, gtv) -> TypeData:
-        data = self.data_of(gtv)
-        twin = self.twin.get(data.header)
-        if twin is not None:
-            return twin
-        if not self.needs_twin(data.header):
-            self.twin[data.header] = data
-            return data
-        reused = self._existing_twin(data)
-        if reused is not None:
-            return reused
-        header = GlobalTypeVar(_fresh(data.header.name + "_ad", self._type_names()))
-        taken = set(self.mod.constructors)
-        ctors = []
-        for c in data.constructors:
-            name = _fresh(c.name_hint + "_ad", taken)
-            taken.add(name)
-            ctors.append(Constructor(name, [], header))
-        twin = TypeData(header, list(data.type_vars), ctors)
-        self.twin[data.header] = twin
-        for c, orig in zip(ctors, data.constructors):
-            c.inputs = [self.lift(ft) for ft in orig.inputs]
-        self.mod.add_type(twin)
-        self.type_data[header] = twin
-        return twin
-
-    def _existing_twin(self, data):
-        """A twin made by an earlier transform (`<D>_ad...` with exactly the lifted fields)."""
-        for other in list(self.type_data.values()):
-            if other is data or not other.header.name.startswith(data.header.name + "_ad") \
-                    or len(other.constructors) != len(data.constructors) \
-                    or len(other.type_vars) != len(data.type_vars):
-                continue
-            self.twin[data.header] = other
-            subst = dict(zip(data.type_vars, other.type_vars))
-            if all(len(c.inputs) == len(o.inputs)
-                   and all(self.lift(substitute(ft, subst)) == ot
-                           for ft, ot in zip(o.inputs, c.inputs))
-                   for c, o in zip(other.constructors, data.constructors)):
-                return other
-            del self.twin[data.header]
-        return None
-
-    def _type_names(self):
-        return {g.name for g in self.mod.type_definitions} | {g.name for g in self.type_data}
-
-    def ctor(self, c: Constructor) -> Constructor:
-        if c.type_data is not None:
-            self.add_type_data(c.type_data)
-        elif c.belong_to is not None:
-            self.data_of(c.belong_to)
-        if c.belong_to is None:
-            raise GradientError(f"constructor {c.name_hint} belongs to no ADT definition")
-        twin = self.twin_data(c.belong_to)
-        orig = self.data_of(c.belong_to)
-        return twin.constructors[orig.constructors.index(c)]
-
-    def changes(self, t) -> bool:
-        return self.lift(t) != t
+def _lifted_tensor(t: TensorType):
+    return TupleType([t, RefType(t)]) if t.is_float else t
 
 
-def _type_calls(t):
-    """The ADT heads mentioned in type t."""
-    return [s.func if isinstance(s, TypeCall) else s for s in walk_type(t)
-            if isinstance(s, (TypeCall, GlobalTypeVar))]
-
-
-def _directly_changes(t) -> bool:
-    """Whether L changes t regardless of ADT twins: float tensors or functions inside."""
-    return any(is_float_tensor(s) or isinstance(s, FuncType) for s in walk_type(t))
+def type_lifter(mod: Module) -> TwinTypes:
+    """The type mapping L (module docstring), its ADT twins `<G>_ad` added to mod."""
+    return TwinTypes(_lifted_tensor, "_ad", extra_params=[BP_TYPE], module=mod)
 
 
 def _fresh(name, taken):
@@ -314,7 +172,7 @@ class ReverseAD:
     def __init__(self, src_mod: Module, out_mod: Module):
         self.src = src_mod
         self.out = out_mod
-        self.types = TypeLifter(out_mod)
+        self.types = type_lifter(out_mod)
         for data in src_mod.type_definitions.values():
             self.types.add_type_data(data)
         self.env: dict = {}            # original Var -> lifted atom
@@ -519,7 +377,7 @@ class ReverseAD:
         params = [self.lifted_param(p) for p in e.params]
         bp = Var("bp", BP_TYPE)
         body = self.in_scope(lambda: self.lift(e.body), bp=bp)
-        ret = self.types.lift(e.ret_type) if e.ret_type is not None else None
+        ret = self.types(e.ret_type) if e.ret_type is not None else None
         return Function(params + [bp], body, ret, e.type_params)
 
     def lift_local_function(self, let):
@@ -531,7 +389,7 @@ class ReverseAD:
         var = let.var
         v = Var(var.name_hint)
         if var.type_annotation is not None:
-            v.type_annotation = self.types.lift(var.type_annotation)
+            v.type_annotation = self.types(var.type_annotation)
         self.env[var] = v
         self.named[id(v)] = v
         self.scope.bindings.append((v, self.lifted_function(let.value)))
@@ -543,7 +401,7 @@ class ReverseAD:
         if t is None:
             raise GradientError(f"the type of parameter %{p.name_hint} is unknown; "
                                 "run rl.infer_type on the program first")
-        v = Var(p.name_hint, self.types.lift(t))
+        v = Var(p.name_hint, self.types(t))
         self.env[p] = v
         return v
 
@@ -566,14 +424,14 @@ class ReverseAD:
                     and id(value) not in self.named:
                 value.name_hint = e.var.name_hint   # keep the user's name on the fresh binding
                 if e.var.type_annotation is not None:
-                    value.type_annotation = self.types.lift(e.var.type_annotation)
+                    value.type_annotation = self.types(e.var.type_annotation)
                 self.env[e.var] = value
                 self.named[id(value)] = value
             else:
                 ann = e.var.type_annotation
                 v = self.emit(value, e.var.name_hint)
                 if ann is not None:
-                    v.type_annotation = self.types.lift(ann)
+                    v.type_annotation = self.types(ann)
                 if id(value) in self.inactive:
                     self.mark_inactive(v)
                 self.env[e.var] = v
@@ -600,7 +458,7 @@ class ReverseAD:
     def lift_pattern(self, p):
         if isinstance(p, PatternVar):
             t = getattr(p.var, "_checked_type", None) or p.var.type_annotation
-            v = Var(p.var.name_hint, self.types.lift(t) if t is not None and p.var.type_annotation
+            v = Var(p.var.name_hint, self.types(t) if t is not None and p.var.type_annotation
                     is not None else None)
             self.env[p.var] = v
             return PatternVar(v)
@@ -628,7 +486,7 @@ class ReverseAD:
         # lifted function
         twin = self.types.ctor(e)
         data = self.types.data_of(e.belong_to)
-        params = [Var("a", self.types.lift(t)) for t in e.inputs]
+        params = [Var("a", self.types(t)) for t in e.inputs]
         bp = Var("bp", BP_TYPE)
         return self.emit(Function(params + [bp], Call(twin, params), None, list(data.type_vars)),
                          "ctor")
@@ -851,7 +709,7 @@ class ReverseAD:
                 return self.lift(func.body)
             bp = Var("bp", BP_TYPE)
             body = self.in_scope(body, bp=bp)
-            ret = self.types.lift(func.ret_type) if func.ret_type is not None else None
+            ret = self.types(func.ret_type) if func.ret_type is not None else None
             key = (gv.name_hint, consts) if consts else gv.name_hint
             self.out[self.lifted_globals[key]] = Function(params + [bp], body, ret,
                                                           func.type_params)
@@ -934,7 +792,7 @@ class ReverseAD:
         args = list(t.args) if isinstance(t, TypeCall) else []
         data = self.types.data_of(head)
         twin = self.types.twin_data(head)
-        lt = self.types.lift(t)
+        lt = self.types(t)
         src_t, dst_t = (t, lt) if kind == "lift" else (lt, t)
         # a vjp's helper must zero the references it reads: a differently named helper
         name = "ad_vjpgrad" if kind == "grad" and self.reset else f"ad_{kind}"

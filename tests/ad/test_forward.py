@@ -412,3 +412,26 @@ def test_ops_with_tuple_integer_and_bool_arguments():
     value, tangent = run(jvp(prog), xv, kv, v, np.zeros(3, "int32"))
     assert value == pytest.approx(run(prog, xv, kv))
     assert tangent == pytest.approx(fd_jvp(lambda a: run(prog, a, kv), [xv], [v]), rel=1e-7)
+
+
+def test_dual_types_of_mutually_recursive_adts():
+    """A { MkA(B) }, B { MkB(A) | Leaf(float tensor) }: both need duals, whichever is reached
+    first. (The forward mode's own builder assumed "no dual" for a type under computation and
+    kept that answer for A when B was reached first: A stayed A while its field became B_fwd.)"""
+    t = rl.TensorType((2,), F64)
+    mod = rl.Module()
+    a_t, b_t = rl.GlobalTypeVar("A"), rl.GlobalTypeVar("B")
+    ta, tb = rl.TypeCall(a_t, []), rl.TypeCall(b_t, [])
+    mod.add_type(rl.TypeData(a_t, [], [rl.Constructor("MkA", [tb], a_t)]))
+    mod.add_type(rl.TypeData(b_t, [], [rl.Constructor("MkB", [ta], b_t),
+                                       rl.Constructor("Leaf", [t], b_t)]))
+    mapped = dual_type(rl.TupleType([tb, ta]), mod)
+    assert [f.func.name for f in mapped.fields] == ["B_fwd", "A_fwd"]
+
+
+def test_both_modes_build_twins_with_one_builder():
+    from relayish.ad import forward, reverse
+    from relayish.ad.twins import TwinTypes
+    assert isinstance(forward.dual_types({}), TwinTypes)
+    assert isinstance(reverse.type_lifter(rl.Module()), TwinTypes)
+    assert not hasattr(forward, "_TypeMap") and not hasattr(reverse, "TypeLifter")
