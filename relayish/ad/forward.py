@@ -133,7 +133,7 @@ class ForwardTransform(ExprFunctor):
 
     def __init__(self, types: TwinTypes, global_names: dict):
         super().__init__()
-        self.D = types
+        self.dual_type = types
         self.global_names = global_names             # original name -> transformed name
         self.env = {}                                # id(Var) -> transformed expression
         self.scopes = []
@@ -166,8 +166,8 @@ class ForwardTransform(ExprFunctor):
         t = var.type_annotation if getattr(var, "_checked_type", None) is None else var._checked_type
         if t is None:
             raise GradientError(f"jvp: the program must be type-checked first; no type for %{var.name_hint}")
-        new = Var(var.name_hint, self.D(t))
-        new._checked_type = self.D(t)
+        new = Var(var.name_hint, self.dual_type(t))
+        new._checked_type = self.dual_type(t)
         self.env[id(var)] = new
         return new
 
@@ -190,7 +190,7 @@ class ForwardTransform(ExprFunctor):
         return e
 
     def visit_Constructor(self, e):
-        return self.D.ctor(e)
+        return self.dual_type.ctor(e)
 
     def visit_Op(self, e):
         raise GradientError(f"jvp: operator '{e.name}' used as a value; call it instead")
@@ -218,7 +218,7 @@ class ForwardTransform(ExprFunctor):
     def visit_Function(self, e):
         params = [self.bind_var(p) for p in e.params]
         ret = _type_of(e).ret_type if getattr(e, "_checked_type", None) is not None else e.ret_type
-        return Function(params, self.scoped(e.body), None if ret is None else self.D(ret),
+        return Function(params, self.scoped(e.body), None if ret is None else self.dual_type(ret),
                         e.type_params)
 
     def visit_If(self, e):
@@ -234,7 +234,7 @@ class ForwardTransform(ExprFunctor):
         if isinstance(p, PatternVar):
             return PatternVar(self.bind_var(p.var))
         if isinstance(p, PatternConstructor):
-            return PatternConstructor(self.D.ctor(p.constructor),
+            return PatternConstructor(self.dual_type.ctor(p.constructor),
                                       [self.pattern(s) for s in p.patterns])
         if isinstance(p, PatternTuple):
             return PatternTuple([self.pattern(s) for s in p.patterns])
@@ -270,7 +270,7 @@ class ForwardTransform(ExprFunctor):
             primals.append(p)
             tangents.append(d)
         z = _typed(Call(op, primals, e.attrs), out_t)
-        if self.D(out_t) == out_t:                   # no tangent: int/bool results
+        if self.dual_type(out_t) == out_t:           # no tangent: int/bool results
             return z
         if not isinstance(out_t, (TensorType, TupleType)):
             raise GradientError(f"jvp: operator '{op.name}' returns {out_t}, which forward mode "
@@ -371,12 +371,12 @@ def _infer(x):
     return infer_type(x)
 
 
-def _entry(func, body_of, D):
+def _entry(func, body_of, dual_of):
     """fn(x.., v..) { (f(x), J v) } around `body_of(lifted params) -> dual result`."""
     ftype = _type_of(func)
     xs = [Var(p.name_hint, t) for p, t in zip(func.params, ftype.arg_types)]
     vs = [Var("v_" + p.name_hint, t) for p, t in zip(func.params, ftype.arg_types)]
-    bindings = [(Var(x.name_hint + "_dual", D(t)), lift(x, v, t))
+    bindings = [(Var(x.name_hint + "_dual", dual_of(t)), lift(x, v, t))
                 for x, v, t in zip(xs, vs, ftype.arg_types)]
     r = Var("r", None)
     body = Let(r, body_of([b for b, _ in bindings]), _output(r, ftype.ret_type))
@@ -406,15 +406,15 @@ def transform_function(f):
     f = _infer(f)
     finder = _Constructors()
     finder.visit(f)
-    D = dual_types(finder.defs)
-    tx = ForwardTransform(D, {})
+    dual_of = dual_types(finder.defs)
+    tx = ForwardTransform(dual_of, {})
 
     def body_of(lifted):
         for p, l in zip(f.params, lifted):
             tx.env[id(p)] = l
         return tx.scoped(f.body)
-    out = _entry(f, body_of, D)
-    if D.created:
+    out = _entry(f, body_of, dual_of)
+    if dual_of.created:
         raise GradientError("jvp: this function uses ADTs with float fields, which need a module; "
                             "pass rl.Module.from_expr(f) with its type definitions")
     return out
@@ -438,8 +438,8 @@ def transform_module(mod, entry_name="main"):
     out = Module()
     for data in mod.type_definitions.values():
         out.add_type(data)
-    D = dual_types(module=out)                       # dual ADTs are added to out as made
-    tx = ForwardTransform(D, global_names)
+    dual_of = dual_types(module=out)                 # dual ADTs are added to out as made
+    tx = ForwardTransform(dual_of, global_names)
     transformed = {}
     for name in names:
         tx.scopes.append([])
@@ -449,5 +449,6 @@ def transform_module(mod, entry_name="main"):
     for name, fn in transformed.items():
         out[name] = fn
     main = mod["main"]
-    out[entry_name] = _entry(main, lambda lifted: Call(GlobalVar(global_names[start]), lifted), D)
+    out[entry_name] = _entry(main, lambda lifted: Call(GlobalVar(global_names[start]), lifted),
+                             dual_of)
     return out
