@@ -1,4 +1,4 @@
-"""Every AD entry point: gradient, grad, value_and_grad, vjp, jvp, hvp, hessian, jacobian, derivative.
+"""Every AD entry point: gradient, grad, value_and_grad, vjp, jvp, hvp, hessian, jacobian, ...
 
 The transforms are reverse.py (reverse mode) and forward.py (forward mode); this module type-checks
 the input, runs a transform (or composes them: hvp is jvp of gradient) and wraps the result.
@@ -23,7 +23,8 @@ import gc
 import numpy as np
 
 from relayish.errors import GradientError, RelayishError
-from relayish.ir.expr import Call, Constant, Function, GlobalVar, Let, Tuple, TupleGetItem, Var, const
+from relayish.ir.expr import (Call, Constant, Function, GlobalVar, Let, Tuple, TupleGetItem, Var,
+                              const)
 from relayish.ir.module import Module
 from relayish.ir.op import make_call
 from relayish.ir.types import TensorType
