@@ -9,7 +9,7 @@ from adcheck import check_fd, direction
 from strategies import differentiable_programs
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(differentiable_programs())
 def test_gradient_matches_finite_differences(prog):
     mod, args = prog

@@ -658,7 +658,7 @@ def _param_types():
             rl.TupleType([rl.TupleType([ti]), rl.RefType(t32)])]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(st.integers(0, 6), _python_values)
 def test_arbitrary_arguments_give_values_or_relayish_errors(which, value):
     t = _param_types()[which]

@@ -20,10 +20,10 @@ LONG = os.environ.get("RELAYISH_FUZZ", "").strip().lower() == "long"
 
 # examples per fuzz test: (default suite, RELAYISH_FUZZ=long)
 EXAMPLES = {
-    "random_text": (150, 20_000),
-    "mutated_text": (120, 20_000),
-    "mutated_expr": (60, 5_000),
-    "literals": (100, 10_000),
+    "random_text": (80, 20_000),
+    "mutated_text": (60, 20_000),
+    "mutated_expr": (30, 5_000),
+    "literals": (60, 10_000),
     "builder_nested_misuse": (60, 5_000),
     "differential_programs": (12, 1_000),
     "differential_gradients": (6, 300),

@@ -349,19 +349,19 @@ def _parse_any(text):
         pass
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(st.text(max_size=60))
 def test_random_strings_raise_only_parse_errors(text):
     _parse_any(text)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(st.lists(ALPHABET, max_size=40).map("".join))
 def test_random_token_soup_raises_only_parse_errors(text):
     _parse_any(text)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(st.sampled_from(SAMPLES), st.lists(st.tuples(st.sampled_from(["del", "ins", "swap"]),
                                                     st.floats(0, 1), ALPHABET), min_size=1, max_size=4))
 def test_mutated_programs_raise_only_parse_errors(text, edits):
@@ -379,7 +379,7 @@ def test_mutated_programs_raise_only_parse_errors(text, edits):
     _parse_any("".join(chars))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(st.sampled_from(SAMPLES), st.floats(0, 1))
 def test_truncated_programs_raise_only_parse_errors(text, fraction):
     _parse_any(text[: int(fraction * len(text))])

@@ -1,5 +1,4 @@
 """The pass layer: Pass, FunctionPass, Sequential, rl.optimize and check mode."""
-import time
 
 import numpy as np
 import pytest
@@ -7,6 +6,7 @@ import pytest
 import relayish as rl
 from relayish.ir.expr import Let
 from relayish.ir.visitor import ExprMutator, let_chain
+from strategies import CHAIN_LENGTHS
 
 
 def _square():
@@ -234,12 +234,9 @@ def _chain(n):
     return rl.Function([x], sb.get())
 
 
-@pytest.mark.parametrize("n", [10_000, 100_000])
+@pytest.mark.parametrize("n", CHAIN_LENGTHS)
 def test_deep_let_chain_through_optimize_with_check(n):
     f = _chain(n)
-    start = time.perf_counter()
     g = rl.optimize(f, passes=[_identity(), rl.Sequential([_copy_pass()]), _identity()], check=True)
-    elapsed = time.perf_counter() - start
     assert g is not f and len(let_chain(g.body)[0]) == n
     rl.assert_structural_equal(g, f)
-    assert elapsed < 60, elapsed

@@ -110,7 +110,7 @@ def mutated_texts(draw):
     return text
 
 
-@settings(max_examples=60)
+@settings(max_examples=25)
 @given(mutated_texts())
 def test_mutated_program_text_raises_only_relayish_errors(text):
     mod = _parses_or_parse_error(text)

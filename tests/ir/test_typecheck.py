@@ -672,7 +672,7 @@ def _programs(draw, depth=3):
     return rl.RefWrite(draw(sub), draw(sub))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(_programs())
 def test_random_programs_raise_only_type_check_errors(expr):
     try:
@@ -832,7 +832,7 @@ def _erase_let_annotations(expr):
     return Erase().visit(expr)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(programs())
 def test_inference_recovers_erased_let_annotations(prog):
     mod = prog.mod

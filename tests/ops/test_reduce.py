@@ -98,7 +98,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(st.lists(st.integers(1, 3), min_size=0, max_size=3), st.data(), st.booleans(),
        st.sampled_from(list(NP)))
 def test_reduce_shape_rule_matches_numpy(shape, data, keepdims, name):
