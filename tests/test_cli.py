@@ -254,6 +254,7 @@ def test_grad_order_1_of_a_vector_is_value_and_gradient(capsys, program):
     np.testing.assert_allclose(g, expected, rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_grad_higher_order_of_a_matrix_input(capsys, program):
     import jax
     import jax.numpy as jnp

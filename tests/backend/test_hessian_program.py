@@ -49,7 +49,8 @@ CASES = {"rosenbrock-32": (rosenbrock, rosenbrock_jax, 32),
          "coupled-7": (coupled, coupled_jax, 7)}
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", [n if n.startswith("rosenbrock") else
+                                  pytest.param(n, marks=pytest.mark.slow) for n in sorted(CASES)])
 def test_compiled_hessian_equals_jax_hessian(name):
     make, reference, n = CASES[name]
     run = rl.compile(rl.hessian(make(n)))

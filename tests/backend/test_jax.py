@@ -342,6 +342,7 @@ def test_static_recursion_over_trees():
         same_value(rl.evaluate(mod, tree, w), run(tree, w))
 
 
+@pytest.mark.slow      # tests/backend/test_jax_limits.py checks the bounds by default
 def test_unbounded_recursion_is_a_compile_error():
     # @countdown(x) = if x > 0 { countdown(x - 1) + 1 } else { 0 }: its depth depends on x
     x = scalar("x")
@@ -356,6 +357,7 @@ def test_unbounded_recursion_is_a_compile_error():
         rl.compile(mod)(np.float64(3.0))
 
 
+@pytest.mark.slow
 def test_unbounded_tail_recursion_is_a_compile_error():
     x, acc = scalar("x"), scalar("acc")
     loop = rl.GlobalVar("loop")

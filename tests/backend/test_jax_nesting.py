@@ -58,7 +58,7 @@ def test_closures_capturing_from_every_level():
     assert float(rl.compile(f)(arg)) == pytest.approx(float(rl.evaluate(f, arg)))
 
 
-@pytest.mark.parametrize("n", [100, 500])
+@pytest.mark.parametrize("n", [100, pytest.param(500, marks=pytest.mark.slow)])
 def test_nested_ifs_on_traced_conditions_compile(n):
     f = nested_if(n)
     run = rl.compile(f)

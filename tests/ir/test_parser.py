@@ -563,9 +563,10 @@ def _nested(kind, n):
     return rl.Function([c, x], e)
 
 
+@pytest.mark.parametrize("n", deep(1500, 5000))
 @pytest.mark.parametrize("kind", ["if", "fn", "let"])
-def test_5000_levels_of_nesting_print_and_parse_back(kind):
-    func = _nested(kind, 5000)
+def test_levels_of_nesting_print_and_parse_back(kind, n):
+    func = _nested(kind, n)
     text = rl.astext(func)
     assert max(len(line) - len(line.lstrip()) for line in text.split("\n")) <= 64   # capped
     rl.assert_structural_equal(rl.parse_expr(text), func)

@@ -63,7 +63,8 @@ def test_gradient_matches_jax(case):
         np.testing.assert_allclose(g, np.asarray(e), rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("case", ["unary", "binary", "matmul", "join", "softmax", "reduce"])
+@pytest.mark.parametrize("case", ["binary"] + [pytest.param(c, marks=pytest.mark.slow) for c in
+                                              ("unary", "matmul", "join", "softmax", "reduce")])
 def test_hessian_matches_jax(case):
     body, jfn = CASES[case]
     x = rl.var("x", shape=(4,), dtype="float64")

@@ -115,7 +115,13 @@ def _second(f, v, shape):
     return rl.grad(rl.Function([u], rl.sum(rl.Call(rl.grad(f), [u]) * rl.const(v))))
 
 
-@pytest.mark.parametrize("name", list(CASES))
+# every case under -m slow; by default a representative few (the per-op finite-difference table
+# in tests/ad/test_op_gradients.py checks every rule to second order on the interpreter)
+DEFAULT_CASES = ("conv2d", "layer_norm", "gather_scatter", "split_squeeze")
+
+
+@pytest.mark.parametrize("name", [n if n in DEFAULT_CASES else
+                                  pytest.param(n, marks=pytest.mark.slow) for n in CASES])
 def test_gradient_and_second_order_match_jax(name):
     f, jf, shape, size = _functions(name)
     x = RNG.uniform(-1, 1, shape)

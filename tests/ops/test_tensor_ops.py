@@ -16,7 +16,7 @@ from relayish.errors import EvaluationError, TypeCheckError
 from opcheck import T, check_grad, check_impl, check_second_order, check_tangent, type_of_call
 
 RNG = np.random.default_rng(21)
-FEW = settings(max_examples=5, deadline=None)
+FEW = settings(max_examples=3, deadline=None)
 shapes = st.lists(st.integers(1, 3), min_size=1, max_size=3)
 
 

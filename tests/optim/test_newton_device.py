@@ -186,7 +186,8 @@ def test_rosenbrock_full_steps_stay_in_xla():
     assert loop_counts == {"loop": 1} and out.n_iter >= 4
 
 
-@pytest.mark.parametrize("make", ["logistic", "rosenbrock4", "float32"])
+@pytest.mark.parametrize("make", ["rosenbrock4"] + [pytest.param(m, marks=pytest.mark.slow)
+                                                    for m in ("logistic", "float32")])
 def test_xla_loop_takes_the_stepwise_loops_iterates(make, monkeypatch):
     used = []
     for name, driver in (("loop", XlaLoop), ("stepwise", StepwiseLoop)):
