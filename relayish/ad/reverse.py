@@ -60,7 +60,7 @@ from relayish.ir.op import Op, gradient_rule, make_call
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, TypeCall,
                                substitute)
 from relayish.ir.visitor import ExprMutator, ExprVisitor, build_let_chain, run_deep
-from relayish.ad.twins import TwinTypes
+from relayish.ad.twins import TwinTypes, fresh_name
 
 UNIT = TupleType(())
 BP_TYPE = RefType(FuncType([], UNIT))
@@ -98,15 +98,6 @@ def _lifted_tensor(t: TensorType):
 def type_lifter(mod: Module) -> TwinTypes:
     """The type mapping L (module docstring), its ADT twins `<G>_ad` added to mod."""
     return TwinTypes(_lifted_tensor, "_ad", extra_params=[BP_TYPE], module=mod)
-
-
-def _fresh(name, taken):
-    if name not in taken:
-        return name
-    i = 1
-    while f"{name}{i}" in taken:
-        i += 1
-    return f"{name}{i}"
 
 
 # ---- the transform ---------------------------------------------------------------------------
@@ -687,7 +678,7 @@ class ReverseAD:
             taken = {g.name_hint for g in self.out.functions} | set(self.lifted_globals) \
                 | {g.name_hint for g in self.lifted_globals.values()} | {"main"}
             suffix = "_ad_const" + "_".join(map(str, consts)) if consts else "_ad"
-            lifted = GlobalVar(_fresh(name + suffix, taken))
+            lifted = GlobalVar(fresh_name(name + suffix, taken))
             self.lifted_globals[key] = lifted
             self.todo_globals.append((self.src.get_global_var(name), consts))
         return lifted
@@ -804,7 +795,7 @@ class ReverseAD:
         taken = {g.name_hint for g in self.out.functions} | {g.name_hint for g in
                                                             self.helpers.values()}
         taken |= {g.name_hint for g in self.lifted_globals.values()} | {"main"}
-        gv = GlobalVar(_fresh(f"{name}_{head.name}", taken))
+        gv = GlobalVar(fresh_name(f"{name}_{head.name}", taken))
         self.helpers[key] = gv
         subst = dict(zip(data.type_vars, args))
         src_ctors, dst_ctors = (data.constructors, twin.constructors) if kind == "lift" else \

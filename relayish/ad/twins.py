@@ -142,11 +142,11 @@ class TwinTypes:
         reused = self._existing_twin(data)
         if reused is not None:
             return reused
-        header = GlobalTypeVar(_fresh(data.header.name + self.suffix, self._type_names()))
+        header = GlobalTypeVar(fresh_name(data.header.name + self.suffix, self._type_names()))
         taken = self._ctor_names()
         ctors = []
         for c in data.constructors:
-            name = _fresh(c.name_hint + self.suffix, taken)
+            name = fresh_name(c.name_hint + self.suffix, taken)
             taken.add(name)
             self.taken.add(name)
             ctors.append(Constructor(name, [], header))
@@ -217,7 +217,8 @@ def _type_calls(t):
             if isinstance(s, (TypeCall, GlobalTypeVar))]
 
 
-def _fresh(name, taken):
+def fresh_name(name, taken):
+    """`name`, or `name1`, `name2`, ... : the first not in `taken`."""
     if name not in taken:
         return name
     i = 1

@@ -21,7 +21,8 @@ def model():
     return mod, params, rl.value_and_grad(mod, argnums=tuple(range(len(PARAMS))))
 
 
-@pytest.mark.parametrize("k", range(len(TREES)))
+@pytest.mark.parametrize("k", [0] + [pytest.param(k, marks=pytest.mark.slow)
+                                     for k in range(1, len(TREES))])
 def test_gradient_matches_jax(model, k):
     mod, params, vg = model
     tree, label = TREES[k][0], TREES[k][1] % DIMS["classes"]

@@ -10,6 +10,7 @@ import pytest
 
 import relayish as rl
 from relayish.backend import jax_backend as jb
+from strategies import deep
 
 F64 = rl.TensorType((), "float64")
 
@@ -37,9 +38,10 @@ def nested_if(n):
     return rl.Function([x], e, F64)
 
 
-def test_3000_nested_closures_compile():
-    run = rl.compile(nested_fn(3000))
-    assert float(run(np.float64(0.5))) == 3000.5
+@pytest.mark.parametrize("n", deep(1200, 3000))
+def test_nested_closures_compile(n):
+    run = rl.compile(nested_fn(n))
+    assert float(run(np.float64(0.5))) == n + 0.5
 
 
 def test_closures_capturing_from_every_level():
@@ -111,6 +113,7 @@ def test_nested_ifs_writing_references_past_the_bound():
         assert float(run(arg)) == float(rl.evaluate(f, arg)), value
 
 
+@pytest.mark.slow      # traces 512 nested joins before it is caught
 def test_nonterminating_recursion_under_a_traced_condition_is_still_named():
     # @countdown(x) = if x > 0 { countdown(x - 1) + 1 } else { 0 }, behind a traced if: each
     # activation nests 2 joins, so the joins nest past MAX_SWITCH_NESTING long before the

@@ -4,6 +4,7 @@ import pathlib
 import sys
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples"))
 import cnn  # noqa: E402
@@ -23,6 +24,7 @@ def test_cnn_model_file_round_trips():
     rl.assert_structural_equal(rl.parse(rl.astext(mod)), mod)
 
 
+@pytest.mark.slow      # about 3 s; the CNN example runs by default
 def test_transformer_block_gradient_matches_jax():
     ours, theirs = transformer.gradients("interpreter")
     assert len(ours) == 11
