@@ -1723,10 +1723,16 @@ def _leaf_indices(tree, ref_index):
     return sorted(out)
 
 
-def _build_arg(node, leaves, refs):
-    """The trace-time value of one argument from its rebuild tree (a loop: long lists are deep)."""
+def _rebuild(tree, leaves, make_adt, special):
+    """The value a tree of ("t", leaf) / ("tuple", kids) / ("adt", ctor, kids) nodes describes,
+    built with a loop (long lists are deep trees). `make_adt(ctor, n)` makes an ADT value whose
+    `.fields` has n empty slots; `special[kind](node, target, slot, push)` builds the other node
+    kinds, calling `push(node, target, slot)` for a child to build into `target[slot]`."""
     out = [None]
-    stack = [(node, out, 0)]
+    stack = [(tree, out, 0)]
+
+    def push(node, target, slot):
+        stack.append((node, target, slot))
     while stack:
         item = stack.pop()
         if item[0] == "tuple-done":
@@ -1742,21 +1748,31 @@ def _build_arg(node, leaves, refs):
             stack.append(("tuple-done", fields, target, slot))
             stack.extend((c, fields, k) for k, c in reversed(list(enumerate(n[1]))))
         elif kind == "adt":
-            value = _JAdt(n[1], [None] * len(n[2]), -1)
+            value = make_adt(n[1], len(n[2]))
             target[slot] = value
             stack.extend((c, value.fields, k) for k, c in reversed(list(enumerate(n[2]))))
-        elif kind == "ref":
-            ref = _JRef(None, -1)
-            while len(refs) <= n[1]:
-                refs.append(None)
-            refs[n[1]] = ref
-            target[slot] = ref
-            stack.append((n[2][0], _RefSlot(ref), 0))
-        elif kind == "refalias":
-            target[slot] = refs[n[1]]
+        elif kind in special:
+            special[kind](n, target, slot, push)
         else:
-            raise CompileError(f"internal: unknown argument node {kind!r}")
+            raise CompileError(f"internal: unknown value tree node {kind!r}")
     return out[0]
+
+
+def _build_arg(node, leaves, refs):
+    """The trace-time value of one argument from its rebuild tree; `refs` collects the argument
+    references by index (a "refalias" node is a reference seen before)."""
+    def ref(n, target, slot, push):
+        r = _JRef(None, -1)
+        while len(refs) <= n[1]:
+            refs.append(None)
+        refs[n[1]] = r
+        target[slot] = r
+        push(n[2][0], _RefSlot(r), 0)
+
+    def refalias(n, target, slot, push):
+        target[slot] = refs[n[1]]
+    return _rebuild(node, leaves, lambda ctor, k: _JAdt(ctor, [None] * k, -1),
+                    {"ref": ref, "refalias": refalias})
 
 
 class _RefSlot:
@@ -1835,45 +1851,27 @@ def _pure_tree(desc, leaves):
 
 
 def _decode(desc, leaves, refs, entry, memo=None):
-    """The host value of a result descriptor (the inverse of _encode; a loop, never recursion)."""
+    """The host value of a result descriptor (the inverse of _encode): a "union" picks its
+    alternative by a leaf's index, "argref" is an argument's reference, a "ref" seen twice is
+    one RefValue (`memo`)."""
     if memo is None:
         memo = {}
-    out = [None]
-    stack = [(desc, out, 0)]
-    while stack:
-        item = stack.pop()
-        if item[0] == "tuple-done":
-            _, fields, target, slot = item
-            target[slot] = tuple(fields)
-            continue
-        d, target, slot = item
-        kind = d[0]
-        if kind == "t":
-            target[slot] = leaves[d[1]]
-        elif kind == "tuple":
-            fields = [None] * len(d[1])
-            stack.append(("tuple-done", fields, target, slot))
-            stack.extend((c, fields, k) for k, c in reversed(list(enumerate(d[1]))))
-        elif kind == "adt":
-            value = ConstructorValue(d[1], [None] * len(d[2]))
-            target[slot] = value
-            stack.extend((c, value.fields, k) for k, c in reversed(list(enumerate(d[2]))))
-        elif kind == "union":
-            index = int(np.asarray(leaves[d[1]]))
-            stack.append((d[2][index], target, slot))
-        elif kind == "argref":
-            target[slot] = refs[d[1]]
-        elif kind == "ref":
-            if d[1] in memo:
-                target[slot] = memo[d[1]]
-            else:
-                ref = RefValue(None)
-                memo[d[1]] = ref
-                target[slot] = ref
-                stack.append((d[2], _RefSlot(ref), 0))
+
+    def union(d, target, slot, push):
+        push(d[2][int(np.asarray(leaves[d[1]]))], target, slot)
+
+    def argref(d, target, slot, push):
+        target[slot] = refs[d[1]]
+
+    def ref(d, target, slot, push):
+        if d[1] in memo:
+            target[slot] = memo[d[1]]
         else:
-            raise CompileError(f"internal: unknown result node {kind!r}")
-    return out[0]
+            r = memo[d[1]] = RefValue(None)
+            target[slot] = r
+            push(d[2], _RefSlot(r), 0)
+    return _rebuild(desc, leaves, lambda ctor, k: ConstructorValue(ctor, [None] * k),
+                    {"union": union, "argref": argref, "ref": ref})
 
 
 # ---- entry point ---------------------------------------------------------------------------------
