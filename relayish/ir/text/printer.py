@@ -212,43 +212,38 @@ class _Block:
 # instead copies each subtree's text once per enclosing level: quadratic in nesting, cubic with
 # the indentation growing too (2,000 nested ifs took 48 s).
 
-def _render(doc) -> str:
-    """The text of a piece list (an explicit stack: pieces nest as deep as the program)."""
+def _strings(doc):
+    """The strings of a piece list, in order (an explicit stack: pieces nest as deep as the
+    program)."""
     if isinstance(doc, str):
-        return doc
-    out, stack = [], [iter(doc)]
+        yield doc
+        return
+    stack = [iter(doc)]
     while stack:
         for piece in stack[-1]:
             if isinstance(piece, str):
-                out.append(piece)
+                yield piece
             else:
                 stack.append(iter(piece))
                 break
         else:
             stack.pop()
-    return "".join(out)
+
+
+def _render(doc) -> str:
+    """The text of a piece list."""
+    return doc if isinstance(doc, str) else "".join(_strings(doc))
 
 
 def _one_line(doc, limit=None):
     """The text of `doc` if it is one line of at most `limit` characters, else None. Reads no
     more of it than that (the first line break or the limit ends the walk)."""
-    if isinstance(doc, str):
-        return doc if "\n" not in doc and (limit is None or len(doc) <= limit) else None
-    out, n, stack = [], 0, [iter(doc)]
-    while stack:
-        for piece in stack[-1]:
-            if isinstance(piece, str):
-                if "\n" in piece:
-                    return None
-                n += len(piece)
-                if limit is not None and n > limit:
-                    return None
-                out.append(piece)
-            else:
-                stack.append(iter(piece))
-                break
-        else:
-            stack.pop()
+    out, n = [], 0
+    for piece in _strings(doc):
+        n += len(piece)
+        if "\n" in piece or (limit is not None and n > limit):
+            return None
+        out.append(piece)
     return "".join(out)
 
 
