@@ -10,6 +10,7 @@ import numpy as np
 
 from relayish.errors import GradientError, RelayishError, TypeCheckError
 from relayish.ir.expr import Constant, Tuple, Var, const, describe
+from relayish.ir.op import register_tangent
 from relayish.ir.types import (FLOAT_DTYPES, INT_DTYPES, TensorType, TupleType, Type,
                                normalize_dtype)
 
@@ -317,3 +318,28 @@ def _register_numpy_fast():
             return None
         return lambda x: x.sum(dtype=x.dtype)
     numpy_fast("sum", total)
+
+
+# ---- tangent rules of linear and bilinear ops -------------------------------------------------
+
+def linear_tangent(name, linear=(0,)):
+    """Registers the tangent rule of op `name`, linear in its arguments at the positions
+    `linear` (the others are constants of the call, such as indices): the op itself applied to
+    their tangents, with the call's other arguments and attributes."""
+    from relayish.ops import api
+
+    def rule(orig, ts):
+        args = [ts[i] if i in linear else a for i, a in enumerate(orig.args)]
+        return api._call(name, *args, **orig.attrs)
+    register_tangent(name)(rule)
+
+
+def bilinear_tangent(name):
+    """Registers the tangent rule of op `name`, linear in each of its two arguments (matmul-
+    like): op(dx, y) + op(x, dy)."""
+    from relayish.ops import api
+
+    def rule(orig, ts):
+        x, y = orig.args
+        return api._call(name, ts[0], y, **orig.attrs) + api._call(name, x, ts[1], **orig.attrs)
+    register_tangent(name)(rule)

@@ -21,9 +21,9 @@ from relayish.ir.op import (_GENERATION, _REGISTRY, get_op, register_gradient, r
                             register_tangent)
 from relayish.ir.types import FLOAT_DTYPES, TensorType, TupleType
 from relayish.ops import api
-from relayish.ops._common import (NUMERIC, as_array, canon_bool, canon_float, canon_int,
-                                  canon_ints, need_type, norm_axis, normalizer, require_dtype,
-                                  same_dtype, tensor_arg)
+from relayish.ops._common import (NUMERIC, as_array, bilinear_tangent, canon_bool, canon_float,
+                                  canon_int, canon_ints, linear_tangent, need_type, norm_axis,
+                                  normalizer, require_dtype, same_dtype, tensor_arg)
 
 def alias(name, target):
     """`name` parses to the op `target` (the same Op object, printed under target's name)."""
@@ -299,11 +299,7 @@ def conv2d_grad(orig, g):
     return [dx, api.reshape(dw, (o, c // groups, kh, kw))]
 
 
-@register_tangent("nn.conv2d")
-def conv2d_tangent(orig, ts):
-    x, w = orig.args
-    return (api._call("nn.conv2d", ts[0], w, **orig.attrs)
-            + api._call("nn.conv2d", x, ts[1], **orig.attrs))
+bilinear_tangent("nn.conv2d")
 
 
 # ---- pooling --------------------------------------------------------------------------------
@@ -406,9 +402,7 @@ def avg_pool2d_grad(orig, g):
     return [col2im(spread, x, (kh, kw), orig.attrs)]
 
 
-@register_tangent("nn.avg_pool2d")
-def avg_pool2d_tangent(orig, ts):
-    return api._call("nn.avg_pool2d", ts[0], **orig.attrs)
+linear_tangent("nn.avg_pool2d")
 
 
 def global_pool_rule(types, attrs):
@@ -436,9 +430,7 @@ def global_avg_pool2d_grad(orig, g):
     return [api.broadcast_to_like(g, x) / const(float(t.shape[2] * t.shape[3]), dtype=t.dtype)]
 
 
-@register_tangent("nn.global_avg_pool2d")
-def global_avg_pool2d_tangent(orig, ts):
-    return api._call("nn.global_avg_pool2d", ts[0], **orig.attrs)
+linear_tangent("nn.global_avg_pool2d")
 
 
 # ---- nn.dense, nn.bias_add, nn.batch_flatten --------------------------------------------------
@@ -483,11 +475,7 @@ def dense_grad(orig, g):
     return [dx, dw]
 
 
-@register_tangent("nn.dense")
-def dense_tangent(orig, ts):
-    x, w = orig.args
-    return (api._call("nn.dense", ts[0], w, **orig.attrs)
-            + api._call("nn.dense", x, ts[1], **orig.attrs))
+bilinear_tangent("nn.dense")
 
 
 def bias_add_rule(types, attrs):
@@ -527,9 +515,7 @@ def bias_add_grad(orig, g):
     return [g, api.sum(g, axis=others) if others else g]
 
 
-@register_tangent("nn.bias_add")
-def bias_add_tangent(orig, ts):
-    return api._call("nn.bias_add", ts[0], ts[1], **orig.attrs)
+linear_tangent("nn.bias_add", linear=(0, 1))
 
 
 def batch_flatten_rule(types, attrs):
@@ -551,9 +537,7 @@ def batch_flatten_grad(orig, g):
     return [api.reshape_like(g, orig.args[0])]
 
 
-@register_tangent("nn.batch_flatten")
-def batch_flatten_tangent(orig, ts):
-    return api._call("nn.batch_flatten", ts[0])
+linear_tangent("nn.batch_flatten")
 
 
 # ---- nn.batch_matmul --------------------------------------------------------------------------
@@ -618,11 +602,7 @@ def batch_matmul_grad(orig, g):
     return [dx, dy]
 
 
-@register_tangent("nn.batch_matmul")
-def batch_matmul_tangent(orig, ts):
-    x, y = orig.args
-    return (api._call("nn.batch_matmul", ts[0], y, **orig.attrs)
-            + api._call("nn.batch_matmul", x, ts[1], **orig.attrs))
+bilinear_tangent("nn.batch_matmul")
 
 
 # ---- nn.layer_norm ----------------------------------------------------------------------------

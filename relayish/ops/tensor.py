@@ -18,8 +18,8 @@ from relayish.ir.op import register_gradient, register_op, register_tangent
 from relayish.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, TupleType
 from relayish.ops import api
 from relayish.ops._common import (NUMERIC, as_array, canon_axis, canon_bool, canon_dtype,
-                                  canon_float, canon_int, canon_ints, need_type, norm_axes,
-                                  norm_axis, normalizer, require_dtype, tensor_arg)
+                                  canon_float, canon_int, canon_ints, linear_tangent, need_type,
+                                  norm_axes, norm_axis, normalizer, require_dtype, tensor_arg)
 from relayish.ops.compare import zero_grads, zero_tangent
 from relayish.ops.elementwise import cast_impl, elementwise_derivative, unary_rule
 
@@ -128,9 +128,7 @@ def split_grad(orig, g):
     return [api.concatenate(g, axis=orig.attrs["axis"])]
 
 
-@register_tangent("split")
-def split_tangent(orig, ts):
-    return api._call("split", ts[0], **orig.attrs)
+linear_tangent("split")
 
 
 # ---- squeeze ----------------------------------------------------------------------------------
@@ -164,9 +162,7 @@ def squeeze_grad(orig, g):
     return [api.reshape_like(g, orig.args[0])]
 
 
-@register_tangent("squeeze")
-def squeeze_tangent(orig, ts):
-    return api._call("squeeze", ts[0], **orig.attrs)
+linear_tangent("squeeze")
 
 
 # ---- full -------------------------------------------------------------------------------------
@@ -198,9 +194,7 @@ def full_grad(orig, g):
     return [api.cast_like(api.sum(g), fill)]
 
 
-@register_tangent("full")
-def full_tangent(orig, ts):
-    return api._call("full", ts[0], **orig.attrs)
+linear_tangent("full")
 
 
 # ---- one_hot ----------------------------------------------------------------------------------
@@ -252,9 +246,7 @@ def one_hot_grad(orig, g):
             api.cast_like(api.sum(g - g * mask), off)]
 
 
-@register_tangent("one_hot")
-def one_hot_tangent(orig, ts):
-    return api._call("one_hot", orig.args[0], ts[1], ts[2], **orig.attrs)
+linear_tangent("one_hot", linear=(1, 2))
 
 
 # ---- argmax / argmin --------------------------------------------------------------------------
@@ -381,9 +373,7 @@ def cumsum_grad(orig, g):
     return [api.cast_like(rev, x) if orig.attrs["dtype"] else rev]
 
 
-@register_tangent("cumsum")
-def cumsum_tangent(orig, ts):
-    return api._call("cumsum", ts[0], **orig.attrs)
+linear_tangent("cumsum")
 
 
 # ---- gather / scatter_add ---------------------------------------------------------------------
@@ -441,9 +431,7 @@ def gather_grad(orig, g):
             api.zeros_like(idx)]
 
 
-@register_tangent("gather")
-def gather_tangent(orig, ts):
-    return api._call("gather", ts[0], orig.args[1], **orig.attrs)
+linear_tangent("gather")
 
 
 def scatter_add_rule(types, attrs):
@@ -483,6 +471,4 @@ def scatter_add_grad(orig, g):
     return [g, api.zeros_like(idx), api._call("gather", g, idx, axis=orig.attrs["axis"])]
 
 
-@register_tangent("scatter_add")
-def scatter_add_tangent(orig, ts):
-    return api._call("scatter_add", ts[0], orig.args[1], ts[2], **orig.attrs)
+linear_tangent("scatter_add", linear=(0, 2))
