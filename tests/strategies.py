@@ -44,6 +44,22 @@ def deep(default, full):
     return [default, pytest.param(full, marks=pytest.mark.slow)]
 
 
+def f32(name, shape=()):
+    """A float32 variable (the tests' most common binder)."""
+    return rl.var(name, shape=shape, dtype="float32")
+
+
+def list_module():
+    """A module with List[a] = Cons(a, List[a]) | Nil: (mod, List, Cons, Nil)."""
+    mod = rl.Module()
+    a = rl.TypeVar("a")
+    lst = rl.GlobalTypeVar("List")
+    cons = rl.Constructor("Cons", [a, rl.TypeCall(lst, [a])], lst)
+    nil = rl.Constructor("Nil", [], lst)
+    mod.add_type(rl.TypeData(lst, [a], [cons, nil]))
+    return mod, lst, cons, nil
+
+
 # Lengths of the long let-chains that deep-program tests build: the 10^5 that AD output reaches
 CHAIN_LENGTHS = deep(10_000, 100_000)
 BOOL = rl.TensorType((), "bool")

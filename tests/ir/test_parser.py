@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import relayish as rl
 from relayish.ir.op import make_call
 from relayish.ir.visitor import build_let_chain, free_vars
-from strategies import CHAIN_LENGTHS, deep
+from strategies import CHAIN_LENGTHS, deep, f32, list_module
 
 API_EXAMPLE = """\
 type List[a] { Cons(a, List[a]), Nil }
@@ -22,20 +22,6 @@ def @main(%x: Tensor[(2), float64], %n: int32) -> float64 {   // float64 == Tens
   // match (%l) { Cons(%h, _) => %h, Nil => 0f64 }
 }
 """
-
-
-def f32(name, shape=()):
-    return rl.var(name, shape=shape, dtype="float32")
-
-
-def list_module():
-    mod = rl.Module()
-    a = rl.TypeVar("a")
-    lst = rl.GlobalTypeVar("List")
-    cons = rl.Constructor("Cons", [a, rl.TypeCall(lst, [a])], lst)
-    nil = rl.Constructor("Nil", [], lst)
-    mod.add_type(rl.TypeData(lst, [a], [cons, nil]))
-    return mod, lst, cons, nil
 
 
 def roundtrip_expr(e, mod=None):

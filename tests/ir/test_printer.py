@@ -4,11 +4,7 @@ import pytest
 
 import relayish as rl
 from relayish.ir.visitor import build_let_chain
-from strategies import CHAIN_LENGTHS
-
-
-def f32(name, shape=()):
-    return rl.var(name, shape=shape, dtype="float32")
+from strategies import CHAIN_LENGTHS, f32, list_module
 
 
 def test_golden_function_with_lets_closure_if_and_refs():
@@ -35,12 +31,7 @@ def test_golden_function_with_lets_closure_if_and_refs():
 
 
 def test_golden_module_with_adt_match_and_version_header():
-    mod = rl.Module()
-    a = rl.TypeVar("a")
-    lst = rl.GlobalTypeVar("List")
-    cons = rl.Constructor("Cons", [a, rl.TypeCall(lst, [a])], lst)
-    nil = rl.Constructor("Nil", [], lst)
-    mod.add_type(rl.TypeData(lst, [a], [cons, nil]))
+    mod, lst, cons, nil = list_module()
     l, h, t = rl.var("l", type=rl.TypeCall(lst, [rl.TensorType()])), rl.Var("h"), rl.Var("t")
     length = rl.GlobalVar("length")
     mod[length] = rl.Function([l], rl.Match(l, [

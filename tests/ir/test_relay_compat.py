@@ -13,22 +13,9 @@ import pytest
 
 import relayish as rl
 from relayish.ir.text import operators
+from strategies import f32, list_module
 
 F32 = rl.TensorType((), "float32")
-
-
-def f32(name, shape=()):
-    return rl.var(name, shape=shape, dtype="float32")
-
-
-def list_module():
-    mod = rl.Module()
-    a = rl.TypeVar("a")
-    lst = rl.GlobalTypeVar("List")
-    cons = rl.Constructor("Cons", [a, rl.TypeCall(lst, [a])], lst)
-    nil = rl.Constructor("Nil", [], lst)
-    mod.add_type(rl.TypeData(lst, [a], [cons, nil]))
-    return mod, lst, cons, nil
 
 
 # ---- 1. precedence and associativity of the infix operators -----------------------------------

@@ -6,11 +6,7 @@ import pytest
 import relayish as rl
 from relayish.ir.structural import StructuralMismatch
 from relayish.ir.visitor import build_let_chain
-from strategies import CHAIN_LENGTHS
-
-
-def f32(name, shape=()):
-    return rl.var(name, shape=shape, dtype="float32")
+from strategies import CHAIN_LENGTHS, f32
 
 
 def list_types():
