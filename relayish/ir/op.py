@@ -1,18 +1,88 @@
-"""The operator registry: one Op per primitive, holding everything about it.
+"""The operator registry: one Op per primitive, holding every fact about it.
 
-An op's record: its type rule `type_rule(arg_types, attrs) -> Type`, its array implementation
-`impl(xp, *args, **attrs)` written against the array API (numpy or jax.numpy), its gradient
-rule `grad(orig_call, out_grad) -> [Expr per input]` building relayish expressions, and its
-tangent rule for forward mode. The families in relayish/ops/ fill the registry on import.
+An op's record (`register_op` fills it; the families in relayish/ops/ register theirs on import):
+
+    type_rule(arg_types, attrs) -> Type      the type rule (raises TypeCheckError)
+    impl(xp, *args, **attrs)                 the array implementation, numpy or jax.numpy
+    fast_impl(attrs, out_type) -> fn | None  a direct numpy function for the interpreter (skips
+                                             the impl's wrapper); used only while `impl` is the
+                                             one registered with it (`numpy_fast`)
+    grad(orig_call, out_grad) -> [Expr]      the gradient rule (register_gradient)
+    tangent(orig_call, tangents) -> Expr     the forward-mode rule (register_tangent)
+    differentiable = True                    False: comparisons, logic, integer results
+    zero_grad = False                        True: the result is a constant of its arguments'
+                                             shapes (zeros_like, ones, ...): no gradient flows
+    infix = None                             Infix(symbol, precedence, associativity): printed
+                                             and parsed as `a symbol b` (ir/text/operators.py)
+    prefix = None                            a symbol: printed and parsed as `symbol a` (`-a`)
+    effects = frozenset()                    what running it may do besides computing its result:
+                                             "fail" (it can raise an EvaluationError on some
+                                             well-typed input, e.g. take with an index out of
+                                             range). Ops never touch references; an op without
+                                             effects may be removed when its result is unused.
+    result_dtype = arg_dtype(0)              how dtype_hint finds the result dtype without type
+                                             inference: arg_dtype(i), fixed_dtype("bool"),
+                                             attr_dtype("dtype") (ir/expr.py dtype_hint)
+    linear_in = ()                           argument positions the op is jointly linear in: zero
+                                             there gives a zero result (add: (0, 1); divide: (0,))
+    bilinear = False                         linear in each of its first two arguments alone: a zero
+                                             in either gives zero (multiply, matmul)
+    accumulates = False                      elementwise addition of two same-typed tensors: the
+                                             interpreter may add in place into an owned buffer
+    fills_zeros = False                      no arguments, all zeros of attrs shape and dtype: the
+                                             interpreter may share one read-only zero array
+
+Defaults say nothing, so most ops name only their type rule, impl and doc. Adding an op is
+one `register_op` call plus its rules (notes/ops.md walks through one). `unregister` and
+`registered` (a context manager) take a test's throwaway op out again.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
-from attrs import define, field
+from attrs import define, field, frozen
 
 from relayish.errors import GradientError, RelayishError
 from relayish.ir.expr import Call, Expr, _short_text
+
+FAIL = "fail"       # the effect of an op that can raise at run time on a well-typed input
+EFFECTS = frozenset({FAIL})
+
+
+@frozen
+class Infix:
+    """How a two-argument op is written between its operands in the text format.
+
+    precedence: a level named in ir/text/operators.py ("equality", "order", "add", "mul").
+    associativity: "left" (`a - b - c` is `(a - b) - c` and prints bare) or "none" (parsed
+    left to right too, but an operand that is itself at a comparison level always prints in
+    parentheses: `(a < b) == c`, never `a < b == c`).
+    """
+    symbol: str
+    precedence: str
+    associativity: str = "left"
+
+
+# ---- result_dtype: each returns attrs -> a dtype string, an argument index, or None ----------
+
+def arg_dtype(i):
+    """The result has the dtype of argument i (where(c, x, y): 1)."""
+    return lambda attrs: i
+
+
+def fixed_dtype(dtype):
+    """The result always has `dtype` (comparisons: "bool")."""
+    return lambda attrs: dtype
+
+
+def attr_dtype(name, otherwise=None):
+    """The result's dtype is the attribute `name` (cast, zeros); when that is None or "",
+    `otherwise` (an argument index, or None: unknown)."""
+    return lambda attrs: attrs.get(name) or otherwise
+
+
+_ARG0 = arg_dtype(0)
 
 
 @define(eq=False, repr=False)
@@ -27,6 +97,17 @@ class Op(Expr):
     differentiable: bool = True        # False: comparisons, logical and integer ops (zero grads)
     normalize_attrs: Callable | None = None  # attrs dict -> canonical attrs dict (or raises)
     doc: str = ""
+    fast_impl: Callable | None = None
+    zero_grad: bool = False
+    infix: Infix | None = None
+    prefix: str | None = None
+    effects: frozenset = frozenset()
+    result_dtype: Callable = _ARG0
+    linear_in: tuple = ()
+    bilinear: bool = False
+    accumulates: bool = False
+    fills_zeros: bool = False
+    _fast_impl_of: Callable | None = field(default=None, init=False)   # the impl fast_impl stands for
     _checked_type: object = field(default=None, init=False)
 
     def __repr__(self):
@@ -36,6 +117,14 @@ class Op(Expr):
         """`rl.op.add(x, y)`: build a call of this op."""
         return make_call(self, list(args), op_attrs)
 
+    def numpy_fast(self, attrs, out_type=None):
+        """The direct numpy function for a call with `attrs` (out_type: the call's inferred
+        TensorType or None), or None: no fast path, it does not apply, or the impl was replaced
+        since (a user's replacement impl is honoured)."""
+        if self.fast_impl is None or self._fast_impl_of is not self.impl:
+            return None
+        return self.fast_impl(attrs, out_type)
+
 
 _REGISTRY: dict[str, Op] = {}
 _GENERATION = [0]      # bumped by every registration: what AD and the backends derive may change
@@ -43,13 +132,27 @@ _GENERATION = [0]      # bumped by every registration: what AD and the backends 
 
 def registry_generation() -> int:
     """A number that changes whenever an op, gradient or tangent rule is (re)registered, so
-    that caches of derived programs (rl.optim's compiled problems) know when to rebuild."""
+    that caches of derived programs (rl.optim's compiled problems, the text format's operator
+    tables) know when to rebuild."""
     return _GENERATION[0]
 
 
 def register_op(name, num_inputs, *, attrs=None, type_rule=None, impl=None, differentiable=True,
-                normalize_attrs=None, doc="") -> Op:
-    """Add (or update) the op `name` in the registry and return it."""
+                normalize_attrs=None, doc="", fast_impl=None, zero_grad=False, infix=None,
+                prefix=None, effects=frozenset(), result_dtype=_ARG0, linear_in=(),
+                bilinear=False, accumulates=False, fills_zeros=False) -> Op:
+    """Add (or update) the op `name` in the registry and return it (the fields: the module
+    docstring). Updating keeps the gradient and tangent rules and resets everything else."""
+    effects = frozenset(effects)
+    if not effects <= EFFECTS:
+        raise RelayishError(f"operator '{name}': unknown effect(s) "
+                            f"{', '.join(sorted(effects - EFFECTS))}; known: {', '.join(EFFECTS)}")
+    if infix is not None and num_inputs != 2:
+        raise RelayishError(f"operator '{name}': an infix operator takes 2 arguments, "
+                            f"not {num_inputs}")
+    if prefix is not None and num_inputs != 1:
+        raise RelayishError(f"operator '{name}': a prefix operator takes 1 argument, "
+                            f"not {num_inputs}")
     _GENERATION[0] += 1
     op = _REGISTRY.get(name)
     if op is None:
@@ -62,7 +165,53 @@ def register_op(name, num_inputs, *, attrs=None, type_rule=None, impl=None, diff
     op.differentiable = differentiable
     op.normalize_attrs = normalize_attrs
     op.doc = doc
+    op.fast_impl = fast_impl
+    op._fast_impl_of = impl
+    op.zero_grad = zero_grad
+    op.infix = infix
+    op.prefix = prefix
+    op.effects = effects
+    op.result_dtype = result_dtype
+    op.linear_in = tuple(linear_in)
+    op.bilinear = bilinear
+    op.accumulates = accumulates
+    op.fills_zeros = fills_zeros
     return op
+
+
+def register_alias(name, target) -> Op:
+    """`name` parses to the op `target` (the same Op object, printed under target's name):
+    Relay's `nn.relu` is `relu`."""
+    op = get_op(target)
+    if _REGISTRY.get(name, op) is not op:
+        raise RelayishError(f"cannot alias {name!r} to {target!r}: {name!r} is an operator "
+                            f"of its own")
+    _REGISTRY[name] = op
+    _GENERATION[0] += 1
+    return op
+
+
+def unregister(name) -> None:
+    """Remove the op (or alias) `name` from the registry, with every alias pointing at it.
+    Calls built before keep their Op object; new text and `get_op` no longer find it."""
+    op = get_op(name)
+    for key in [k for k, v in _REGISTRY.items() if v is op or k == name]:
+        del _REGISTRY[key]
+    _GENERATION[0] += 1
+
+
+@contextlib.contextmanager
+def registered(name, num_inputs, **record):
+    """`with registered("my_op", 1, type_rule=..., impl=...) as op:` a throwaway op for a
+    test, removed on exit (the name must be free)."""
+    if name in _REGISTRY:
+        raise RelayishError(f"operator {name!r} is already registered")
+    op = register_op(name, num_inputs, **record)
+    try:
+        yield op
+    finally:
+        if _REGISTRY.get(name) is op:
+            unregister(name)
 
 
 def get_op(name) -> Op:

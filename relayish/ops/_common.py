@@ -239,26 +239,21 @@ def scalar_like(value, expr):
 
 # ---- numpy fast paths (the interpreter) --------------------------------------------------------
 
-_NUMPY_FAST = {}    # op name -> (the registered impl it stands for, factory)
-
-
 def numpy_fast(name, factory):
-    """Register a direct numpy implementation of the (already registered) op `name` for the
-    interpreter: `factory(attrs, out_type) -> fn(*arrays)` or None where it does not apply
+    """Give the (already registered) op `name` the fast path `factory` (the Op record's
+    `fast_impl`): `factory(attrs, out_type) -> fn(*arrays)` or None where it does not apply
     (out_type: the call's inferred type, or None). `fn` skips the generic `impl(xp, ...)` wrapper
     and `as_array`; it may return a numpy scalar for a 0-d result (the interpreter converts those).
     It is used only while the op's impl is the one registered now (a user replacing the impl
     turns it off)."""
     from relayish.ir.op import get_op
-    _NUMPY_FAST[name] = (get_op(name).impl, factory)
+    op = get_op(name)
+    op.fast_impl, op._fast_impl_of = factory, op.impl
 
 
 def numpy_fast_impl(op, attrs, out_type=None):
     """The direct numpy function for a call of `op` with `attrs`, or None."""
-    entry = _NUMPY_FAST.get(op.name)
-    if entry is None or entry[0] is not op.impl:
-        return None
-    return entry[1](attrs, out_type)
+    return op.numpy_fast(attrs, out_type)
 
 
 def _known_shape(t):

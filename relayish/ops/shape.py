@@ -13,7 +13,7 @@ import numpy as np
 
 from relayish.errors import EvaluationError, TypeCheckError
 from relayish.ir.expr import Tuple, const
-from relayish.ir.op import register_gradient, register_op, register_tangent
+from relayish.ir.op import FAIL, register_gradient, register_op, register_tangent
 from relayish.ir.types import INT_DTYPES, TensorType
 from relayish.ops import api
 from relayish.ops._common import (as_array, can_broadcast_to, canon_axis, canon_int, canon_ints,
@@ -432,6 +432,7 @@ def take_impl(xp, x, indices, axis):
 register_op("take", 2, attrs={"axis": None}, type_rule=take_rule, impl=take_impl,
             normalize_attrs=normalizer("take", axis=lambda o, k, v: None if v is None
                                        else canon_int(o, k, v)),
+            effects={FAIL},     # an index out of range (the numpy impl checks)
             doc="take(x, indices, axis=None): numpy.take; axis=None indexes the flattened x")
 
 
@@ -482,6 +483,7 @@ register_op("take_backward", 3, attrs={"axis": None}, type_rule=take_backward_ru
             impl=take_backward_impl,
             normalize_attrs=normalizer("take_backward", axis=lambda o, k, v: None if v is None
                                        else canon_int(o, k, v)),
+            effects={FAIL},     # an index out of range
             doc="internal: scatter-add g into zeros shaped like `like` (the gradient of take)")
 
 

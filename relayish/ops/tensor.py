@@ -14,7 +14,7 @@ import numpy as np
 
 from relayish.errors import EvaluationError, TypeCheckError
 from relayish.ir.expr import const
-from relayish.ir.op import register_gradient, register_op, register_tangent
+from relayish.ir.op import FAIL, register_gradient, register_op, register_tangent
 from relayish.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, TupleType
 from relayish.ops import api
 from relayish.ops._common import (NUMERIC, as_array, canon_axis, canon_bool, canon_dtype,
@@ -420,6 +420,7 @@ def gather_impl(xp, data, indices, axis):
 
 register_op("gather", 2, attrs={"axis": 0}, type_rule=gather_rule, impl=gather_impl,
             normalize_attrs=normalizer("gather", axis=canon_int),
+            effects={FAIL},     # an index out of range (the numpy impl checks)
             doc="gather(data, indices, axis=0): out[..i..] = data[..indices[..i..]..] along "
                 "axis (numpy.take_along_axis)")
 
@@ -461,6 +462,7 @@ def scatter_add_impl(xp, data, indices, updates, axis):
 
 register_op("scatter_add", 3, attrs={"axis": 0}, type_rule=scatter_add_rule,
             impl=scatter_add_impl, normalize_attrs=normalizer("scatter_add", axis=canon_int),
+            effects={FAIL},     # an index out of range
             doc="scatter_add(data, indices, updates, axis=0): data with updates added at the "
                 "positions gather would read")
 
