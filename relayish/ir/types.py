@@ -65,7 +65,7 @@ _MAX_DIM = 2**63 - 1
 def printable_name(name) -> str | None:
     """Why `name` cannot be a constructor or ADT name (None when it can): the text format prints
     those bare, so they must read back as the same name."""
-    from relayish.ir.text.parser import KEYWORDS     # the parser imports this module
+    from relayish.ir.text.lexer import KEYWORDS     # the text format's reserved words
     if not isinstance(name, str):
         return f"a name is a str, got {type(name).__name__}"
     if not _IDENTIFIER.fullmatch(name):

@@ -2,7 +2,8 @@
 
 Kinds: "local" (%x), "global" (@f, or @"any name"), "number" (digits with an optional suffix: 1f, 2.5f64, 3i64),
 "ident", "string", "punct", and "eof". Whitespace and comments (`//`, `/* */`) are dropped.
-Block comments nest, as in Relay: `/* a /* b */ c */` is one comment.
+Block comments nest, as in Relay: `/* a /* b */ c */` is one comment. KEYWORDS are the reserved
+words (types.printable_name refuses them as constructor and ADT names).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import itertools
 import re
 
 from relayish.errors import ParseError
+from relayish.ir.text.literals import SPECIAL_FLOAT
 
 _TOKEN = re.compile(r"""
     \s*(?:
@@ -29,6 +31,20 @@ _TOKEN = re.compile(r"""
 
 _COMMENT_MARK = re.compile(r"/\*|\*/")
 
+
+class _Reserved(frozenset):
+    """The keywords, and (`in` also answers for them) the words the text reads as something
+    else wherever a constructor name could stand: the float literals `inf`, `nanf64`,
+    `nanxFFC00000f` ... and the wildcard `_`. types.printable_name refuses these names for
+    constructors and ADTs, so every constructor prints as a name that parses back to it."""
+
+    def __contains__(self, name):
+        return (frozenset.__contains__(self, name) or
+                (isinstance(name, str) and (name == "_" or SPECIAL_FLOAT.fullmatch(name) is not None)))
+
+
+KEYWORDS = _Reserved({"fn", "if", "else", "match", "let", "ref", "ref_read", "ref_write", "const",
+                      "def", "type", "extern", "free_var", "True", "False"})
 
 MAX_BRACKETS = 30000      # brackets open at once (or prefix - and ! in a row) that are too deep
 _OPEN = frozenset("([{")

@@ -28,7 +28,7 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, Glo
 from relayish.ir.types import (DTYPES, FLOAT_DTYPES, FuncType, GlobalTypeVar, RefType, TensorType,
                                TupleType, TypeCall, TypeData, TypeVar)
 from relayish.ir.op import Op
-from relayish.ir.text.lexer import Source, Tokens
+from relayish.ir.text.lexer import KEYWORDS, Source, Tokens
 from relayish.ir.text.literals import (DTYPE_OF_SUFFIX, SPECIAL_FLOAT, float_value, int_value,
                                        is_special_element)
 # infix operators: symbol -> precedence and op; the printer parenthesizes by the same table
@@ -36,20 +36,6 @@ from relayish.ir.text.operators import BY_SYMBOL as BINARY
 
 MAX_DEPTH = 30000      # nesting levels counted by _Parser.enter (about one per printed level)
 
-
-class _Reserved(frozenset):
-    """The keywords, and (`in` also answers for them) the words the text reads as something
-    else wherever a constructor name could stand: the float literals `inf`, `nanf64`,
-    `nanxFFC00000f` ... and the wildcard `_`. types.printable_name refuses these names for
-    constructors and ADTs, so every constructor prints as a name that parses back to it."""
-
-    def __contains__(self, name):
-        return (frozenset.__contains__(self, name) or
-                (isinstance(name, str) and (name == "_" or SPECIAL_FLOAT.fullmatch(name) is not None)))
-
-
-KEYWORDS = _Reserved({"fn", "if", "else", "match", "let", "ref", "ref_read", "ref_write", "const",
-                      "def", "type", "extern", "free_var", "True", "False"})
 
 _NUMBER = re.compile(r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)([A-Za-z_][A-Za-z0-9_]*)?")
 _DTYPE_SET = frozenset(DTYPES)
