@@ -16,7 +16,6 @@ from __future__ import annotations
 import gc
 import json
 import re
-import weakref
 
 import numpy as np
 
@@ -29,13 +28,11 @@ from relayish.ir.types import (DTYPES, FLOAT_DTYPES, FuncType, GlobalTypeVar, Re
                                TupleType, TypeCall, TypeData, TypeVar)
 from relayish.ir.op import Op
 from relayish.ir.text.lexer import KEYWORDS, Source, Tokens
+from relayish.ir.text.parse_core import MAX_DEPTH, POSITIONS, ParserCore
 from relayish.ir.text.literals import (DTYPE_OF_SUFFIX, SPECIAL_FLOAT, float_value, int_value,
                                        is_special_element)
 # infix operators: symbol -> precedence and op; the printer parenthesizes by the same table
 from relayish.ir.text.operators import BY_SYMBOL as BINARY
-
-MAX_DEPTH = 30000      # nesting levels counted by _Parser.enter (about one per printed level)
-
 
 _NUMBER = re.compile(r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)([A-Za-z_][A-Za-z0-9_]*)?")
 _DTYPE_SET = frozenset(DTYPES)
@@ -83,21 +80,15 @@ def parse_expr(text, filename=None, mod=None, free_vars=None):
 
 def parse_with_comments(text, filename=None):
     """parse(text), and the comments of the text attached to the items that follow them:
-    a dict from key (see _Parser.keep_comments) to comment texts, for the formatter."""
+    a dict from key (see ParserCore.keep_comments) to comment texts, for the formatter."""
     from relayish.ir.visitor import run_deep
     return run_deep(_run, text, filename, lambda p: (p.module(), p.comments), comments=True)
-
-
-# where each parsed expression starts: node -> (Source, offset). Weak, so it never keeps a
-# program alive; read through source_position for error messages that point into the text.
-_POSITIONS = weakref.WeakKeyDictionary()
-_SHARED_NODES = (Var, GlobalVar, Constructor, Op)
 
 
 def source_position(node):
     """(filename, line, column) where the parsed expression `node` starts, or None."""
     try:
-        where = _POSITIONS.get(node)
+        where = POSITIONS.get(node)
     except TypeError:
         return None
     if where is None:
@@ -130,113 +121,7 @@ def _run(text, filename, what, mod=None, free_vars=None, comments=False):
             gc.enable()
 
 
-class _Parser:
-    def __init__(self, source, tokens, mod=None, free_vars=None):
-        from relayish.ir.module import Module
-        self.source = source
-        self.toks = tokens
-        self.i = 0
-        self.tok = tokens[0]
-        self.depth = 0
-        self.scopes = _Scopes()              # name -> Expr (a Var, or a graph binding's value)
-        self.type_scopes = _Scopes()         # name -> TypeVar
-        # comments (formatter only): key -> the comment texts printed before that item
-        self.comments: dict = {}
-        self.comment_next = 0
-        self.mod = mod if mod is not None else Module()
-        self.module_mode = False
-        self.globals: dict[str, GlobalVar] = {}
-        self.global_uses: dict[str, int] = {}   # name -> offset of first use
-        self.type_names: dict[str, GlobalTypeVar] = dict(getattr(self.mod, "_types", {}))
-        # ADTs without type parameters: a bare `Nat` means the type `Nat[]`
-        self.nullary_types = {g.name for g, d in getattr(self.mod, "type_definitions", {}).items()
-                              if not d.type_vars}
-        # free variables: the environment parse_expr was given, and `free_var` declarations
-        # (visible to the end of the expression, or of the def in a module, as in Relay)
-        if isinstance(free_vars, dict):
-            given = list(free_vars.items())
-        elif free_vars is None or isinstance(free_vars, (list, tuple)):
-            given = [(getattr(v, "name_hint", None), v) for v in (free_vars or [])]
-        else:
-            raise RelayishError(f"parse_expr: free_vars is a list or dict of Vars, got "
-                                f"{type(free_vars).__name__}")
-        for name, var in given:
-            if not isinstance(var, Var):
-                raise RelayishError(f"parse_expr: free_vars holds Vars, got "
-                                    f"{type(var).__name__}")
-        self.given_free = dict(given)
-        self.free = dict(self.given_free)
-        self.declared: set = set()
-
-    # ---- token helpers -----------------------------------------------------------------------
-    def error(self, message, tok=None):
-        tok = tok or self.tok
-        return self.source.error(message, tok[2])
-
-    def advance(self):
-        tok = self.tok
-        self.i += 1
-        self.tok = self.toks[self.i]
-        return tok
-
-    def at(self, text, kind=None):
-        tok = self.tok
-        return tok[1] == text and (kind is None or tok[0] == kind) and tok[0] in ("punct", "ident")
-
-    def peek(self, k=1):
-        return self.toks[self.i + k]
-
-    def expect(self, text, what=None):
-        if not (self.tok[1] == text and self.tok[0] in ("punct", "ident")):
-            raise self.error(f"expected {what or repr(text)}, found {self.describe()}")
-        return self.advance()
-
-    def describe(self, tok=None):
-        tok = tok or self.tok
-        return "the end of the text" if tok[0] == "eof" else repr(tok[1])
-
-    def small_int(self, text, tok):
-        if len(text) > 18:
-            raise self.error(f"the number {text[:30]} is too large here", tok)
-        return int(text)
-
-    # ---- comments (kept only for the formatter) -----------------------------------------------
-    def take_comments(self, offset) -> list:
-        """The comments not yet attached that start before `offset` (a line-level item starts
-        there: a binding, statement, block tail, clause or definition takes them)."""
-        found = self.toks.comments
-        if not found:
-            return []
-        self.toks[self.i]            # the tokens (and comments) up to here have been read
-        k = self.comment_next
-        taken = []
-        while k < len(found) and found[k][1] < offset:
-            taken.append(found[k][0])
-            k += 1
-        self.comment_next = k
-        return taken
-
-    def keep_comments(self, key, comments):
-        """Attach comments to `key`: a binder Var, a Clause, ("tail"/"end", block) or
-        ("def"/"type", name), ("end",) for the end of the file. Nodes hash by identity."""
-        if comments:
-            self.comments.setdefault(key, []).extend(comments)
-
-    def attach_comments(self, key, offset):
-        self.keep_comments(key, self.take_comments(offset))
-
-    def build(self, node_class, tok, *args):
-        """node_class(*args), a construction-time name check failing as a ParseError at tok."""
-        try:
-            return node_class(*args)
-        except RelayishError as exc:
-            raise self.error(str(exc), tok) from None
-
-    def enter(self):
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise self.error(f"the program is nested too deeply (more than {MAX_DEPTH} levels)")
-
+class _Parser(ParserCore):
     # ---- modules -----------------------------------------------------------------------------
     def header(self):
         if self.at("#"):
@@ -656,13 +541,6 @@ class _Parser:
         self.depth -= 1
         return lhs
 
-    def mark(self, node, tok):
-        """Remember where `node` starts (the first mark wins: it is the innermost).
-
-        Binders, globals, constructors and ops are shared by many places: they get none."""
-        if not isinstance(node, _SHARED_NODES) and node not in _POSITIONS:
-            _POSITIONS[node] = (self.source, tok[2])
-
     def unary(self):
         tok = self.tok
         if tok[0] == "punct" and tok[1] == "-":
@@ -705,7 +583,7 @@ class _Parser:
                 return e
             if tok[1] == "(":
                 args, attrs = self.call_args()
-                if type(e).__name__ == "Op":
+                if isinstance(e, Op):
                     e = self.op_call(e, args, attrs, tok)
                 else:
                     e = Call(e, args, attrs)
@@ -1167,38 +1045,6 @@ def _array(elements, dtype, shape):
         flat = np.array([int_value(e, dtype) for e in elements], dtype=dtype).reshape(-1)
     return flat.reshape(shape)
 
-
-class _Scopes:
-    """Nested scopes as one dict plus an undo log per open scope: a lookup is one dict read
-    at any nesting depth (a list of dicts searched innermost first is quadratic in depth)."""
-    __slots__ = ("env", "undo")
-
-    def __init__(self):
-        self.env: dict = {}
-        self.undo: list[list] = []
-
-    def open(self, names=None):
-        self.undo.append([])
-        for name, value in (names or {}).items():
-            self.bind(name, value)
-
-    def bind(self, name, value):
-        self.undo[-1].append((name, self.env.get(name, _ABSENT)))
-        self.env[name] = value
-
-    def close(self):
-        env = self.env
-        for name, old in reversed(self.undo.pop()):
-            if old is _ABSENT:
-                del env[name]
-            else:
-                env[name] = old
-
-    def get(self, name):
-        return self.env.get(name)
-
-
-_ABSENT = object()
 
 _KEYWORD_PARSERS = {
     "fn": _Parser.kw_fn, "if": _Parser.kw_if, "match": _Parser.kw_match, "let": _Parser.kw_let,
