@@ -13,7 +13,6 @@ a 1-based line and column and a caret under the problem. notes/text-format.md ha
 """
 from __future__ import annotations
 
-import gc
 import json
 import re
 
@@ -24,18 +23,18 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, Glo
                               Match, PatternConstructor, PatternTuple, PatternVar,
                               PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,
                               Var)
-from relayish.ir.types import (DTYPES, FLOAT_DTYPES, FuncType, GlobalTypeVar, RefType, TensorType,
-                               TupleType, TypeCall, TypeData, TypeVar)
+from relayish.ir.types import FLOAT_DTYPES, GlobalTypeVar
 from relayish.ir.op import Op
-from relayish.ir.text.lexer import KEYWORDS, Source, Tokens
-from relayish.ir.text.parse_core import MAX_DEPTH, POSITIONS, ParserCore
+from relayish.ir.text.lexer import Source, Tokens
+from relayish.ir.text.parse_core import MAX_DEPTH, POSITIONS
+from relayish.ir.text.parse_types import TypeSyntax
 from relayish.ir.text.literals import (DTYPE_OF_SUFFIX, SPECIAL_FLOAT, float_value, int_value,
                                        is_special_element)
 # infix operators: symbol -> precedence and op; the printer parenthesizes by the same table
 from relayish.ir.text.operators import BY_SYMBOL as BINARY
+from relayish.ir.visitor import no_gc
 
 _NUMBER = re.compile(r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)([A-Za-z_][A-Za-z0-9_]*)?")
-_DTYPE_SET = frozenset(DTYPES)
 
 
 def _attr_suffix_kind(suffix):
@@ -46,9 +45,7 @@ def _attr_suffix_kind(suffix):
     if re.fullmatch(r"i(8|16|32|64)?", suffix):
         return "i"
     return None
-_SCALAR_TYPES = {d: TensorType((), d) for d in DTYPES}
 _LITERALS: dict = {}           # literal text -> its 0-d array (copied for each Constant)
-_MAX_DIM = 2**63 - 1           # TensorType's own limit: shapes are int64
 
 
 def parse(text, filename=None):
@@ -104,9 +101,7 @@ def _run(text, filename, what, mod=None, free_vars=None, comments=False):
     source = Source(text, filename)
     # the parser allocates millions of small objects that all stay alive: pausing the cyclic
     # garbage collector meanwhile saves its repeated full scans of them
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with no_gc():
         parser = _Parser(source, Tokens(source, comments), mod, free_vars)
         try:
             return what(parser)
@@ -116,12 +111,9 @@ def _run(text, filename, what, mod=None, free_vars=None, comments=False):
             raise
         except RelayishError as exc:      # a node's own check of what the text builds
             raise source.error(str(exc), parser.tok[2]) from None
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
-class _Parser(ParserCore):
+class _Parser(TypeSyntax):
     # ---- modules -----------------------------------------------------------------------------
     def header(self):
         if self.at("#"):
@@ -231,72 +223,6 @@ class _Parser(ParserCore):
         self.type_scopes.close()
         return Function(params, body, ret_type, type_params)
 
-    def type_definition(self):
-        """`type T[a] { C(a), D }`, or `extern type T[a]`: an ADT without constructors (what
-        Relay declares for types defined outside the program)."""
-        extern = self.at("extern", "ident")
-        if extern:
-            start = self.advance()
-            self.expect("type", "'type' after 'extern'")
-        else:
-            start = self.expect("type")
-        if self.tok[0] != "ident":
-            raise self.error(f"expected the type's name, found {self.describe()}")
-        name_tok = self.advance()
-        header = self.type_names.get(name_tok[1])
-        if header is None:        # pass 1 missed it (unbalanced brackets before it)
-            header = self.type_names[name_tok[1]] = self.build(GlobalTypeVar, name_tok, name_tok[1])
-        type_vars = self.type_params()
-        self.type_scopes.open({v.name: v for v in type_vars})
-        ctors = []
-        if extern:
-            if self.at("{"):
-                raise self.error("an extern type has no constructors: write `type` to define them")
-            self.type_scopes.close()
-            return self.add_type_data(header, type_vars, ctors, start, name_tok)
-        self.expect("{")
-        while not self.at("}"):
-            if self.tok[0] != "ident" or self.tok[1] in KEYWORDS:
-                raise self.error(f"expected a constructor name, found {self.describe()}")
-            if any(c.name_hint == self.tok[1] for c in ctors):
-                raise self.error(f"the type has two constructors named {self.tok[1]}")
-            ctor_tok = self.advance()
-            ctor_name = ctor_tok[1]
-            inputs = []
-            if self.at("("):
-                self.advance()
-                while not self.at(")"):
-                    inputs.append(self.type())
-                    if not self.at(")"):
-                        self.expect(",", "',' or ')'")
-                self.advance()
-            ctors.append(self.build(Constructor, ctor_tok, ctor_name, inputs, header))
-            if not self.at("}"):
-                self.expect(",", "',' or '}'")
-        self.advance()
-        self.type_scopes.close()
-        return self.add_type_data(header, type_vars, ctors, start, name_tok)
-
-    def add_type_data(self, header, type_vars, ctors, start, name_tok):
-        try:
-            self.mod.add_type(TypeData(header, type_vars, ctors))
-        except RelayishError as exc:
-            raise self.error(str(exc), start) from None
-        return name_tok[1]
-
-    def type_params(self):
-        params = []
-        if self.at("["):
-            self.advance()
-            while not self.at("]"):
-                if self.tok[0] != "ident":
-                    raise self.error(f"expected a type parameter name, found {self.describe()}")
-                params.append(TypeVar(self.advance()[1]))
-                if not self.at("]"):
-                    self.expect(",", "',' or ']'")
-            self.advance()
-        return params
-
     def params(self):
         """`(%x: T, %y)`; opens the scope of the parameters (the caller pops it)."""
         self.expect("(")
@@ -315,125 +241,6 @@ class _Parser(ParserCore):
         self.advance()
         self.scopes.open(scope)
         return params
-
-    def annotation(self):
-        if self.at(":"):
-            self.advance()
-            return self.whole_type()
-        return None
-
-    def whole_type(self):
-        """A type annotation; `_` (Relay's incomplete type: left to inference) is the same as
-        no annotation. Inside a type (`(_, int32)`) relayish has no unknown parts."""
-        tok = self.tok
-        if tok[0] == "ident" and tok[1] == "_" and self.type_scopes.get("_") is None:
-            self.advance()
-            return None
-        return self.type()
-
-    # ---- types -------------------------------------------------------------------------------
-    def type(self):
-        self.enter()
-        try:
-            return self._type()
-        finally:
-            self.depth -= 1
-
-    def _type(self):
-        tok = self.tok
-        if tok[0] == "punct" and tok[1] == "(":
-            self.advance()
-            fields, trailing = [], False
-            while not self.at(")"):
-                fields.append(self.type())
-                trailing = False
-                if not self.at(")"):
-                    self.expect(",", "',' or ')'")
-                    trailing = True
-            self.advance()
-            if len(fields) == 1 and not trailing:
-                return fields[0]
-            return TupleType(fields)
-        if tok[0] != "ident":
-            raise self.error(f"expected a type, found {self.describe()}")
-        name = tok[1]
-        bound = self.type_scopes.get(name)
-        if bound is not None and self.peek()[1] not in ("(", "["):
-            # a type variable in scope wins over a dtype or keyword of its name (`type T[float32]
-            # { C(float32) }`); the printer writes the shadowed scalar type as Tensor[(), float32]
-            self.advance()
-            return bound
-        if name == "fn":
-            self.advance()
-            type_params = self.type_params()
-            self.type_scopes.open({p.name: p for p in type_params})
-            self.expect("(")
-            args = []
-            while not self.at(")"):
-                args.append(self.type())
-                if not self.at(")"):
-                    self.expect(",", "',' or ')'")
-            self.advance()
-            self.expect("->")
-            ret = self.type()
-            self.type_scopes.close()
-            return FuncType(args, ret, type_params)
-        if name == "ref":
-            self.advance()
-            self.expect("(")
-            value = self.type()
-            self.expect(")")
-            return RefType(value)
-        if name == "Tensor" and self.peek()[1] == "[":
-            self.advance()
-            self.advance()
-            shape = self.shape()
-            self.expect(",")
-            if self.tok[1] not in _DTYPE_SET:
-                raise self.error(f"expected a dtype ({', '.join(DTYPES)}), found {self.describe()}")
-            dtype = self.advance()[1]
-            self.expect("]")
-            return TensorType(shape, dtype)
-        if name in _DTYPE_SET:
-            self.advance()
-            return _SCALAR_TYPES[name]
-        gtv = self.type_names.get(name)
-        if gtv is not None:
-            self.advance()
-            if not self.at("["):
-                return TypeCall(gtv, []) if name in self.nullary_types else gtv
-            self.advance()
-            args = []
-            while not self.at("]"):
-                args.append(self.type())
-                if not self.at("]"):
-                    self.expect(",", "',' or ']'")
-            self.advance()
-            return TypeCall(gtv, args)
-        if name == "_":
-            raise self.error("`_` (a type left to inference) stands only for a whole annotation "
-                             "(`let %x: _ = ...`), not for part of a type")
-        if self.peek()[1] == "[" or name in KEYWORDS:
-            raise self.error(f"unknown type {name!r}")
-        self.advance()
-        return TypeVar(name)          # a type variable bound further out
-
-    def shape(self):
-        """`(2, 3)`, `(2)`, `(2,)` or `()`."""
-        self.expect("(", "'(' and a shape")
-        dims = []
-        while not self.at(")"):
-            tok = self.tok
-            if tok[0] != "number" or not tok[1].isdigit():
-                raise self.error(f"expected a dimension (a non-negative integer), found {self.describe()}")
-            self.advance()
-            if len(tok[1]) > 19 or int(tok[1]) > _MAX_DIM:
-                raise self.error(f"the dimension {tok[1][:30]} is too large (at most 2**63 - 1)", tok)
-            dims.append(int(tok[1]))
-            if not self.at(")"):
-                self.expect(",", "',' or ')'")
-        self.advance()
-        return tuple(dims)
 
     # ---- blocks ------------------------------------------------------------------------------
     def braced_body(self):
@@ -942,9 +749,7 @@ class _Parser(ParserCore):
         self.expect("(", "'(' after 'const'")
         elements, shape = self.const_data()
         self.expect(",", "',' and the dtype")
-        if self.tok[1] not in _DTYPE_SET:
-            raise self.error(f"expected a dtype ({', '.join(DTYPES)}), found {self.describe()}")
-        dtype = self.advance()[1]
+        dtype = self.dtype()
         given_shape = None
         if self.at(","):
             self.advance()
