@@ -10,8 +10,10 @@ An op's record (`register_op` fills it; the families in relayish/ops/ register t
     grad(orig_call, out_grad) -> [Expr]      the gradient rule (register_gradient)
     tangent(orig_call, tangents) -> Expr     the forward-mode rule (register_tangent)
     differentiable = True                    False: comparisons, logic, integer results
-    zero_grad = False                        True: the result is a constant of its arguments'
-                                             shapes (zeros_like, ones, ...): no gradient flows
+    constant_in = ()                         argument positions the result depends on only
+                                             through their shapes and dtypes: no gradient flows
+                                             there (zeros_like: (0,); full_like: (0,), its fill
+                                             argument still gets one)
     infix = None                             Infix(symbol, precedence, associativity): printed
                                              and parsed as `a symbol b` (ir/text/operators.py)
     prefix = None                            a symbol: printed and parsed as `symbol a` (`-a`)
@@ -98,7 +100,7 @@ class Op(Expr):
     normalize_attrs: Callable | None = None  # attrs dict -> canonical attrs dict (or raises)
     doc: str = ""
     fast_impl: Callable | None = None
-    zero_grad: bool = False
+    constant_in: tuple = ()
     infix: Infix | None = None
     prefix: str | None = None
     effects: frozenset = frozenset()
@@ -138,7 +140,7 @@ def registry_generation() -> int:
 
 
 def register_op(name, num_inputs, *, attrs=None, type_rule=None, impl=None, differentiable=True,
-                normalize_attrs=None, doc="", fast_impl=None, zero_grad=False, infix=None,
+                normalize_attrs=None, doc="", fast_impl=None, constant_in=(), infix=None,
                 prefix=None, effects=frozenset(), result_dtype=_ARG0, linear_in=(),
                 bilinear=False, accumulates=False, fills_zeros=False) -> Op:
     """Add (or update) the op `name` in the registry and return it (the fields: the module
@@ -167,7 +169,7 @@ def register_op(name, num_inputs, *, attrs=None, type_rule=None, impl=None, diff
     op.doc = doc
     op.fast_impl = fast_impl
     op._fast_impl_of = impl
-    op.zero_grad = zero_grad
+    op.constant_in = tuple(constant_in)
     op.infix = infix
     op.prefix = prefix
     op.effects = effects

@@ -8,6 +8,3 @@ cumsum, gather, scatter_add). api.py builds calls.
 """
 from relayish.ops import compare, elementwise, nn, reduce, shape  # noqa: F401
 from relayish.ops import layers, tensor  # noqa: F401  Relay's nn.* and tensor operators
-from relayish.ops._common import _register_numpy_fast
-
-_register_numpy_fast()

@@ -237,91 +237,38 @@ def scalar_like(value, expr):
     return api.full_like(expr, fill_value=value)
 
 
-# ---- numpy fast paths (the interpreter) --------------------------------------------------------
-
-def numpy_fast(name, factory):
-    """Give the (already registered) op `name` the fast path `factory` (the Op record's
-    `fast_impl`): `factory(attrs, out_type) -> fn(*arrays)` or None where it does not apply
-    (out_type: the call's inferred type, or None). `fn` skips the generic `impl(xp, ...)` wrapper
-    and `as_array`; it may return a numpy scalar for a 0-d result (the interpreter converts those).
-    It is used only while the op's impl is the one registered now (a user replacing the impl
-    turns it off)."""
-    from relayish.ir.op import get_op
-    op = get_op(name)
-    op.fast_impl, op._fast_impl_of = factory, op.impl
-
+# ---- numpy fast paths (the interpreter; an Op record's fast_impl) ---------------------------
 
 def numpy_fast_impl(op, attrs, out_type=None):
     """The direct numpy function for a call of `op` with `attrs`, or None."""
     return op.numpy_fast(attrs, out_type)
 
 
-def _known_shape(t):
-    return t.shape if isinstance(t, TensorType) else None
-
-
-def _fixed(fn):
-    """A factory ignoring attrs: numpy_fast("add", _fixed(np.add))."""
+def fixed_fast(fn):
+    """A fast path ignoring attrs and types: `fast_impl=fixed_fast(np.add)`."""
     return lambda attrs, out_type: fn
 
 
-def _register_numpy_fast():
-    for name in ("add", "subtract", "multiply", "maximum", "minimum", "negative", "exp", "log",
-                 "sin", "cos", "tan", "tanh", "sqrt", "matmul", "zeros_like", "ones_like"):
-        numpy_fast(name, _fixed(getattr(np, name)))
-    numpy_fast("abs", _fixed(np.absolute))
-
-    def reshape_to_type(attrs, t):
-        shape = _known_shape(t)
-        return None if shape is None else (lambda x, *like: x.reshape(shape))
-    for name in ("expand_dims", "reshape_like", "reshape"):
-        numpy_fast(name, reshape_to_type)
-
-    def transpose(attrs, t):
-        axes = attrs["axes"]
-        return (lambda x: x.transpose()) if axes is None else (lambda x: x.transpose(axes))
-    numpy_fast("transpose", transpose)
-
-    def concatenate(attrs, t):
-        axis, cat = attrs["axis"], np.concatenate
-        return lambda fields: cat(fields, axis)
-    numpy_fast("concatenate", concatenate)
-
-    def strided_slice(attrs, t):
-        index = tuple(slice(b, e) for b, e in zip(attrs["begin"], attrs["end"]))
-        return lambda x: x[index]
-    numpy_fast("strided_slice", strided_slice)
-
-    def filled(fill):
-        def factory(attrs, t):
-            shape, dtype = attrs["shape"], np.dtype(attrs["dtype"])
-            return lambda: fill(shape, dtype)
-        return factory
-    numpy_fast("zeros", filled(np.zeros))
-    numpy_fast("ones", filled(np.ones))
-
-    def broadcast_to_like(attrs, t):
-        shape = _known_shape(t)
-        if shape is None:
-            return None
-        # a writable copy, as the registered impl makes
-        return lambda x, like: np.broadcast_to(x, shape).copy()
-    numpy_fast("broadcast_to_like", broadcast_to_like)
-
-    def total(attrs, t):
-        if attrs["axis"] is not None or attrs["keepdims"]:
-            return None
-        return lambda x: x.sum(dtype=x.dtype)
-    numpy_fast("sum", total)
+def reshape_fast(attrs, out_type):
+    """The fast path of the reshapes (reshape, reshape_like, expand_dims): `x.reshape` to the
+    call's inferred shape (none without one)."""
+    if not isinstance(out_type, TensorType):
+        return None
+    shape = out_type.shape
+    return lambda x, *like: x.reshape(shape)
 
 
 # ---- tangent rules of linear and bilinear ops -------------------------------------------------
 
-def linear_tangent(name, linear=(0,)):
-    """Registers the tangent rule of op `name`, linear in its arguments at the positions
-    `linear` (the others are constants of the call, such as indices): the op itself applied to
-    their tangents, with the call's other arguments and attributes."""
+def linear_tangent(name):
+    """Registers the tangent rule of op `name`, jointly linear in the arguments its record's
+    `linear_in` names (the others are constants of the call, such as indices): the op itself
+    applied to their tangents, with the call's other arguments and attributes."""
+    from relayish.ir.op import get_op
     from relayish.ops import api
+    linear = get_op(name).linear_in
+    if not linear:
+        raise RelayishError(f"linear_tangent: operator '{name}' declares no linear_in")
 
     def rule(orig, ts):
         args = [ts[i] if i in linear else a for i, a in enumerate(orig.args)]
@@ -330,9 +277,12 @@ def linear_tangent(name, linear=(0,)):
 
 
 def bilinear_tangent(name):
-    """Registers the tangent rule of op `name`, linear in each of its two arguments (matmul-
-    like): op(dx, y) + op(x, dy)."""
+    """Registers the tangent rule of op `name`, declared `bilinear` (linear in each of its two
+    arguments, matmul-like): op(dx, y) + op(x, dy)."""
+    from relayish.ir.op import get_op
     from relayish.ops import api
+    if not get_op(name).bilinear:
+        raise RelayishError(f"bilinear_tangent: operator '{name}' is not declared bilinear")
 
     def rule(orig, ts):
         x, y = orig.args

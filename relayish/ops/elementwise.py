@@ -14,11 +14,12 @@ import numpy as np
 
 from relayish.errors import TypeCheckError
 from relayish.ir.expr import Constant
-from relayish.ir.op import register_gradient, register_op, register_tangent
+from relayish.ir.op import (Infix, arg_dtype, attr_dtype, register_gradient, register_op,
+                            register_tangent)
 from relayish.ir.types import FLOAT_DTYPES, TensorType
 from relayish.ops import api
 from relayish.ops._common import (NUMERIC, as_array, broadcast_shapes, canon_dtype, canon_float,
-                                  canon_ints, normalizer, require_dtype, same_dtype, scalar_like,
+                                  canon_ints, fixed_fast, normalizer, require_dtype, same_dtype, scalar_like,
                                   static_type, tensor_arg, tensor_args)
 
 
@@ -62,7 +63,10 @@ def elementwise_derivative(name):
 # ---- binary arithmetic ----------------------------------------------------------------------
 
 register_op("add", 2, type_rule=binary_rule("add"),
-            impl=lambda xp, x, y: as_array(xp, xp.add(x, y)), doc="x + y")
+            impl=lambda xp, x, y: as_array(xp, xp.add(x, y)),
+            infix=Infix("+", "add"), fast_impl=fixed_fast(np.add), linear_in=(0, 1),
+            accumulates=True,
+            doc="x + y")
 
 
 @register_gradient("add")
@@ -77,7 +81,9 @@ def add_tangent(orig, ts):
 
 
 register_op("subtract", 2, type_rule=binary_rule("subtract"),
-            impl=lambda xp, x, y: as_array(xp, xp.subtract(x, y)), doc="x - y")
+            impl=lambda xp, x, y: as_array(xp, xp.subtract(x, y)),
+            infix=Infix("-", "add"), fast_impl=fixed_fast(np.subtract), linear_in=(0, 1),
+            doc="x - y")
 
 
 @register_gradient("subtract")
@@ -92,7 +98,9 @@ def subtract_tangent(orig, ts):
 
 
 register_op("multiply", 2, type_rule=binary_rule("multiply"),
-            impl=lambda xp, x, y: as_array(xp, xp.multiply(x, y)), doc="x * y")
+            impl=lambda xp, x, y: as_array(xp, xp.multiply(x, y)),
+            infix=Infix("*", "mul"), fast_impl=fixed_fast(np.multiply), bilinear=True,
+            doc="x * y")
 
 
 @register_gradient("multiply")
@@ -119,6 +127,7 @@ def _divide_impl(xp, x, y):
 
 
 register_op("divide", 2, type_rule=binary_rule("divide"), impl=_divide_impl,
+            infix=Infix("/", "mul"), linear_in=(0,),
             doc="x / y (floor division for integer tensors)")
 
 
@@ -193,7 +202,8 @@ def power_tangent(orig, ts):
 
 
 register_op("maximum", 2, type_rule=binary_rule("maximum"),
-            impl=lambda xp, x, y: as_array(xp, xp.maximum(x, y)), doc="elementwise max")
+            impl=lambda xp, x, y: as_array(xp, xp.maximum(x, y)), fast_impl=fixed_fast(np.maximum),
+            doc="elementwise max")
 
 
 def _select_weights(first_wins, tie, like):
@@ -220,7 +230,8 @@ def maximum_tangent(orig, ts):
 
 
 register_op("minimum", 2, type_rule=binary_rule("minimum"),
-            impl=lambda xp, x, y: as_array(xp, xp.minimum(x, y)), doc="elementwise min")
+            impl=lambda xp, x, y: as_array(xp, xp.minimum(x, y)), fast_impl=fixed_fast(np.minimum),
+            doc="elementwise min")
 
 
 @register_gradient("minimum")
@@ -243,7 +254,9 @@ def minimum_tangent(orig, ts):
 # ---- unary ----------------------------------------------------------------------------------
 
 register_op("negative", 1, type_rule=unary_rule("negative", NUMERIC, "numeric"),
-            impl=lambda xp, x: as_array(xp, xp.negative(x)), doc="-x")
+            impl=lambda xp, x: as_array(xp, xp.negative(x)),
+            prefix="-", fast_impl=fixed_fast(np.negative), linear_in=(0,),
+            doc="-x")
 
 
 @elementwise_derivative("negative")
@@ -259,7 +272,8 @@ def _sign_times(x, v):
 
 
 register_op("abs", 1, type_rule=unary_rule("abs", NUMERIC, "numeric"),
-            impl=lambda xp, x: as_array(xp, xp.abs(x)), doc="|x|")
+            impl=lambda xp, x: as_array(xp, xp.abs(x)), fast_impl=fixed_fast(np.absolute),
+            doc="|x|")
 
 
 @elementwise_derivative("abs")
@@ -278,7 +292,8 @@ def relu_grad(orig, v):
 
 
 register_op("exp", 1, type_rule=unary_rule("exp"),
-            impl=lambda xp, x: as_array(xp, xp.exp(x)), doc="e ** x")
+            impl=lambda xp, x: as_array(xp, xp.exp(x)), fast_impl=fixed_fast(np.exp),
+            doc="e ** x")
 
 
 @elementwise_derivative("exp")
@@ -287,7 +302,8 @@ def exp_grad(orig, v):
 
 
 register_op("log", 1, type_rule=unary_rule("log"),
-            impl=lambda xp, x: as_array(xp, xp.log(x)), doc="natural logarithm")
+            impl=lambda xp, x: as_array(xp, xp.log(x)), fast_impl=fixed_fast(np.log),
+            doc="natural logarithm")
 
 
 @elementwise_derivative("log")
@@ -296,7 +312,8 @@ def log_grad(orig, v):
 
 
 register_op("sin", 1, type_rule=unary_rule("sin"),
-            impl=lambda xp, x: as_array(xp, xp.sin(x)), doc="sine")
+            impl=lambda xp, x: as_array(xp, xp.sin(x)), fast_impl=fixed_fast(np.sin),
+            doc="sine")
 
 
 @elementwise_derivative("sin")
@@ -305,7 +322,8 @@ def sin_grad(orig, v):
 
 
 register_op("cos", 1, type_rule=unary_rule("cos"),
-            impl=lambda xp, x: as_array(xp, xp.cos(x)), doc="cosine")
+            impl=lambda xp, x: as_array(xp, xp.cos(x)), fast_impl=fixed_fast(np.cos),
+            doc="cosine")
 
 
 @elementwise_derivative("cos")
@@ -314,7 +332,8 @@ def cos_grad(orig, v):
 
 
 register_op("tan", 1, type_rule=unary_rule("tan"),
-            impl=lambda xp, x: as_array(xp, xp.tan(x)), doc="tangent")
+            impl=lambda xp, x: as_array(xp, xp.tan(x)), fast_impl=fixed_fast(np.tan),
+            doc="tangent")
 
 
 @elementwise_derivative("tan")
@@ -323,7 +342,8 @@ def tan_grad(orig, v):
 
 
 register_op("tanh", 1, type_rule=unary_rule("tanh"),
-            impl=lambda xp, x: as_array(xp, xp.tanh(x)), doc="hyperbolic tangent")
+            impl=lambda xp, x: as_array(xp, xp.tanh(x)), fast_impl=fixed_fast(np.tanh),
+            doc="hyperbolic tangent")
 
 
 @elementwise_derivative("tanh")
@@ -346,7 +366,8 @@ def sigmoid_grad(orig, v):
 
 
 register_op("sqrt", 1, type_rule=unary_rule("sqrt"),
-            impl=lambda xp, x: as_array(xp, xp.sqrt(x)), doc="square root")
+            impl=lambda xp, x: as_array(xp, xp.sqrt(x)), fast_impl=fixed_fast(np.sqrt),
+            doc="square root")
 
 
 @elementwise_derivative("sqrt")
@@ -367,6 +388,7 @@ def where_rule(types, attrs):
 
 register_op("where", 3, type_rule=where_rule,
             impl=lambda xp, c, x, y: as_array(xp, xp.where(c, x, y)),
+            result_dtype=arg_dtype(1),
             doc="where(cond, x, y): x where cond holds, else y (broadcasting)")
 
 
@@ -401,12 +423,16 @@ def _zero_tangent(orig, ts):
 
 
 register_op("zeros_like", 1, type_rule=_like_rule("zeros_like"),
-            impl=lambda xp, x: xp.zeros_like(x), doc="zeros of the shape and dtype of x")
+            impl=lambda xp, x: xp.zeros_like(x),
+            fast_impl=fixed_fast(np.zeros_like), constant_in=(0,),
+            doc="zeros of the shape and dtype of x")
 zeros_like_grad = register_gradient("zeros_like")(_zero_grads)
 zeros_like_tangent = register_tangent("zeros_like")(_zero_tangent)
 
 register_op("ones_like", 1, type_rule=_like_rule("ones_like"),
-            impl=lambda xp, x: xp.ones_like(x), doc="ones of the shape and dtype of x")
+            impl=lambda xp, x: xp.ones_like(x),
+            fast_impl=fixed_fast(np.ones_like), constant_in=(0,),
+            doc="ones of the shape and dtype of x")
 ones_like_grad = register_gradient("ones_like")(_zero_grads)
 ones_like_tangent = register_tangent("ones_like")(_zero_tangent)
 
@@ -432,6 +458,7 @@ def _full_like_impl(xp, x, *fill, fill_value):
 register_op("full_like", -1, attrs={"fill_value": 0.0}, type_rule=full_like_rule,
             impl=_full_like_impl,
             normalize_attrs=normalizer("full_like", fill_value=canon_float),
+            constant_in=(0,),
             doc="full_like(x, fill) with a scalar tensor fill (Relay), or full_like(x, "
                 "fill_value=c): the fill in the shape and dtype of x")
 
@@ -459,9 +486,19 @@ def _filled_rule(op):
     return rule
 
 
+def _filled_fast(fill):
+    """zeros/ones straight from numpy, skipping the impl's keyword wrapper."""
+    def factory(attrs, out_type):
+        shape, dtype = attrs["shape"], np.dtype(attrs["dtype"])
+        return lambda: fill(shape, dtype)
+    return factory
+
+
 register_op("zeros", 0, attrs={"shape": (), "dtype": "float32"}, type_rule=_filled_rule("zeros"),
             impl=lambda xp, shape, dtype: xp.zeros(shape, dtype=dtype),
             normalize_attrs=normalizer("zeros", shape=canon_ints, dtype=canon_dtype),
+            fast_impl=_filled_fast(np.zeros), result_dtype=attr_dtype("dtype"),
+            fills_zeros=True,
             doc="zeros(shape, dtype)")
 register_gradient("zeros")(_zero_grads)
 register_tangent("zeros")(_zero_tangent)
@@ -469,6 +506,7 @@ register_tangent("zeros")(_zero_tangent)
 register_op("ones", 0, attrs={"shape": (), "dtype": "float32"}, type_rule=_filled_rule("ones"),
             impl=lambda xp, shape, dtype: xp.ones(shape, dtype=dtype),
             normalize_attrs=normalizer("ones", shape=canon_ints, dtype=canon_dtype),
+            fast_impl=_filled_fast(np.ones), result_dtype=attr_dtype("dtype"),
             doc="ones(shape, dtype)")
 register_gradient("ones")(_zero_grads)
 register_tangent("ones")(_zero_tangent)
@@ -517,7 +555,9 @@ def cast_impl(xp, x, dtype):
 
 register_op("cast", 1, attrs={"dtype": "float32"}, type_rule=cast_rule,
             impl=cast_impl,
-            normalize_attrs=normalizer("cast", dtype=canon_dtype), doc="cast(x, dtype)")
+            normalize_attrs=normalizer("cast", dtype=canon_dtype),
+            result_dtype=attr_dtype("dtype"), linear_in=(0,),
+            doc="cast(x, dtype)")
 
 
 @register_gradient("cast")
@@ -543,6 +583,7 @@ def cast_like_rule(types, attrs):
 
 register_op("cast_like", 2, type_rule=cast_like_rule,
             impl=lambda xp, x, like: cast_impl(xp, x, like.dtype),
+            result_dtype=arg_dtype(1), linear_in=(0,),
             doc="internal: cast x to the dtype of like (the gradient of cast)")
 
 

@@ -17,23 +17,16 @@ import numpy as np
 
 from relayish.errors import RelayishError, TypeCheckError
 from relayish.ir.expr import Tuple, TupleGetItem, const
-from relayish.ir.op import (_GENERATION, _REGISTRY, get_op, register_gradient, register_op,
-                            register_tangent)
+from relayish.ir.op import register_alias, register_gradient, register_op, register_tangent
 from relayish.ir.types import FLOAT_DTYPES, TensorType, TupleType
 from relayish.ops import api
 from relayish.ops._common import (NUMERIC, as_array, bilinear_tangent, canon_bool, canon_float,
                                   canon_int, canon_ints, linear_tangent, need_type, norm_axis,
                                   normalizer, require_dtype, same_dtype, tensor_arg)
 
-def alias(name, target):
-    """`name` parses to the op `target` (the same Op object, printed under target's name)."""
-    _REGISTRY[name] = get_op(target)
-    _GENERATION[0] += 1
-
-
-alias("nn.softmax", "softmax")
-alias("nn.log_softmax", "log_softmax")
-alias("nn.relu", "relu")
+register_alias("nn.softmax", "softmax")
+register_alias("nn.log_softmax", "log_softmax")
+register_alias("nn.relu", "relu")
 
 
 # ---- attribute canonicalizers ---------------------------------------------------------------
@@ -269,6 +262,7 @@ register_op("nn.conv2d", 2, attrs=_CONV_ATTRS, type_rule=conv2d_rule, impl=conv2
                 groups=canon_int, channels=canon_opt_int, kernel_size=canon_opt_pair,
                 data_layout=canon_str, kernel_layout=canon_str, out_layout=canon_str,
                 out_dtype=canon_str),
+            bilinear=True,
             doc="nn.conv2d(data NCHW, weight OIHW, strides, padding, dilation, groups)")
 
 
@@ -385,6 +379,7 @@ register_op("nn.avg_pool2d", 1, attrs={**_POOL_ATTRS, "count_include_pad": False
             impl=avg_pool2d_impl,
             normalize_attrs=normalizer("nn.avg_pool2d", count_include_pad=canon_bool,
                                        **_pool_kinds),
+            linear_in=(0,),
             doc="nn.avg_pool2d(data NCHW, pool_size, strides, dilation, padding, "
                 "count_include_pad=False)")
 
@@ -420,6 +415,7 @@ register_op("nn.global_avg_pool2d", 1, attrs={"layout": "NCHW", "out_layout": ""
                                              dtype=x.dtype),
             normalize_attrs=normalizer("nn.global_avg_pool2d", layout=canon_str,
                                        out_layout=canon_str),
+            linear_in=(0,),
             doc="nn.global_avg_pool2d(data NCHW) -> (N, C, 1, 1)")
 
 
@@ -458,6 +454,7 @@ def dense_rule(types, attrs):
 register_op("nn.dense", 2, attrs={"units": None, "out_dtype": ""}, type_rule=dense_rule,
             impl=lambda xp, x, w, **_: as_array(xp, xp.matmul(x, xp.transpose(w))),
             normalize_attrs=normalizer("nn.dense", units=canon_opt_int, out_dtype=canon_str),
+            bilinear=True,
             doc="nn.dense(x, w): x @ w^T, w of shape (units, in_features)")
 
 
@@ -504,6 +501,7 @@ def bias_add_impl(xp, x, b, axis):
 
 register_op("nn.bias_add", 2, attrs={"axis": 1}, type_rule=bias_add_rule, impl=bias_add_impl,
             normalize_attrs=normalizer("nn.bias_add", axis=canon_int),
+            linear_in=(0, 1),
             doc="nn.bias_add(x, b, axis=1): add the 1-D b along axis")
 
 
@@ -515,7 +513,7 @@ def bias_add_grad(orig, g):
     return [g, api.sum(g, axis=others) if others else g]
 
 
-linear_tangent("nn.bias_add", linear=(0, 1))
+linear_tangent("nn.bias_add")
 
 
 def batch_flatten_rule(types, attrs):
@@ -529,6 +527,7 @@ register_op("nn.batch_flatten", 1, type_rule=batch_flatten_rule,
             impl=lambda xp, x: as_array(xp, xp.reshape(x, (x.shape[0], -1))
                                         if x.shape[0] else xp.reshape(
                                             x, (0, int(np.prod(x.shape[1:], dtype=np.int64))))),
+            linear_in=(0,),
             doc="nn.batch_flatten(x): (N, d1, d2, ...) -> (N, d1*d2*...)")
 
 
@@ -579,6 +578,7 @@ register_op("nn.batch_matmul", 2,
             type_rule=batch_matmul_rule, impl=batch_matmul_impl,
             normalize_attrs=normalizer("nn.batch_matmul", out_dtype=canon_str,
                                        transpose_a=canon_bool, transpose_b=canon_bool),
+            bilinear=True,
             doc="nn.batch_matmul(x, y): x @ y^T per batch (transpose_b=True by default, as Relay)")
 
 

@@ -8,12 +8,15 @@ reshapes back; it reads the operands' ranks from their inferred types.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from relayish.errors import TypeCheckError
 from relayish.ir.op import register_gradient, register_op, register_tangent
 from relayish.ir.types import FLOAT_DTYPES, TensorType
 from relayish.ops import api
-from relayish.ops._common import (NUMERIC, as_array, broadcast_shapes, canon_int, need_type,
-                                  norm_axis, normalizer, require_dtype, same_dtype, tensor_arg)
+from relayish.ops._common import (NUMERIC, as_array, broadcast_shapes, canon_int, fixed_fast,
+                                  need_type, norm_axis, normalizer, require_dtype, same_dtype,
+                                  tensor_arg)
 
 
 # ---- matmul ---------------------------------------------------------------------------------
@@ -43,6 +46,7 @@ def matmul_rule(types, attrs):
 
 register_op("matmul", 2, type_rule=matmul_rule,
             impl=lambda xp, x, y: as_array(xp, xp.matmul(x, y)),
+            fast_impl=fixed_fast(np.matmul), bilinear=True,
             doc="x @ y with numpy semantics")
 
 

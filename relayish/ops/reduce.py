@@ -52,10 +52,17 @@ def _same_reduction(name, x, orig, keepdims=None):
 
 # ---- sum ------------------------------------------------------------------------------------
 
+def _sum_all_fast(attrs, out_type):
+    if attrs["axis"] is not None or attrs["keepdims"]:
+        return None
+    return lambda x: x.sum(dtype=x.dtype)
+
+
 register_op("sum", 1, attrs=_ATTRS, type_rule=reduce_rule("sum", NUMERIC, "numeric"),
             impl=lambda xp, x, axis, keepdims: as_array(
                 xp, xp.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)),
-            normalize_attrs=_reduce_normalizer("sum"), doc="sum(x, axis=None, keepdims=False)")
+            normalize_attrs=_reduce_normalizer("sum"), fast_impl=_sum_all_fast, linear_in=(0,),
+            doc="sum(x, axis=None, keepdims=False)")
 
 
 @register_gradient("sum")

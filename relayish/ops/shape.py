@@ -17,7 +17,7 @@ from relayish.ir.op import FAIL, register_gradient, register_op, register_tangen
 from relayish.ir.types import INT_DTYPES, TensorType
 from relayish.ops import api
 from relayish.ops._common import (as_array, can_broadcast_to, canon_axis, canon_int, canon_ints,
-                                  need_type, norm_axis, normalizer, same_dtype,
+                                  need_type, norm_axis, normalizer, reshape_fast, same_dtype,
                                   tensor_arg, tuple_of_tensors, tuple_size)
 
 
@@ -48,10 +48,16 @@ def transpose_rule(types, attrs):
     return TensorType(tuple(x.shape[a] for a in norm), x.dtype)
 
 
+def _transpose_fast(attrs, out_type):
+    axes = attrs["axes"]
+    return (lambda x: x.transpose()) if axes is None else (lambda x: x.transpose(axes))
+
+
 register_op("transpose", 1, attrs={"axes": None}, type_rule=transpose_rule,
             impl=lambda xp, x, axes: as_array(xp, xp.transpose(x, axes)),
             normalize_attrs=normalizer("transpose", axes=lambda o, k, v: canon_ints(
                 o, k, v, allow_none=True, allow_negative=True)),
+            fast_impl=_transpose_fast, linear_in=(0,),
             doc="transpose(x, axes=None): permute axes (None reverses them)")
 
 
@@ -93,6 +99,7 @@ register_op("reshape", 1, attrs={"newshape": ()}, type_rule=reshape_rule,
             impl=lambda xp, x, newshape: as_array(xp, xp.reshape(x, newshape)),
             normalize_attrs=normalizer("reshape", newshape=lambda o, k, v: canon_ints(
                 o, k, v, allow_negative=True)),
+            fast_impl=reshape_fast, linear_in=(0,),
             doc="reshape(x, newshape): one -1 entry is inferred")
 
 
@@ -116,6 +123,7 @@ def reshape_like_rule(types, attrs):
 
 register_op("reshape_like", 2, type_rule=reshape_like_rule,
             impl=lambda xp, x, like: as_array(xp, xp.reshape(x, like.shape)),
+            fast_impl=reshape_fast, linear_in=(0,),
             doc="internal: reshape x to the shape of like")
 
 
@@ -166,6 +174,7 @@ def expand_dims_impl(xp, x, axis, num_newaxis):
 register_op("expand_dims", 1, attrs={"axis": 0, "num_newaxis": 1}, type_rule=expand_dims_rule,
             impl=expand_dims_impl,
             normalize_attrs=normalizer("expand_dims", axis=canon_axis, num_newaxis=canon_int),
+            fast_impl=reshape_fast, linear_in=(0,),
             doc="expand_dims(x, axis, num_newaxis=1): insert size-1 axes at `axis` "
                 "(numpy.expand_dims for a tuple axis; Relay's num_newaxis axes at an int axis)")
 
@@ -192,6 +201,7 @@ def broadcast_to_rule(types, attrs):
 register_op("broadcast_to", 1, attrs={"shape": ()}, type_rule=broadcast_to_rule,
             impl=lambda xp, x, shape: _materialize(xp, xp.broadcast_to(x, shape)),
             normalize_attrs=normalizer("broadcast_to", shape=canon_ints),
+            linear_in=(0,),
             doc="broadcast_to(x, shape)")
 
 
@@ -213,8 +223,16 @@ def broadcast_to_like_rule(types, attrs):
     return TensorType(like.shape, x.dtype)
 
 
+def _broadcast_to_like_fast(attrs, out_type):
+    if not isinstance(out_type, TensorType):
+        return None
+    shape = out_type.shape
+    return lambda x, like: np.broadcast_to(x, shape).copy()   # writable, as the impl makes
+
+
 register_op("broadcast_to_like", 2, type_rule=broadcast_to_like_rule,
             impl=lambda xp, x, like: _materialize(xp, xp.broadcast_to(x, like.shape)),
+            fast_impl=_broadcast_to_like_fast, linear_in=(0,),
             doc="internal: broadcast x to the shape of like")
 
 
@@ -249,6 +267,7 @@ def collapse_sum_impl(xp, x, shape):
 
 register_op("collapse_sum_like", 2, type_rule=collapse_sum_like_rule,
             impl=lambda xp, x, like: collapse_sum_impl(xp, x, like.shape),
+            linear_in=(0,),
             doc="internal: sum x over broadcast axes back to the shape of like")
 
 
@@ -282,9 +301,15 @@ def concatenate_rule(types, attrs):
     return TensorType(tuple(shape), dtype)
 
 
+def _concatenate_fast(attrs, out_type):
+    axis, cat = attrs["axis"], np.concatenate
+    return lambda fields: cat(fields, axis)
+
+
 register_op("concatenate", 1, attrs={"axis": 0}, type_rule=concatenate_rule,
             impl=lambda xp, fields, axis: as_array(xp, xp.concatenate(list(fields), axis=axis)),
             normalize_attrs=normalizer("concatenate", axis=canon_int),
+            fast_impl=_concatenate_fast, linear_in=(0,),
             doc="concatenate((a, b, ...), axis=0): one argument of tuple type")
 
 
@@ -351,11 +376,17 @@ def strided_slice_rule(types, attrs):
     return TensorType(_check_slice("strided_slice", x, attrs["begin"], attrs["end"]), x.dtype)
 
 
+def _strided_slice_fast(attrs, out_type):
+    index = tuple(slice(b, e) for b, e in zip(attrs["begin"], attrs["end"]))   # built once
+    return lambda x: x[index]
+
+
 _slice_attrs = normalizer("strided_slice", begin=canon_ints, end=canon_ints)
 register_op("strided_slice", 1, attrs={"begin": (), "end": ()}, type_rule=strided_slice_rule,
             impl=lambda xp, x, begin, end: as_array(
                 xp, x[tuple(slice(b, e) for b, e in zip(begin, end))]),
             normalize_attrs=_slice_attrs,
+            fast_impl=_strided_slice_fast, linear_in=(0,),
             doc="internal: x[begin:end] per axis, step 1 (the gradient of concatenate)")
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from relayish.errors import EvaluationError, TypeCheckError
 from relayish.ir.expr import const
-from relayish.ir.op import FAIL, register_gradient, register_op, register_tangent
+from relayish.ir.op import FAIL, attr_dtype, fixed_dtype, register_gradient, register_op, register_tangent
 from relayish.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, TupleType
 from relayish.ops import api
 from relayish.ops._common import (NUMERIC, as_array, canon_axis, canon_bool, canon_dtype,
@@ -120,6 +120,7 @@ register_op("split", 1, attrs={"indices_or_sections": 1, "axis": 0}, type_rule=s
             impl=split_impl,
             normalize_attrs=normalizer("split", indices_or_sections=_canon_sections,
                                        axis=canon_int),
+            linear_in=(0,),
             doc="split(x, indices_or_sections, axis=0): a tuple of pieces (numpy.split)")
 
 
@@ -154,6 +155,7 @@ def squeeze_impl(xp, x, axis):
 register_op("squeeze", 1, attrs={"axis": None}, type_rule=squeeze_rule, impl=squeeze_impl,
             normalize_attrs=normalizer("squeeze", axis=lambda o, k, v: canon_ints(
                 o, k, v, allow_none=True, allow_negative=True)),
+            linear_in=(0,),
             doc="squeeze(x, axis=None): drop size-1 axes (all of them for None)")
 
 
@@ -182,6 +184,7 @@ def full_impl(xp, fill, shape, dtype):
 
 register_op("full", 1, attrs={"shape": (), "dtype": None}, type_rule=full_rule, impl=full_impl,
             normalize_attrs=normalizer("full", shape=canon_ints, dtype=_opt(canon_dtype)),
+            result_dtype=attr_dtype("dtype", otherwise=0), linear_in=(0,),
             doc="full(fill_value, shape, dtype=None): fill_value (a scalar tensor) everywhere; "
                 "dtype None keeps the fill value's")
 
@@ -227,6 +230,7 @@ register_op("one_hot", 3, attrs={"depth": 1, "axis": -1, "dtype": "float32"},
             type_rule=one_hot_rule, impl=one_hot_impl,
             normalize_attrs=normalizer("one_hot", depth=canon_int, axis=canon_int,
                                        dtype=canon_dtype),
+            result_dtype=attr_dtype("dtype"), linear_in=(1, 2),
             doc="one_hot(indices, on_value, off_value, depth, axis=-1, dtype=float32)")
 
 
@@ -246,7 +250,7 @@ def one_hot_grad(orig, g):
             api.cast_like(api.sum(g - g * mask), off)]
 
 
-linear_tangent("one_hot", linear=(1, 2))
+linear_tangent("one_hot")
 
 
 # ---- argmax / argmin --------------------------------------------------------------------------
@@ -294,6 +298,7 @@ for _name in ("argmax", "argmin"):
     register_op(_name, 1, attrs={"axis": None, "keepdims": False, "exclude": False,
                                  "select_last_index": False},
                 type_rule=arg_rule(_name), impl=arg_impl(_name), differentiable=False,
+                result_dtype=fixed_dtype("int32"),
                 normalize_attrs=normalizer(_name, axis=canon_axis, keepdims=canon_bool,
                                            exclude=canon_bool, select_last_index=canon_bool),
                 doc=f"{_name}(x, axis=None, keepdims=False): int32 positions; zero gradient")
@@ -356,6 +361,7 @@ register_op("cumsum", 1, attrs={"axis": None, "dtype": None, "exclusive": False}
             type_rule=cumsum_rule, impl=cumsum_impl,
             normalize_attrs=normalizer("cumsum", axis=_opt(canon_int), dtype=_opt(canon_dtype),
                                        exclusive=canon_bool),
+            result_dtype=attr_dtype("dtype", otherwise=0), linear_in=(0,),
             doc="cumsum(x, axis=None, dtype=None, exclusive=False); axis None: of the flattened x")
 
 
@@ -421,6 +427,7 @@ def gather_impl(xp, data, indices, axis):
 register_op("gather", 2, attrs={"axis": 0}, type_rule=gather_rule, impl=gather_impl,
             normalize_attrs=normalizer("gather", axis=canon_int),
             effects={FAIL},     # an index out of range (the numpy impl checks)
+            linear_in=(0,),
             doc="gather(data, indices, axis=0): out[..i..] = data[..indices[..i..]..] along "
                 "axis (numpy.take_along_axis)")
 
@@ -463,6 +470,7 @@ def scatter_add_impl(xp, data, indices, updates, axis):
 register_op("scatter_add", 3, attrs={"axis": 0}, type_rule=scatter_add_rule,
             impl=scatter_add_impl, normalize_attrs=normalizer("scatter_add", axis=canon_int),
             effects={FAIL},     # an index out of range
+            linear_in=(0, 2),
             doc="scatter_add(data, indices, updates, axis=0): data with updates added at the "
                 "positions gather would read")
 
@@ -473,4 +481,4 @@ def scatter_add_grad(orig, g):
     return [g, api.zeros_like(idx), api._call("gather", g, idx, axis=orig.attrs["axis"])]
 
 
-linear_tangent("scatter_add", linear=(0, 2))
+linear_tangent("scatter_add")
