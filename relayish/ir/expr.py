@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+import attrs
 from attrs import Converter, define, field
 import numpy as np
 
@@ -502,6 +503,100 @@ def _constructor_name(node, attribute, value):
         raise RelayishError(f"rl.Constructor: {problem}; choose another constructor name")
 
 
+# ---- field declarations ------------------------------------------------------------------
+# Each node class declares its fields once, in order, with what each holds (CPython's ASDL is the
+# model): `node_field(EXPR, ...)` is an attrs field whose metadata names its kind. Everything
+# that walks the program (`children`, `map_children`, ExprVisitor and ExprMutator, the printer,
+# structural equality, the analyses) reads these declarations, so a new node class needs no
+# edit in any of them; only the passes that give it a meaning learn about it.
+
+EXPR = "expr"           # a child expression
+EXPRS = "exprs"         # a list of child expressions
+VAR = "var"             # a Var the node binds (a child expression too: visitors walk it)
+VARS = "vars"           # a list of Vars the node binds
+PATTERN = "pattern"     # a child pattern
+PATTERNS = "patterns"   # a list of child patterns
+CLAUSES = "clauses"     # a list of match Clauses
+TYPE = "type"           # a Type or None; map_children's `type_fn` maps it
+TYPES = "types"         # a list of Types
+DATA = "data"           # anything else: names, numbers, arrays, dicts, type binders
+
+_ONE = frozenset((EXPR, VAR, PATTERN))
+_MANY = frozenset((EXPRS, VARS, PATTERNS, CLAUSES))
+KINDS = frozenset((EXPR, EXPRS, VAR, VARS, PATTERN, PATTERNS, CLAUSES, TYPE, TYPES, DATA))
+
+
+def node_field(kind, **kwargs):
+    """An attrs field declared to hold `kind` (EXPR, EXPRS, ..., DATA); kwargs go to attrs."""
+    return field(metadata={"kind": kind}, **kwargs)
+
+
+_DECLARED: dict = {}    # node class -> its declaration, read from its attrs fields once
+
+
+def fields_of(cls) -> tuple:
+    """`((name, kind), ...)`: the constructor fields of a node class, in order. A field that
+    declares no kind is DATA (so an attrs node class written elsewhere, like op.py's Op, is a
+    leaf unless it says otherwise); fields with init=False (the checked type, memos) are not
+    part of the node."""
+    declared = _DECLARED.get(cls)
+    if declared is None:
+        if not attrs.has(cls):
+            raise RelayishError(f"{cls.__name__} is not an attrs node class: its fields are "
+                                "not declared, so it cannot be walked")
+        declared = tuple((a.name, a.metadata.get("kind", DATA)) for a in attrs.fields(cls)
+                         if a.init)
+        for name, kind in declared:
+            if kind not in KINDS:
+                raise RelayishError(f"{cls.__name__}.{name} declares the unknown field kind "
+                                    f"{kind!r}; the kinds are {', '.join(sorted(KINDS))}")
+        _DECLARED[cls] = declared
+    return declared
+
+
+def iter_fields(node):
+    """`(name, kind, value)` for each declared field of `node`, in order."""
+    for name, kind in fields_of(type(node)):
+        yield name, kind, getattr(node, name)
+
+
+def children(node) -> list:
+    """The nodes directly inside `node`, in field order: child expressions, bound Vars,
+    patterns and clauses (types and plain data are not children)."""
+    out = []
+    for name, kind in fields_of(type(node)):
+        if kind in _ONE:
+            out.append(getattr(node, name))
+        elif kind in _MANY:
+            out.extend(getattr(node, name))
+    return out
+
+
+def map_children(node, fn, type_fn=None):
+    """`node` with `fn` applied to each child node (and `type_fn`, if given, to each type in a
+    TYPE or TYPES field); the same node when nothing changed (compared by identity), else a new
+    node of the same class built from the new fields (so its field checks run again)."""
+    values, changed = [], False
+    for name, kind in fields_of(type(node)):
+        old = getattr(node, name)
+        new = old
+        if kind in _ONE:
+            new = fn(old)
+        elif kind in _MANY:
+            items = [fn(item) for item in old]
+            if len(items) != len(old) or any(a is not b for a, b in zip(items, old)):
+                new = items
+        elif type_fn is not None and kind == TYPE and old is not None:
+            new = type_fn(old)
+        elif type_fn is not None and kind == TYPES:
+            items = [type_fn(t) for t in old]
+            if any(a is not b for a, b in zip(items, old)):
+                new = items
+        changed = changed or new is not old
+        values.append(new)
+    return type(node)(*values) if changed else node
+
+
 # ---- nodes ---------------------------------------------------------------------------------
 
 _EXPR = _is(Expr, "an expression")
@@ -510,9 +605,9 @@ _EXPR = _is(Expr, "an expression")
 @define(eq=False, repr=False)
 class Var(Expr):
     """A binder. Two Vars with the same name are different variables."""
-    name_hint: str = field(validator=_is(str, "a str"))
-    type_annotation: Type | None = field(default=None,
-                                         validator=_is(Type, "a relayish Type or None", True))
+    name_hint: str = node_field(DATA, validator=_is(str, "a str"))
+    type_annotation: Type | None = node_field(TYPE, default=None, validator=_is(
+        Type, "a relayish Type or None", True))
     _checked_type: Type | None = field(default=None, init=False)
     # the value a builder bound it to: only a dtype hint for Python scalars (`y > 1.0`)
     _value_hint: Expr | None = field(default=None, init=False)
@@ -522,36 +617,37 @@ class Var(Expr):
 @define(eq=False, repr=False)
 class GlobalVar(Expr):
     """A module-level function name (`@f`); any str (the text format quotes odd names)."""
-    name_hint: str = field(validator=_is(str, "a str"))
+    name_hint: str = node_field(DATA, validator=_is(str, "a str"))
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class Constant(Expr):
-    data: np.ndarray = field(converter=_array_of_scalar, validator=_tensor_data)
+    data: np.ndarray = node_field(DATA, converter=_array_of_scalar, validator=_tensor_data)
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class Tuple(Expr):
-    fields: list = field(converter=_list_of(Expr, "expressions", constants=True))
+    fields: list = node_field(EXPRS, converter=_list_of(Expr, "expressions", constants=True))
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class TupleGetItem(Expr):
-    tuple_value: Expr = field(validator=_EXPR)
-    index: int = field(converter=_tuple_index, validator=_index)
+    tuple_value: Expr = node_field(EXPR, validator=_EXPR)
+    index: int = node_field(DATA, converter=_tuple_index, validator=_index)
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class Function(Expr):
-    params: list = field(converter=_list_of(Var, "Vars"), validator=_distinct_params)
-    body: Expr = field(validator=_EXPR)
-    ret_type: Type | None = field(default=None,
-                                  validator=_is(Type, "a relayish Type or None", True))
-    type_params: list = field(converter=_list_of(TypeVar, "TypeVars"), factory=list)
+    params: list = node_field(VARS, converter=_list_of(Var, "Vars"), validator=_distinct_params)
+    body: Expr = node_field(EXPR, validator=_EXPR)
+    ret_type: Type | None = node_field(TYPE, default=None,
+                                       validator=_is(Type, "a relayish Type or None", True))
+    # binders of type variables, not types to map: DATA
+    type_params: list = node_field(DATA, converter=_list_of(TypeVar, "TypeVars"), factory=list)
     _checked_type: Type | None = field(default=None, init=False)
 
 
@@ -561,58 +657,58 @@ class Call(Expr):
 
     `attrs` holds an Op's keyword attributes (axis=, keepdims=, ...), empty otherwise.
     """
-    op: Expr = field(validator=_EXPR)
-    args: list = field(converter=_list_of(Expr, "expressions", constants=True))
-    attrs: dict = field(factory=dict, converter=Converter(
+    op: Expr = node_field(EXPR, validator=_EXPR)
+    args: list = node_field(EXPRS, converter=_list_of(Expr, "expressions", constants=True))
+    attrs: dict = node_field(DATA, factory=dict, converter=Converter(
         lambda d, call, _: _call_attrs(call, d), takes_self=True, takes_field=True))
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class Let(Expr):
-    var: Var = field(validator=_is(Var, "a Var (rl.var(name, ...))"))
-    value: Expr = field(validator=_EXPR)
-    body: Expr = field(validator=_EXPR)
+    var: Var = node_field(VAR, validator=_is(Var, "a Var (rl.var(name, ...))"))
+    value: Expr = node_field(EXPR, validator=_EXPR)
+    body: Expr = node_field(EXPR, validator=_EXPR)
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class If(Expr):
-    cond: Expr = field(validator=_EXPR)
-    true_branch: Expr = field(validator=_EXPR)
-    false_branch: Expr = field(validator=_EXPR)
+    cond: Expr = node_field(EXPR, validator=_EXPR)
+    true_branch: Expr = node_field(EXPR, validator=_EXPR)
+    false_branch: Expr = node_field(EXPR, validator=_EXPR)
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class Constructor(Expr):
     """An ADT constructor; calling it (`Call(ctor, fields)`) builds a value."""
-    name_hint: str = field(validator=_constructor_name)
-    inputs: list = field(converter=_list_of(Type, "relayish Types"))
-    belong_to: object = field(default=None,        # the GlobalTypeVar of its TypeData
-                              validator=_is(GlobalTypeVar, "a GlobalTypeVar or None", True))
-    tag: int = -1                     # set when its TypeData is built
-    type_data: object = None          # its TypeData, set when that is built
+    name_hint: str = node_field(DATA, validator=_constructor_name)
+    inputs: list = node_field(TYPES, converter=_list_of(Type, "relayish Types"))
+    belong_to: object = node_field(DATA, default=None,   # the GlobalTypeVar of its TypeData
+                                   validator=_is(GlobalTypeVar, "a GlobalTypeVar or None", True))
+    tag: int = node_field(DATA, default=-1)            # set when its TypeData is built
+    type_data: object = node_field(DATA, default=None)  # its TypeData, set when that is built
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class RefCreate(Expr):
-    value: Expr = field(validator=_EXPR)
+    value: Expr = node_field(EXPR, validator=_EXPR)
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class RefRead(Expr):
-    ref: Expr = field(validator=_EXPR)
+    ref: Expr = node_field(EXPR, validator=_EXPR)
     _checked_type: Type | None = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
 class RefWrite(Expr):
     """`ref := value`; evaluates to ()."""
-    ref: Expr = field(validator=_EXPR)
-    value: Expr = field(validator=_EXPR)
+    ref: Expr = node_field(EXPR, validator=_EXPR)
+    value: Expr = node_field(EXPR, validator=_EXPR)
     _checked_type: Type | None = field(default=None, init=False)
 
 
@@ -629,32 +725,35 @@ class PatternWildcard(Pattern):
 
 @define(eq=False, repr=False)
 class PatternVar(Pattern):
-    var: Var = field(validator=_is(Var, "a Var (rl.var(name, ...))"))
+    var: Var = node_field(VAR, validator=_is(Var, "a Var (rl.var(name, ...))"))
 
 
 @define(eq=False, repr=False)
 class PatternConstructor(Pattern):
-    constructor: Constructor = field(validator=_is(Constructor, "a Constructor"))
-    patterns: list = field(converter=_list_of(Pattern, "patterns"), factory=list)
+    # the constructor is matched against, not evaluated: DATA, not a child expression
+    constructor: Constructor = node_field(DATA, validator=_is(Constructor, "a Constructor"))
+    patterns: list = node_field(PATTERNS, converter=_list_of(Pattern, "patterns"), factory=list)
 
 
 @define(eq=False, repr=False)
 class PatternTuple(Pattern):
-    patterns: list = field(converter=_list_of(Pattern, "patterns"), factory=list)
+    patterns: list = node_field(PATTERNS, converter=_list_of(Pattern, "patterns"), factory=list)
 
 
 @define(eq=False, repr=False)
 class Clause(Node):
-    lhs: Pattern = field(validator=_is(Pattern, "a pattern"))
-    rhs: Expr = field(validator=_EXPR)
+    lhs: Pattern = node_field(PATTERN, validator=_is(Pattern, "a pattern"))
+    rhs: Expr = node_field(EXPR, validator=_EXPR)
 
 
 @define(eq=False, repr=False)
 class Match(Expr):
     """`match (data) { clauses }`. `complete=False` (Relay's `match?`) allows missing cases."""
-    data: Expr = field(validator=_EXPR)
-    clauses: list = field(converter=_list_of(Clause, "Clauses (rl.Clause(pattern, body))"))
-    complete: bool = field(default=True, validator=_is((bool, np.bool_), "True or False"))
+    data: Expr = node_field(EXPR, validator=_EXPR)
+    clauses: list = node_field(CLAUSES,
+                               converter=_list_of(Clause, "Clauses (rl.Clause(pattern, body))"))
+    complete: bool = node_field(DATA, default=True,
+                                validator=_is((bool, np.bool_), "True or False"))
     _checked_type: Type | None = field(default=None, init=False)
 
 

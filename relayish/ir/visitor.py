@@ -3,18 +3,19 @@
 Programs are DAGs (AD output shares subexpressions), so every functor memoizes its result per
 node. Let-chains are walked with loops, never by recursion: AD output and generated programs
 have let-chains 10^5 long. Other nesting (a 10^4-deep `x*2*2*...` built in a Python loop) is
-survived by running entry points under `deep`, which gives Python a large stack.
+survived by running entry points under `deep`, which gives Python a large stack; `no_gc`
+pauses the garbage collector while a pass builds a big program.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import sys
 import threading
 
 from relayish.errors import RelayishError
-from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, GlobalVar, If, Let,
-                              Match, PatternConstructor, PatternTuple, PatternVar, PatternWildcard,
-                              RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var)
+from relayish.ir.expr import Expr, Function, Let, Pattern, PatternVar, children, map_children
 
 
 class ExprFunctor:
@@ -44,30 +45,42 @@ class ExprFunctor:
 
 
 class ExprVisitor(ExprFunctor):
-    """Walks every subexpression once; override visit_<Node> and call super() to keep walking."""
+    """Walks every subexpression once; override visit_<Node> and call super() to keep walking.
 
+    Any node without a visit_<Node> method of its own is walked by `generic_visit`, through the
+    fields its class declares (expr.py): child expressions and bound Vars by `visit`, patterns by
+    `visit_pattern`, clauses by `visit_clause`. A new node class needs no edit here.
+    """
+
+    def visit_default(self, node):
+        return self.generic_visit(node)
+
+    def generic_visit(self, node):
+        for child in children(node):
+            if isinstance(child, Expr):
+                self.visit(child)
+            elif isinstance(child, Pattern):
+                self.visit_pattern(child)
+            else:
+                self.visit_clause(child)
+
+    # leaves: no children to walk (the generic walk would find none, more slowly)
     def visit_Var(self, e): pass
     def visit_GlobalVar(self, e): pass
     def visit_Constant(self, e): pass
     def visit_Op(self, e): pass
     def visit_Constructor(self, e): pass
 
-    def visit_Tuple(self, e):
-        for f in e.fields:
-            self.visit(f)
-
-    def visit_TupleGetItem(self, e):
-        self.visit(e.tuple_value)
-
-    def visit_Function(self, e):
-        for p in e.params:
-            self.visit(p)
-        self.visit(e.body)
-
-    def visit_Call(self, e):
-        self.visit(e.op)
-        for a in e.args:
-            self.visit(a)
+    # the names subclasses extend with super().visit_<Node>(e): each is the generic walk
+    def visit_Tuple(self, e): self.generic_visit(e)
+    def visit_TupleGetItem(self, e): self.generic_visit(e)
+    def visit_Function(self, e): self.generic_visit(e)
+    def visit_Call(self, e): self.generic_visit(e)
+    def visit_If(self, e): self.generic_visit(e)
+    def visit_Match(self, e): self.generic_visit(e)
+    def visit_RefCreate(self, e): self.generic_visit(e)
+    def visit_RefRead(self, e): self.generic_visit(e)
+    def visit_RefWrite(self, e): self.generic_visit(e)
 
     def visit_Let(self, e):
         while isinstance(e, Let):           # a loop, never recursion, down the chain
@@ -78,65 +91,52 @@ class ExprVisitor(ExprFunctor):
             e = e.body
         self.visit(e)
 
-    def visit_If(self, e):
-        self.visit(e.cond)
-        self.visit(e.true_branch)
-        self.visit(e.false_branch)
-
-    def visit_Match(self, e):
-        self.visit(e.data)
-        for c in e.clauses:
-            self.visit_pattern(c.lhs)
-            self.visit(c.rhs)
-
     def visit_pattern(self, p):
-        if isinstance(p, PatternVar):
-            self.visit(p.var)
-        elif isinstance(p, (PatternConstructor, PatternTuple)):
-            for sub in p.patterns:
-                self.visit_pattern(sub)
+        """Patterns are not memoized (they are never shared); the bound Vars go to `visit`."""
+        self.generic_visit(p)
 
-    def visit_RefCreate(self, e):
-        self.visit(e.value)
-
-    def visit_RefRead(self, e):
-        self.visit(e.ref)
-
-    def visit_RefWrite(self, e):
-        self.visit(e.ref)
-        self.visit(e.value)
+    def visit_clause(self, c):
+        self.generic_visit(c)
 
 
 class ExprMutator(ExprFunctor):
-    """Rebuilds an expression bottom-up; a node whose children did not change is reused."""
+    """Rebuilds an expression bottom-up; a node whose children did not change is reused.
 
+    Any node without a visit_<Node> method of its own is rebuilt by `generic_visit`
+    (`map_children` over the fields its class declares): child expressions and bound Vars
+    through `visit`, patterns through `visit_pattern`, clauses through `visit_clause`.
+    """
+
+    def visit_default(self, node):
+        return self.generic_visit(node)
+
+    def generic_visit(self, node):
+        return map_children(node, self._visit_child)
+
+    def _visit_child(self, child):
+        if isinstance(child, Expr):
+            return self.visit(child)
+        if isinstance(child, Pattern):
+            return self.visit_pattern(child)
+        return self.visit_clause(child)
+
+    # leaves: nothing to rebuild
     def visit_Var(self, e): return e
     def visit_GlobalVar(self, e): return e
     def visit_Constant(self, e): return e
     def visit_Op(self, e): return e
     def visit_Constructor(self, e): return e
 
-    def visit_Tuple(self, e):
-        fields = [self.visit(f) for f in e.fields]
-        return e if _same(fields, e.fields) else Tuple(fields)
-
-    def visit_TupleGetItem(self, e):
-        t = self.visit(e.tuple_value)
-        return e if t is e.tuple_value else TupleGetItem(t, e.index)
-
-    def visit_Function(self, e):
-        params = [self.visit(p) for p in e.params]
-        body = self.visit(e.body)
-        if _same(params, e.params) and body is e.body:
-            return e
-        return Function(params, body, e.ret_type, e.type_params)
-
-    def visit_Call(self, e):
-        op = self.visit(e.op)
-        args = [self.visit(a) for a in e.args]
-        if op is e.op and _same(args, e.args):
-            return e
-        return Call(op, args, e.attrs)
+    # the names subclasses extend with super().visit_<Node>(e): each is the generic rebuild
+    def visit_Tuple(self, e): return self.generic_visit(e)
+    def visit_TupleGetItem(self, e): return self.generic_visit(e)
+    def visit_Function(self, e): return self.generic_visit(e)
+    def visit_Call(self, e): return self.generic_visit(e)
+    def visit_If(self, e): return self.generic_visit(e)
+    def visit_Match(self, e): return self.generic_visit(e)
+    def visit_RefCreate(self, e): return self.generic_visit(e)
+    def visit_RefRead(self, e): return self.generic_visit(e)
+    def visit_RefWrite(self, e): return self.generic_visit(e)
 
     def visit_Let(self, e):
         chain = []
@@ -150,46 +150,11 @@ class ExprMutator(ExprFunctor):
             body = let
         return body
 
-    def visit_If(self, e):
-        c, t, f = self.visit(e.cond), self.visit(e.true_branch), self.visit(e.false_branch)
-        if c is e.cond and t is e.true_branch and f is e.false_branch:
-            return e
-        return If(c, t, f)
-
-    def visit_Match(self, e):
-        data = self.visit(e.data)
-        clauses = [Clause(self.visit_pattern(c.lhs), self.visit(c.rhs)) for c in e.clauses]
-        if data is e.data and all(n.lhs is o.lhs and n.rhs is o.rhs for n, o in zip(clauses, e.clauses)):
-            return e
-        return Match(data, clauses, e.complete)
-
     def visit_pattern(self, p):
-        if isinstance(p, PatternVar):
-            v = self.visit(p.var)
-            return p if v is p.var else PatternVar(v)
-        if isinstance(p, PatternConstructor):
-            subs = [self.visit_pattern(s) for s in p.patterns]
-            return p if _same(subs, p.patterns) else PatternConstructor(p.constructor, subs)
-        if isinstance(p, PatternTuple):
-            subs = [self.visit_pattern(s) for s in p.patterns]
-            return p if _same(subs, p.patterns) else PatternTuple(subs)
-        return p
+        return self.generic_visit(p)
 
-    def visit_RefCreate(self, e):
-        v = self.visit(e.value)
-        return e if v is e.value else RefCreate(v)
-
-    def visit_RefRead(self, e):
-        r = self.visit(e.ref)
-        return e if r is e.ref else RefRead(r)
-
-    def visit_RefWrite(self, e):
-        r, v = self.visit(e.ref), self.visit(e.value)
-        return e if r is e.ref and v is e.value else RefWrite(r, v)
-
-
-def _same(new, old):
-    return len(new) == len(old) and all(a is b for a, b in zip(new, old))
+    def visit_clause(self, c):
+        return self.generic_visit(c)
 
 
 def let_chain(expr):
@@ -283,6 +248,24 @@ def run_deep(fn, *args, **kwargs):
             raise RelayishError("the program is nested too deeply to process") from None
         raise error.with_traceback(error.__traceback__)
     return outcome.get("value")
+
+
+@contextlib.contextmanager
+def no_gc():
+    """Pause Python's cyclic garbage collector for the block, then restore its previous state.
+
+    Building, parsing, transforming or compiling a big program allocates millions of small
+    objects that all stay alive: each of the collector's passes would rescan the growing heap
+    (quadratic time in the program's size) and free nothing. Nested uses are fine: only the
+    outermost one that found the collector enabled enables it again.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def deep(fn):
