@@ -28,7 +28,6 @@ deep recursion would overflow the Python stack.
 """
 from __future__ import annotations
 
-import gc
 import inspect
 import sys
 import weakref
@@ -36,18 +35,20 @@ from operator import itemgetter
 
 import numpy as np
 
-from relayish.errors import EvaluationError, RelayishError, TypeCheckError
+from relayish.errors import EvaluationError, RelayishError
 from relayish.ir.expr import (Call, Constant, Constructor, Expr, Function, If, Let, Match,
-                              PatternConstructor, PatternTuple, PatternVar, PatternWildcard,
                               RefRead, Var)
 from relayish.ir.module import Module
 from relayish.ir.op import Op
-from relayish.ir.types import (DTYPES, FuncType, RefType, TensorType, TupleType, TypeCall,
-                               TypeVar, substitute)
+from relayish.ir.types import TensorType
 from relayish.ir.analysis import FreeVars
-from relayish.ir.visitor import ExprFunctor, run_deep
+from relayish.ir.visitor import ExprFunctor, no_gc, run_deep
 from relayish.ops._common import numpy_fast_impl, static_type
 from relayish.backend.values import Closure, ConstructorValue, RefValue
+from relayish.backend.runtime.args import Parameters, ValueChecker
+from relayish.backend.runtime.bindings import compile_pattern
+from relayish.backend.runtime.check import checked
+from relayish.backend.runtime.describe import node_text, short, value_text, value_type_text
 
 __all__ = ["evaluate", "InterpreterClosure"]
 
@@ -55,7 +56,6 @@ MAX_CALL_DEPTH = 2_000_000          # IR frames on the explicit stack before we 
 _MAX_EXTRA_CAPTURES = 16            # tuple fields a closure may capture besides its free vars
 
 _ndarray = np.ndarray
-_NP_DTYPES = {name: np.dtype(name) for name in DTYPES}   # comparing with a str parses it
 _new_object = object.__new__
 
 # terminator kinds
@@ -87,8 +87,8 @@ class _Block:
 class Code:
     """A compiled function: its frame layout and entry block."""
 
-    __slots__ = ("name", "func", "nparams", "ncaptures", "rest", "entry", "param_types",
-                 "param_names", "param_tensors", "field_types", "nslots", "__weakref__")
+    __slots__ = ("name", "func", "nparams", "ncaptures", "rest", "entry", "params", "nslots",
+                 "__weakref__")
 
     def __init__(self, name, func):
         self.name = name
@@ -97,10 +97,7 @@ class Code:
         self.ncaptures = 0
         self.rest = []           # the frame beyond params and captures: constants, then Nones
         self.entry = None
-        self.param_types = []
-        self.param_names = []
-        self.param_tensors = []    # per param: (shape, numpy dtype) of a tensor type, else None
-        self.field_types = _FieldTypes()   # for checking ADT arguments
+        self.params = None       # runtime.args.Parameters: names, types, argument checking
         self.nslots = 0
 
     def __repr__(self):
@@ -127,7 +124,7 @@ class InterpreterClosure(Closure):
 
     def __call__(self, *args):
         code = self.code
-        frame = _convert_args(code, args)
+        frame = code.params.convert(args)
         frame += self.env
         frame += code.rest
         return _execute(code, frame)
@@ -144,10 +141,10 @@ class _CheckedCallable(Closure):
     `what` names it in messages ("parameter %f of @main").
     """
 
-    __slots__ = ("fn", "ftype", "what", "field_types")
+    __slots__ = ("fn", "ftype", "what", "checker")
 
-    def __init__(self, fn, ftype, what, field_types):
-        self.fn, self.ftype, self.what, self.field_types = fn, ftype, what, field_types
+    def __init__(self, fn, ftype, what, checker):
+        self.fn, self.ftype, self.what, self.checker = fn, ftype, what, checker
 
     def __call__(self, *args):
         n = len(self.ftype.arg_types)
@@ -155,14 +152,13 @@ class _CheckedCallable(Closure):
             raise EvaluationError(f"the Python function passed for {self.what} takes {n} "
                                   f"argument(s), got {len(args)}")
         result = self.fn(*args)
-        return _to_value(result, self.ftype.ret_type, None,
-                         f"the result of the Python function passed for {self.what}",
-                         self.field_types,
-                         subject=f"the Python function passed for {self.what} returned a bad "
-                                 "result")
+        return self.checker.to_value(
+            result, self.ftype.ret_type,
+            f"the result of the Python function passed for {self.what}",
+            subject=f"the Python function passed for {self.what} returned a bad result")
 
     def __repr__(self):
-        return f"<Closure {self.what}: {_short(self.fn)}>"
+        return f"<Closure {self.what}: {short(self.fn)}>"
 
 
 def _accepts(fn, n):
@@ -176,6 +172,34 @@ def _accepts(fn, n):
     except TypeError:
         return False
     return True
+
+
+def _function_conforms(v, t):
+    """An interpreter closure of the right arity passes for a function type unchanged."""
+    return isinstance(v, InterpreterClosure) and v.code.nparams == len(t.arg_types)
+
+
+def _convert_function(checker, v, t, where, fail):
+    """A function argument (runtime.args' hook): interpreter closures are checked for arity,
+    constructors used as values are typed already, Python callables are wrapped so that their
+    results are checked (_CheckedCallable)."""
+    n = len(t.arg_types)
+    if isinstance(v, InterpreterClosure):
+        if v.code.nparams != n:
+            fail(f"a function of {v.code.nparams} parameter(s)")
+        return v
+    if isinstance(v, _CheckedCallable):
+        if v.ftype == t:
+            return v
+    elif isinstance(v, Closure):
+        return v
+    if not _accepts(v, n):
+        fail(f"a Python function that cannot take {n} argument(s)")
+    return _CheckedCallable(v, t, where, checker)
+
+
+def _value_checker():
+    return ValueChecker(function_conforms=_function_conforms, convert_function=_convert_function)
 
 
 class _ConstructorClosure(Closure):
@@ -192,23 +216,6 @@ class _ConstructorClosure(Closure):
 
     def __repr__(self):
         return f"<Closure {self.ctor.name_hint}>"
-
-
-class _OpClosure(Closure):
-    """An operator used as a first-class function."""
-
-    def __init__(self, op):
-        self.op = op
-        self.attrs = dict(op.attr_defaults)
-
-    def __call__(self, *args):
-        if self.op.impl is None:
-            raise EvaluationError(f"operator '{self.op.name}' has no implementation")
-        with np.errstate(all="ignore"):      # IEEE results, as in _execute
-            return _fix_scalar(self.op.impl(np, *args, **self.attrs))
-
-    def __repr__(self):
-        return f"<Closure {self.op.name}>"
 
 
 # ---- the machine -------------------------------------------------------------------------------
@@ -251,7 +258,7 @@ def _run(code, slots):
                     if kind is _CALL:
                         if len(stack) >= MAX_CALL_DEPTH:
                             raise EvaluationError(f"IR call depth exceeded {MAX_CALL_DEPTH} frames "
-                                                  f"(unbounded recursion?) at {_text(block.node)}")
+                                                  f"(unbounded recursion?) at {node_text(block.node)}")
                         push((slots, block))
                     slots = frame
                     block = callee.entry
@@ -274,8 +281,8 @@ def _run(code, slots):
                         block = target
                         break
                 else:
-                    raise EvaluationError(f"no clause matches the value {_value_text(value)} in "
-                                          f"{_text(block.node, 300)}")
+                    raise EvaluationError(f"no clause matches the value {value_text(value)} in "
+                                          f"{node_text(block.node, 300)}")
                 continue
             # a RETURN (or a foreign tail call) produced `value`
             if not stack:
@@ -287,7 +294,7 @@ def _run(code, slots):
         _add_trace(exc, block, stack)
         raise
     except Exception as exc:  # noqa: BLE001 - a fault in a terminator of an ill-typed program
-        error = EvaluationError(f"{type(exc).__name__}: {exc} in {_text(block.node)}")
+        error = EvaluationError(f"{type(exc).__name__}: {exc} in {node_text(block.node)}")
         _add_trace(error, block, stack)
         raise error from exc
 
@@ -305,23 +312,22 @@ def _add_trace(exc, block, stack):
 def _call_foreign(fn, args, node):
     """Call a function value that is not interpreter code: constructors, ops, other backends."""
     if not callable(fn):
-        raise EvaluationError(f"cannot call a value of type {_value_type_text(fn)} in {_text(node)}")
+        raise EvaluationError(f"cannot call a value of type {value_type_text(fn)} in {node_text(node)}")
     try:
         return fn(*args)
     except EvaluationError as exc:
         if isinstance(fn, _CheckedCallable) and not getattr(exc, "_relayish_traced", False):
-            raise EvaluationError(f"{exc} in {_text(node)}") from None
+            raise EvaluationError(f"{exc} in {node_text(node)}") from None
         raise
     except RelayishError:
         raise
     except Exception as exc:  # noqa: BLE001 - a Python callable passed in by the user
-        raise EvaluationError(f"{type(exc).__name__} in the function called by {_text(node)}: "
+        raise EvaluationError(f"{type(exc).__name__} in the function called by {node_text(node)}: "
                               f"{exc}") from exc
 
 
 def _arity_error(code, n, node):
-    return EvaluationError(f"{code.name} takes {code.nparams} argument(s) "
-                           f"({', '.join(code.param_names)}), got {n} in {_text(node)}")
+    return code.params.arity_error(n, f" in {node_text(node)}")
 
 
 def _fix_scalar(r):
@@ -334,7 +340,7 @@ def _fix_scalar(r):
 def _op_failure(node, exc):
     if isinstance(exc, EvaluationError):
         return exc
-    return EvaluationError(f"operator '{node.op.name}' failed in {_text(node)}: "
+    return EvaluationError(f"operator '{node.op.name}' failed in {node_text(node)}: "
                            f"{type(exc).__name__}: {exc}")
 
 
@@ -343,7 +349,7 @@ def _op_step(node, dst, srcs):
     impl = op.impl
     if impl is None:
         def missing(s):
-            raise EvaluationError(f"operator '{op.name}' has no implementation, in {_text(node)}")
+            raise EvaluationError(f"operator '{op.name}' has no implementation, in {node_text(node)}")
         return missing
     attrs = node.attrs
     xp = np
@@ -464,7 +470,7 @@ def _fast_op_step(node, fn, dst, srcs, never_scalar):
 def _guard(node, what):
     """An EvaluationError for a fault of a non-op step (only ill-typed programs get here)."""
     def fail(exc):
-        return EvaluationError(f"{what} failed in {_text(node)}: {type(exc).__name__}: {exc}")
+        return EvaluationError(f"{what} failed in {node_text(node)}: {type(exc).__name__}: {exc}")
     return fail
 
 
@@ -545,7 +551,7 @@ def _ref_write_step(node, dst, ref, src):
     def step(s):
         r = s[ref]
         if r.__class__ is not RefValue:
-            raise fail(TypeError(f"{_value_type_text(r)} is not a reference"))
+            raise fail(TypeError(f"{value_type_text(r)} is not a reference"))
         r.value = s[src]
         s[dst] = ()
     return step
@@ -577,7 +583,7 @@ def _accumulate_step(node, add_node, dst, ref, src, add, never_scalar, overwrite
     def step(s):
         r = s[ref]
         if r.__class__ is not RefValue:
-            raise fail(TypeError(f"{_value_type_text(r)} is not a reference"))
+            raise fail(TypeError(f"{value_type_text(r)} is not a reference"))
         cur = r.value
         if overwrite:
             if id(cur) in shared:
@@ -609,7 +615,7 @@ def _take_accumulate_step(node, dst, ref, gs, ids, axis):
     def step(s):
         r = s[ref]
         if r.__class__ is not RefValue:
-            raise fail(TypeError(f"{_value_type_text(r)} is not a reference"))
+            raise fail(TypeError(f"{value_type_text(r)} is not a reference"))
         cur, g, idx = r.value, s[gs], s[ids]
         try:
             if not _ref_owns(cur, cur.shape, cur.dtype):
@@ -684,60 +690,6 @@ def _closure_step(code, dst, srcs):
     return step
 
 
-# ---- patterns --------------------------------------------------------------------------------
-
-def _same_ctor(c, ctor):
-    return c is ctor or (c.name_hint == ctor.name_hint and c.tag == ctor.tag)
-
-
-def _compile_pattern(p, bind):
-    """A matcher `m(value, slots) -> bool` that stores the pattern's variables (None: always)."""
-    if isinstance(p, PatternWildcard):
-        return None
-    if isinstance(p, PatternVar):
-        slot = bind(p.var)
-
-        def match_var(v, s):
-            s[slot] = v
-            return True
-        return match_var
-    if isinstance(p, PatternConstructor):
-        ctor = p.constructor
-        subs = [(i, _compile_pattern(sub, bind)) for i, sub in enumerate(p.patterns)]
-        subs = [(i, m) for i, m in subs if m is not None]
-        if len(p.patterns) != len(ctor.inputs):
-            raise EvaluationError(f"the pattern for {ctor.name_hint} has {len(p.patterns)} "
-                                  f"sub-pattern(s) but the constructor has {len(ctor.inputs)} "
-                                  f"field(s): {_text(p)}")
-
-        tag = ctor.tag
-
-        def match_ctor(v, s):
-            c = v.constructor
-            if c is not ctor and (c.tag != tag or not _same_ctor(c, ctor)):
-                return False
-            fields = v.fields
-            for i, m in subs:
-                if not m(fields[i], s):
-                    return False
-            return True
-        return match_ctor
-    if isinstance(p, PatternTuple):
-        subs = [(i, _compile_pattern(sub, bind)) for i, sub in enumerate(p.patterns)]
-        subs = [(i, m) for i, m in subs if m is not None]
-        n = len(p.patterns)
-
-        def match_tuple(v, s):
-            if len(v) != n:
-                return False
-            for i, m in subs:
-                if not m(v[i], s):
-                    return False
-            return True
-        return match_tuple
-    raise EvaluationError(f"unknown pattern {type(p).__name__}")
-
-
 # ---- the compiler ----------------------------------------------------------------------------
 
 class _Program:
@@ -808,10 +760,7 @@ class _FunctionCompiler(ExprFunctor):
             self.tuple_fields[base + i] = [base + j for j in fields]
         code.nparams = len(params)
         code.ncaptures = ncaptures
-        code.param_names = ["%" + p.name_hint for p in params]
-        code.param_types = [getattr(p, "_checked_type", None) or p.type_annotation for p in params]
-        code.param_tensors = [(t.shape, _NP_DTYPES[t.dtype]) if isinstance(t, TensorType) else None
-                              for t in code.param_types]
+        code.params = Parameters(code.name, params, _value_checker())
         self.block = code.entry = _Block(code)
 
     # ---- helpers -----------------------------------------------------------------------------
@@ -931,7 +880,7 @@ class _FunctionCompiler(ExprFunctor):
                 slot = bindings[id(var)] = self.new_slot()
                 self.keep.append(var)
                 return slot
-            matcher = _compile_pattern(clause.lhs, bind)
+            matcher = compile_pattern(clause.lhs, bind)
             block = self.new_block()
             clauses.append((matcher, block))
             heads.append((block, bindings))
@@ -951,9 +900,6 @@ class _FunctionCompiler(ExprFunctor):
 
     def visit_Constant(self, e):
         return self.atom_slot(e, e.data)
-
-    def visit_Op(self, e):
-        return self.atom_slot(e, _OpClosure(e))
 
     def visit_Constructor(self, e):
         # as the type checker has it: a bare nullary constructor is a value (`Nil`), any other
@@ -997,7 +943,7 @@ class _FunctionCompiler(ExprFunctor):
         if isinstance(op, Constructor):
             if len(e.args) != len(op.inputs):
                 raise EvaluationError(f"constructor {op.name_hint} takes {len(op.inputs)} field(s), "
-                                      f"got {len(e.args)} in {_text(e)}")
+                                      f"got {len(e.args)} in {node_text(e)}")
             srcs = [self.visit(a) for a in e.args]
             dst = self.new_slot()
             self.emit(_constructor_step(op, dst, srcs))
@@ -1151,26 +1097,6 @@ def _seal(entry):
 _FUNCTION_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # Function -> Code
 _MODULE_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # Module -> (snapshot, main)
 
-def _typed(target, mod=None):
-    """Run type inference when it is available; its errors are the user's errors.
-
-    While the type checker cannot handle a program (not implemented yet, or an internal fault),
-    the interpreter falls back to the parameters' annotations.
-    """
-    try:
-        from relayish.ir.typecheck import infer_type
-        out = infer_type(target) if mod is None else infer_type(target, mod)
-    except TypeCheckError:
-        raise
-    except RelayishError as exc:
-        if "not implemented" in str(exc):
-            return target
-        raise
-    except Exception:  # noqa: BLE001 - a fault inside a half-finished type checker
-        return target
-    return out if isinstance(out, type(target)) else target
-
-
 def _compile_quietly(fn, *args):
     """run_deep(fn) with the cyclic garbage collector paused.
 
@@ -1178,13 +1104,8 @@ def _compile_quietly(fn, *args):
     collector rescan the whole (large) program repeatedly: about half the compile time of a
     10^5-node program. Nothing cyclic becomes garbage while compiling.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with no_gc():
         return run_deep(fn, *args)
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _compile_module(mod):
@@ -1194,8 +1115,8 @@ def _compile_module(mod):
     if state is not None and len(state[0]) == len(snapshot) and all(
             a[0] == b[0] and a[1] is b[1] for a, b in zip(state[0], snapshot)):
         return state[1]
-    checked = _typed(mod)
-    program = _Program(checked if isinstance(checked, Module) else mod)
+    mod, _ = checked(mod)
+    program = _Program(mod)
     main = _compile_quietly(_compile_program, program)
     _MODULE_CACHE[mod] = (snapshot, main)
     return main
@@ -1214,16 +1135,16 @@ def _compile_closed(func, mod=None, cache=True):
         code = _FUNCTION_CACHE.get(func)
         if code is not None:
             return code
-    checked = _typed(func, mod)
+    mod, func = checked(func, mod)
     program = _Program(mod)
 
     def build():
-        code = program.compile_function(checked, "fn")
+        code = program.compile_function(func, "fn")
         program.drain()
         return code
     code = _compile_quietly(build)
     if cache:
-        code.func = weakref.ref(checked)
+        code.func = weakref.ref(func)
         _FUNCTION_CACHE[func] = code
     return code
 
@@ -1254,299 +1175,9 @@ def evaluate(f_or_mod, *args, mod=None):
         if args:
             if not callable(value):
                 raise EvaluationError(f"evaluate was given {len(args)} argument(s) but the "
-                                      f"expression evaluates to {_value_type_text(value)}, "
+                                      f"expression evaluates to {value_type_text(value)}, "
                                       "not a function")
             return value(*args)
         return value
     raise RelayishError(f"evaluate takes a Function, Module or expression, "
                         f"got {type(f_or_mod).__name__}")
-
-
-# ---- arguments: checked against the parameter types and converted ----------------------------
-
-def _convert_args(code, args):
-    if len(args) != code.nparams:
-        raise EvaluationError(f"{code.name} takes {code.nparams} argument(s) "
-                              f"({', '.join(code.param_names)}), got {len(args)}")
-    out = []
-    for a, t, name, fast in zip(args, code.param_types, code.param_names, code.param_tensors):
-        if fast is not None and a.__class__ is _ndarray and a.shape == fast[0] and a.dtype == fast[1]:
-            out.append(a)                  # the common case, without the general walk
-        elif fast is None and _conforms(a, t, code.field_types):
-            out.append(a)                  # already a value of its type: nothing to convert
-        else:
-            out.append(_to_value(a, t, code, name, code.field_types))
-    return out
-
-
-class _FieldTypes:
-    """Memoized field types of constructors at ADT types, kept per Code.
-
-    Types hash structurally (slowly), so entries are keyed by object identity; the field types
-    are made canonical (one object per distinct type), so that their own lookups hit too.
-    """
-
-    def __init__(self):
-        self.by_id = {}        # (constructor, id(type)) -> [field types]
-        self.canon = {}        # type -> its canonical object
-        self.keep = []         # the types whose ids are keys
-
-    def __call__(self, ctor, t):
-        key = (ctor, id(t))
-        types = self.by_id.get(key)
-        if types is None:
-            data = ctor.type_data
-            subst = dict(zip(data.type_vars, t.args)) if data is not None else {}
-            types = [self.canon.setdefault(f, f) for f in
-                     (substitute(i, subst) for i in ctor.inputs)]
-            self.by_id[key] = types
-            self.keep.append(t)
-        return types
-
-
-def _conforms(value, ty, field_types):
-    """Whether `value` is exactly a runtime value of `ty` (no conversion needed); iterative."""
-    work = [(value, ty)]
-    known = field_types.by_id      # filled only for constructors already checked against t
-    pop, extend = work.pop, work.extend
-    while work:
-        v, t = pop()
-        cls = t.__class__
-        if cls is TensorType:
-            if not (v.__class__ is _ndarray and v.shape == t.shape
-                    and v.dtype == _NP_DTYPES[t.dtype]):
-                return False
-        elif cls is TypeCall:
-            if v.__class__ is not ConstructorValue:
-                return False
-            ctor = v.constructor
-            types = known.get((ctor, id(t)))
-            if types is None:
-                if ctor.belong_to is None or ctor.belong_to.name != t.func.name:
-                    return False
-                types = field_types(ctor, t)
-            fields = v.fields
-            if len(fields) != len(types):
-                return False
-            extend(zip(fields, types))
-        elif cls is TupleType:
-            if v.__class__ is not tuple or len(v) != len(t.fields):
-                return False
-            work.extend(zip(v, t.fields))
-        elif cls is RefType:
-            if v.__class__ is not RefValue:
-                return False
-            work.append((v.value, t.value))
-        elif cls is FuncType:
-            if not isinstance(v, InterpreterClosure) or v.code.nparams != len(t.arg_types):
-                return False
-        elif t is None or cls is TypeVar:
-            if not isinstance(v, (_ndarray, tuple, ConstructorValue, RefValue, Closure)):
-                return False
-            if v.__class__ is tuple:
-                work.extend((f, None) for f in v)
-        else:
-            return False
-    return True
-
-
-def _path_text(path):
-    parts = []
-    while path is not None:
-        path, label = path
-        parts.append(label)
-    return " of ".join(parts)
-
-
-def _to_value(value, ty, code, param, field_types, subject=None):
-    """Check `value` against `ty` and convert Python scalars/lists; iterative (long ADT lists).
-
-    Errors read "bad argument for parameter %x of @f (field 1 of ...): expected ..., got ...";
-    `subject` replaces the part before the path (the results of a Python callable)."""
-    root = [None]
-    work = [(value, ty, root, 0, None)]
-    tuples = []        # lists standing for tuples, made tuples once their fields are done
-    refs = []          # (RefValue, holder): write converted contents back
-    owner = param if code is None else f"parameter {param} of {code.name}"
-    if subject is None:
-        subject = f"bad argument for {owner}"
-
-    def fail(expected, got, path, why=""):
-        where = f" ({_path_text(path)})" if path is not None else ""
-        raise EvaluationError(f"{subject}{where}: expected {_type_text(expected)}, got "
-                              f"{got}{why}")
-
-    while work:
-        v, t, box, i, path = work.pop()
-        if isinstance(t, TensorType):
-            box[i] = _to_tensor(v, t, path, fail)
-        elif t is None or isinstance(t, TypeVar):
-            box[i] = _default_value(v, work, box, i, path, tuples)
-        elif isinstance(t, TupleType):
-            if not isinstance(v, (tuple, list)) or len(v) != len(t.fields):
-                fail(t, _value_type_text(v), path)
-            items = list(v)
-            box[i] = items
-            tuples.append((box, i))
-            for k in range(len(items) - 1, -1, -1):
-                work.append((items[k], t.fields[k], items, k, (path, f"field {k}")))
-        elif isinstance(t, TypeCall):
-            if not isinstance(v, ConstructorValue):
-                fail(t, _value_type_text(v), path)
-            ctor = v.constructor
-            if ctor.belong_to is None or ctor.belong_to.name != t.func.name:
-                fail(t, f"a value of constructor {ctor.name_hint}", path)
-            if len(v.fields) != len(ctor.inputs):
-                fail(t, f"{ctor.name_hint} with {len(v.fields)} field(s)", path,
-                     f" (it takes {len(ctor.inputs)})")
-            types = field_types(ctor, t)
-            new = ConstructorValue(ctor, list(v.fields))
-            box[i] = new
-            for k in range(len(new.fields) - 1, -1, -1):
-                work.append((new.fields[k], types[k], new.fields, k,
-                             (path, f"field {k} of {ctor.name_hint}")))
-        elif isinstance(t, RefType):
-            if not isinstance(v, RefValue):
-                fail(t, _value_type_text(v), path)
-            box[i] = v
-            holder = [None]
-            refs.append((v, holder))
-            work.append((v.value, t.value, holder, 0, (path, "the contents")))
-        elif isinstance(t, FuncType):
-            if not callable(v):
-                fail(t, _value_type_text(v), path)
-            n = len(t.arg_types)
-            if isinstance(v, InterpreterClosure):
-                if v.code.nparams != n:
-                    fail(t, f"a function of {v.code.nparams} parameter(s)", path)
-                box[i] = v
-            elif isinstance(v, _CheckedCallable) and v.ftype == t:
-                box[i] = v
-            elif isinstance(v, Closure) and not isinstance(v, _CheckedCallable):
-                box[i] = v                  # constructors and ops as values: typed already
-            else:
-                if not _accepts(v, n):
-                    fail(t, f"a Python function that cannot take {n} argument(s)", path)
-                inside = _path_text(path) + " of " if path is not None else ""
-                box[i] = _CheckedCallable(v, t, inside + owner, field_types)
-        else:
-            box[i] = v
-    for box, i in reversed(tuples):
-        box[i] = tuple(box[i])
-    for ref, holder in refs:
-        ref.value = holder[0]
-    return root[0]
-
-
-def _to_tensor(v, t, path, fail):
-    if isinstance(v, _ndarray):
-        arr = v
-    elif isinstance(v, np.generic):
-        arr = np.asarray(v)
-    elif isinstance(v, (bool, int, float, list, tuple)):
-        try:
-            arr = np.asarray(v)
-        except Exception:  # noqa: BLE001 - ragged nested lists and the like
-            fail(t, f"{type(v).__name__} {_short(v)}", path, " (not a rectangular array)")
-        kind = arr.dtype.kind
-        if kind not in "biuf":
-            fail(t, f"{type(v).__name__} {_short(v)}", path)
-        if kind == "f" and not t.is_float:
-            fail(t, f"the float value {_short(v)}", path, " (a float does not convert to "
-                 f"{t.dtype} exactly)")
-        if arr.shape != t.shape:
-            fail(t, f"a Python value of shape {arr.shape}", path)
-        out = arr.astype(t.dtype, copy=False)
-        if kind in "iu" and not t.is_float and not np.array_equal(out, arr):
-            fail(t, f"the integer value {_short(v)}", path, f" (out of range for {t.dtype})")
-        return out
-    elif hasattr(v, "__array__"):          # jax arrays and other array-likes
-        try:
-            arr = np.asarray(v)
-        except Exception:  # noqa: BLE001
-            fail(t, _value_type_text(v), path)
-    else:
-        fail(t, _value_type_text(v), path)
-    if arr.dtype != _NP_DTYPES[t.dtype] or arr.shape != t.shape:
-        fail(t, _value_type_text(arr), path)
-    return arr
-
-
-def _default_value(v, work, box, i, path, tuples):
-    """An argument of unknown type: Python scalars/lists become arrays as rl.const makes them."""
-    if isinstance(v, (_ndarray, ConstructorValue, RefValue, Closure)):
-        return v
-    if isinstance(v, tuple):
-        items = list(v)
-        tuples.append((box, i))
-        for k in range(len(items) - 1, -1, -1):
-            work.append((items[k], None, items, k, (path, f"field {k}")))
-        return items
-    if isinstance(v, (bool, int, float, list, np.generic)):
-        from relayish.ir.expr import _const_array
-        try:
-            return _const_array(v, None)
-        except RelayishError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - ragged lists and the like
-            raise EvaluationError(f"cannot convert {_short(v)} to a tensor: {exc}") from None
-    return v
-
-
-# ---- texts for error messages ----------------------------------------------------------------
-
-def _text(node, limit=200):
-    """The program text of a node for an error message (shortened)."""
-    try:
-        from relayish.ir.text.printer import astext
-        text = " ".join(astext(node).split())
-    except Exception:  # noqa: BLE001 - error messages must not fail while the printer cannot
-        text = _fallback_text(node)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _fallback_text(node):
-    if isinstance(node, Call):
-        op = node.op
-        name = (op.name if isinstance(op, Op) else getattr(op, "name_hint", None)
-                or type(op).__name__)
-        return f"{name}(...)"
-    if isinstance(node, Var):
-        return "%" + node.name_hint
-    return f"<{type(node).__name__}>"
-
-
-def _type_text(t):
-    try:
-        return str(t)
-    except Exception:  # noqa: BLE001
-        return repr(t)
-
-
-def _short(v, limit=60):
-    text = repr(v)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _value_type_text(v):
-    """A short description of a runtime value's type."""
-    if isinstance(v, _ndarray):
-        try:
-            return _type_text(TensorType(v.shape, v.dtype.name))
-        except RelayishError:                 # a dtype relayish has no name for
-            return f"an array of shape {v.shape} and dtype {v.dtype}"
-    if isinstance(v, np.generic):
-        return f"numpy scalar {v.dtype.name}"
-    if isinstance(v, tuple):
-        return f"a tuple of {len(v)} field(s)"
-    if isinstance(v, ConstructorValue):
-        return f"a value of constructor {v.constructor.name_hint}"
-    if isinstance(v, RefValue):
-        return "a reference"
-    if isinstance(v, Closure):
-        return "a function"
-    return f"{type(v).__name__} {_short(v)}"
-
-
-def _value_text(v, limit=200):
-    return _short(v, limit)
