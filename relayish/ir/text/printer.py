@@ -31,7 +31,7 @@ from relayish.ir.text.literals import element_text, scalar_text
 # a child is parenthesized when its precedence is below what its position needs; the infix
 # operators' precedences are the parser's own table
 from relayish.ir.text.operators import (BY_OP, PREC_ATOM, PREC_BLOCK, PREC_POSTFIX, PREC_UNARY,
-                                        REF_WRITE)
+                                        PREFIX_BY_OP, REF_WRITE)
 
 VERSION = "0.0.5"
 
@@ -598,11 +598,12 @@ class _Printer:
             defaults = op.attr_defaults
             attrs = {k: v for k, v in attrs.items()
                      if not (k in defaults and attr_equal(v, defaults[k]))}
-            if not attrs and len(e.args) == 1 and op.name == "negative":
+            symbol = PREFIX_BY_OP.get(op.name) if not attrs and len(e.args) == 1 else None
+            if symbol is not None:           # `-x`: the op's record says prefix="-"
                 arg = e.args[0]
-                if isinstance(arg, Constant):
-                    return ["-(", self.expr(arg, ind), ")"], PREC_UNARY
-                return ["-", self.expr(arg, ind, PREC_UNARY)], PREC_UNARY
+                if isinstance(arg, Constant):      # `-(1f)`: `-1f` would read as one literal
+                    return [symbol + "(", self.expr(arg, ind), ")"], PREC_UNARY
+                return [symbol, self.expr(arg, ind, PREC_UNARY)], PREC_UNARY
             head = op.name
         else:
             head = self.postfix_target(op, ind)
