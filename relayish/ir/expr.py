@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import re
 
-import attrs
 from attrs import Converter, define, field
 import numpy as np
 
 from relayish.errors import RelayishError
+from relayish.ir.fields import (CLAUSES, DATA, EXPR, EXPRS, PATTERN, PATTERNS, TYPE, TYPES, VAR,
+                                VARS, node_field)
 from relayish.ir.types import (DTYPES, FuncType, GlobalTypeVar, Type, TensorType, TypeVar,
                                normalize_dtype, printable_name)
 
@@ -181,8 +182,6 @@ def _call_op(name, args, **op_attrs):
     return make_call(name, list(args), op_attrs)
 
 
-_COMPARISONS = frozenset(("less", "greater", "less_equal", "greater_equal", "equal", "not_equal",
-                          "logical_and", "logical_or", "logical_not"))
 _UNKNOWN = ""       # a Var's memoized hint when none was found
 
 
@@ -222,14 +221,14 @@ def dtype_hint(expr):
             expr = expr.fields[0]
             continue
         if isinstance(expr, Call) and type(expr.op).__name__ == "Op":
-            if expr.op.name in ("cast", "zeros", "ones"):
-                hint = expr.attrs.get("dtype")
-                break
-            if not expr.args or expr.op.name in _COMPARISONS:
-                break
-            # where(cond, x, y) and cast_like(x, like) take their dtype from a later argument
-            expr = expr.args[{"where": 1, "cast_like": 1}.get(expr.op.name, 0)]
-            continue
+            # the op's record says: a dtype ("bool", cast's attribute) or an argument to follow
+            # (where(cond, x, y): 1)
+            found = expr.op.result_dtype(expr.attrs)
+            if isinstance(found, int) and 0 <= found < len(expr.args):
+                expr = expr.args[found]
+                continue
+            hint = found if isinstance(found, str) else None
+            break
         break
     for v in passed:
         v._dtype_hint = _UNKNOWN if hint is None else hint
@@ -501,100 +500,6 @@ def _constructor_name(node, attribute, value):
     problem = printable_name(value)
     if problem is not None:
         raise RelayishError(f"rl.Constructor: {problem}; choose another constructor name")
-
-
-# ---- field declarations ------------------------------------------------------------------
-# Each node class declares its fields once, in order, with what each holds (CPython's ASDL is the
-# model): `node_field(EXPR, ...)` is an attrs field whose metadata names its kind. Everything
-# that walks the program (`children`, `map_children`, ExprVisitor and ExprMutator, the printer,
-# structural equality, the analyses) reads these declarations, so a new node class needs no
-# edit in any of them; only the passes that give it a meaning learn about it.
-
-EXPR = "expr"           # a child expression
-EXPRS = "exprs"         # a list of child expressions
-VAR = "var"             # a Var the node binds (a child expression too: visitors walk it)
-VARS = "vars"           # a list of Vars the node binds
-PATTERN = "pattern"     # a child pattern
-PATTERNS = "patterns"   # a list of child patterns
-CLAUSES = "clauses"     # a list of match Clauses
-TYPE = "type"           # a Type or None; map_children's `type_fn` maps it
-TYPES = "types"         # a list of Types
-DATA = "data"           # anything else: names, numbers, arrays, dicts, type binders
-
-_ONE = frozenset((EXPR, VAR, PATTERN))
-_MANY = frozenset((EXPRS, VARS, PATTERNS, CLAUSES))
-KINDS = frozenset((EXPR, EXPRS, VAR, VARS, PATTERN, PATTERNS, CLAUSES, TYPE, TYPES, DATA))
-
-
-def node_field(kind, **kwargs):
-    """An attrs field declared to hold `kind` (EXPR, EXPRS, ..., DATA); kwargs go to attrs."""
-    return field(metadata={"kind": kind}, **kwargs)
-
-
-_DECLARED: dict = {}    # node class -> its declaration, read from its attrs fields once
-
-
-def fields_of(cls) -> tuple:
-    """`((name, kind), ...)`: the constructor fields of a node class, in order. A field that
-    declares no kind is DATA (so an attrs node class written elsewhere, like op.py's Op, is a
-    leaf unless it says otherwise); fields with init=False (the checked type, memos) are not
-    part of the node."""
-    declared = _DECLARED.get(cls)
-    if declared is None:
-        if not attrs.has(cls):
-            raise RelayishError(f"{cls.__name__} is not an attrs node class: its fields are "
-                                "not declared, so it cannot be walked")
-        declared = tuple((a.name, a.metadata.get("kind", DATA)) for a in attrs.fields(cls)
-                         if a.init)
-        for name, kind in declared:
-            if kind not in KINDS:
-                raise RelayishError(f"{cls.__name__}.{name} declares the unknown field kind "
-                                    f"{kind!r}; the kinds are {', '.join(sorted(KINDS))}")
-        _DECLARED[cls] = declared
-    return declared
-
-
-def iter_fields(node):
-    """`(name, kind, value)` for each declared field of `node`, in order."""
-    for name, kind in fields_of(type(node)):
-        yield name, kind, getattr(node, name)
-
-
-def children(node) -> list:
-    """The nodes directly inside `node`, in field order: child expressions, bound Vars,
-    patterns and clauses (types and plain data are not children)."""
-    out = []
-    for name, kind in fields_of(type(node)):
-        if kind in _ONE:
-            out.append(getattr(node, name))
-        elif kind in _MANY:
-            out.extend(getattr(node, name))
-    return out
-
-
-def map_children(node, fn, type_fn=None):
-    """`node` with `fn` applied to each child node (and `type_fn`, if given, to each type in a
-    TYPE or TYPES field); the same node when nothing changed (compared by identity), else a new
-    node of the same class built from the new fields (so its field checks run again)."""
-    values, changed = [], False
-    for name, kind in fields_of(type(node)):
-        old = getattr(node, name)
-        new = old
-        if kind in _ONE:
-            new = fn(old)
-        elif kind in _MANY:
-            items = [fn(item) for item in old]
-            if len(items) != len(old) or any(a is not b for a, b in zip(items, old)):
-                new = items
-        elif type_fn is not None and kind == TYPE and old is not None:
-            new = type_fn(old)
-        elif type_fn is not None and kind == TYPES:
-            items = [type_fn(t) for t in old]
-            if any(a is not b for a, b in zip(items, old)):
-                new = items
-        changed = changed or new is not old
-        values.append(new)
-    return type(node)(*values) if changed else node
 
 
 # ---- nodes ---------------------------------------------------------------------------------

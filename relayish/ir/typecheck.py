@@ -26,7 +26,7 @@ from relayish.ir.expr import (Clause, Constructor, Expr, Function, Let, PatternC
 from relayish.ir.module import Module
 from relayish.ir.op import Op
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, Type,
-                               TypeCall, TypeVar, substitute, walk_type)
+                               TypeCall, TypeVar, map_type, substitute, walk_type)
 from relayish.ir.visitor import ExprFunctor, ExprVisitor, deep
 
 __all__ = ["infer_type", "typeof", "IncompleteType"]
@@ -154,22 +154,7 @@ class TypeChecker(ExprFunctor):
     def zonk(self, t):
         """`t` with every bound hole replaced by its solution (unsolved holes stay)."""
         t = self.resolve(t)
-        if isinstance(t, TensorType) or not isinstance(t, (TupleType, FuncType, RefType, TypeCall)):
-            return t
-        if isinstance(t, TupleType):
-            fields = [self.zonk(f) for f in t.fields]
-            return t if all(a is b for a, b in zip(fields, t.fields)) else TupleType(fields)
-        if isinstance(t, FuncType):
-            args = [self.zonk(a) for a in t.arg_types]
-            ret = self.zonk(t.ret_type)
-            if ret is t.ret_type and all(a is b for a, b in zip(args, t.arg_types)):
-                return t
-            return FuncType(args, ret, t.type_params)
-        if isinstance(t, RefType):
-            v = self.zonk(t.value)
-            return t if v is t.value else RefType(v)
-        args = [self.zonk(a) for a in t.args]
-        return t if all(a is b for a, b in zip(args, t.args)) else TypeCall(t.func, args)
+        return t if type(t) is TensorType else map_type(t, self.zonk)
 
     def complete(self, t):
         """The zonked type, or None when parts of it are still unknown."""

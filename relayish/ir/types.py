@@ -12,6 +12,7 @@ import attrs
 import numpy as np
 
 from relayish.errors import RelayishError
+from relayish.ir.fields import DATA, TYPE, TYPES, fields_of, node_field
 
 DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
           "float16", "float32", "float64")
@@ -149,8 +150,8 @@ class Type:
 
 @attrs.frozen(repr=False)
 class TensorType(Type):
-    shape: tuple = attrs.field(converter=_shape, default=())
-    dtype: str = attrs.field(converter=normalize_dtype, default="float32")
+    shape: tuple = node_field(DATA, converter=_shape, default=())
+    dtype: str = node_field(DATA, converter=normalize_dtype, default="float32")
 
     @property
     def ndim(self):
@@ -166,7 +167,7 @@ class TensorType(Type):
 
 @attrs.frozen(repr=False)
 class TupleType(Type):
-    fields: tuple = attrs.field(converter=_types("TupleType", "fields"), default=())
+    fields: tuple = node_field(TYPES, converter=_types("TupleType", "fields"), default=())
 
     def __repr__(self):
         return f"TupleType({list(self.fields)!r})"
@@ -174,7 +175,7 @@ class TupleType(Type):
 
 @attrs.frozen(repr=False)
 class TypeVar(Type):
-    name: str = attrs.field(validator=_type_name("TypeVar"))
+    name: str = node_field(DATA, validator=_type_name("TypeVar"))
 
     def __repr__(self):
         return f"TypeVar({self.name!r})"
@@ -182,7 +183,7 @@ class TypeVar(Type):
 
 @attrs.frozen(repr=False)
 class GlobalTypeVar(Type):
-    name: str = attrs.field(validator=_type_name("GlobalTypeVar"))
+    name: str = node_field(DATA, validator=_type_name("GlobalTypeVar"))
 
     def __repr__(self):
         return f"GlobalTypeVar({self.name!r})"
@@ -190,9 +191,10 @@ class GlobalTypeVar(Type):
 
 @attrs.frozen(repr=False)
 class FuncType(Type):
-    arg_types: tuple = attrs.field(converter=_types("FuncType", "arg_types"))
-    ret_type: Type = attrs.field(validator=_a_type("FuncType", "ret_type"))
-    type_params: tuple = attrs.field(converter=_types("FuncType", "type_params"), default=())
+    arg_types: tuple = node_field(TYPES, converter=_types("FuncType", "arg_types"))
+    ret_type: Type = node_field(TYPE, validator=_a_type("FuncType", "ret_type"))
+    # binders of type variables, not components: DATA
+    type_params: tuple = node_field(DATA, converter=_types("FuncType", "type_params"), default=())
 
     def __repr__(self):
         return f"FuncType({list(self.arg_types)!r}, {self.ret_type!r}, {list(self.type_params)!r})"
@@ -200,7 +202,7 @@ class FuncType(Type):
 
 @attrs.frozen(repr=False)
 class RefType(Type):
-    value: Type = attrs.field(validator=_a_type("RefType", "value"))
+    value: Type = node_field(TYPE, validator=_a_type("RefType", "value"))
 
     def __repr__(self):
         return f"RefType({self.value!r})"
@@ -208,8 +210,8 @@ class RefType(Type):
 
 @attrs.frozen(repr=False)
 class TypeCall(Type):
-    func: GlobalTypeVar = attrs.field()
-    args: tuple = attrs.field(converter=_types("TypeCall", "args"), default=())
+    func: GlobalTypeVar = node_field(DATA)        # the ADT's name, not a component
+    args: tuple = node_field(TYPES, converter=_types("TypeCall", "args"), default=())
 
     @func.validator
     def _check_func(self, attribute, value):
@@ -267,17 +269,55 @@ def scalar_type(dtype="float32") -> TensorType:
 
 
 def type_components(t: Type) -> list:
-    """The types directly inside `t`: tuple fields, argument and result types, a ref's content,
-    a type call's arguments."""
-    if isinstance(t, TupleType):
-        return list(t.fields)
-    if isinstance(t, FuncType):
-        return [*t.arg_types, t.ret_type]
-    if isinstance(t, RefType):
-        return [t.value]
-    if isinstance(t, TypeCall):
-        return list(t.args)
-    return []
+    """The types directly inside `t`, in field order: tuple fields, argument and result types,
+    a ref's content, a type call's arguments (its TYPE and TYPES fields)."""
+    declared = _type_fields(type(t))
+    out = []
+    for name, kind in declared:
+        if kind == TYPE:
+            out.append(getattr(t, name))
+        else:
+            out.extend(getattr(t, name))
+    return out
+
+
+def map_type(t: Type, fn) -> Type:
+    """`t` with `fn` applied to each type directly inside it (type_components); `t` itself when
+    fn returned each unchanged. One level: fn recurses if it wants the whole type, e.g.
+
+        def widen(t):           # every float32 tensor inside t becomes float64
+            if isinstance(t, TensorType):
+                return TensorType(t.shape, "float64") if t.dtype == "float32" else t
+            return map_type(t, widen)
+    """
+    declared = _type_fields(type(t))
+    if not declared:
+        return t
+    changed, values = False, {}
+    for name, kind in declared:
+        old = getattr(t, name)
+        if kind == TYPE:
+            new = fn(old)
+        else:
+            new = tuple(fn(x) for x in old)
+            if all(a is b for a, b in zip(new, old)):
+                new = old
+        changed = changed or new is not old
+        values[name] = new
+    return attrs.evolve(t, **values) if changed else t
+
+
+_COMPONENTS: dict = {}      # type class -> its TYPE and TYPES fields
+
+
+def _type_fields(cls) -> tuple:
+    declared = _COMPONENTS.get(cls)
+    if declared is None:
+        # a type class that is no attrs class (the checker's holes) has no components
+        declared = () if not attrs.has(cls) else tuple(
+            (name, kind) for name, kind in fields_of(cls) if kind in (TYPE, TYPES))
+        _COMPONENTS[cls] = declared
+    return declared
 
 
 def walk_type(t: Type, resolve=None):
@@ -321,14 +361,7 @@ def substitute(t: Type, subst: dict) -> Type:
         return t
     if isinstance(t, TypeVar):
         return subst.get(t, t)
-    if isinstance(t, TupleType):
-        return TupleType([substitute(f, subst) for f in t.fields])
-    if isinstance(t, FuncType):
+    if isinstance(t, FuncType) and any(p in subst for p in t.type_params):
         inner = {k: v for k, v in subst.items() if k not in t.type_params}
-        return FuncType([substitute(a, inner) for a in t.arg_types], substitute(t.ret_type, inner),
-                        t.type_params)
-    if isinstance(t, RefType):
-        return RefType(substitute(t.value, subst))
-    if isinstance(t, TypeCall):
-        return TypeCall(t.func, [substitute(a, subst) for a in t.args])
-    return t
+        return map_type(t, lambda c: substitute(c, inner))
+    return map_type(t, lambda c: substitute(c, subst))

@@ -15,7 +15,8 @@ import sys
 import threading
 
 from relayish.errors import RelayishError
-from relayish.ir.expr import Expr, Function, Let, Pattern, PatternVar, children, map_children
+from relayish.ir.expr import Expr, Function, Let, Pattern, PatternVar
+from relayish.ir.fields import children, map_children
 
 
 class ExprFunctor:
