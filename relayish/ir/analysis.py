@@ -1,9 +1,17 @@
-"""Analyses of a whole program, computed once and looked up: free variables.
+"""Analyses of a whole program, computed once and looked up: free variables, the call graph of
+a Module's globals, use counts of Vars.
 
     free = FreeVars()          # a table, filled as functions are asked for
     free(func) -> [Var]        # what a closure of the Function `func` captures
     free.of(expr) -> [Var]     # the free variables of any expression
     free_vars(expr) -> [Var]   # FreeVars().of(expr)
+    graph = CallGraph(mod)     # graph.callees[name], .reachable(name), .callers_of(names),
+                               # .components() (strongly connected, callees first)
+    global_refs(expr) -> [str] # the globals an expression refers to, in order of first use
+    use_counts(expr) -> {Var: int}   # how many nodes refer to each Var (binders not counted)
+
+Every walk here is a loop over `fields.children` (no Python recursion, however deep the
+program), and visits each node of a DAG once.
 
 Free variables are scope-aware, in order of first use (the order a preorder walk meets them):
 a Var is free in an expression when it is used there outside the scope of every binder of it
@@ -27,12 +35,10 @@ wherever it occurs; a Var itself is looked up at every use.
 from __future__ import annotations
 
 from relayish.errors import RelayishError
-from relayish.ir.expr import (Call, Constant, Constructor, Function, GlobalVar, If, Let, Match,
-                              PatternConstructor, PatternTuple, PatternVar, PatternWildcard,
-                              RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var)
-from relayish.ir.op import Op
+from relayish.ir.expr import Function, GlobalVar, Let, Match, PatternVar, Var
+from relayish.ir.fields import EXPR, EXPRS, children, iter_fields
 
-__all__ = ["FreeVars", "free_vars"]
+__all__ = ["FreeVars", "free_vars", "CallGraph", "global_refs", "use_counts", "walk"]
 
 # work items
 _VISIT, _BIND, _UNBIND, _EXIT = range(4)
@@ -116,9 +122,7 @@ class FreeVars:
             if id(e) in frame.seen:
                 continue
             frame.seen.add(id(e))
-            if cls in _LEAVES:
-                pass
-            elif cls is Function:
+            if cls is Function:
                 hit = table.get(id(e))
                 if hit is not None:
                     level = len(frames) - 1
@@ -150,11 +154,8 @@ class FreeVars:
                     work.append((_VISIT, clause.rhs))
                     work.append((_BIND, binders))
                 work.append((_VISIT, e.data))
-            else:
-                children = _CHILDREN.get(cls)
-                if children is None:
-                    raise RelayishError(f"free variables: unknown node {type(e).__name__}")
-                work.extend(reversed(children(e)))
+            else:       # binds nothing: its children, through its declared fields
+                work.extend((_VISIT, child) for child in reversed(children(e)))
         root = frames[0]
         result = list(root.free.values())
         if isinstance(expr, Function):
@@ -168,32 +169,129 @@ def free_vars(expr) -> list:
 
 
 def _pattern_vars(pattern) -> list:
-    out, todo = [], [pattern]
-    while todo:
-        p = todo.pop()
-        if isinstance(p, PatternVar):
-            out.append(p.var)
-        elif isinstance(p, (PatternConstructor, PatternTuple)):
-            todo.extend(reversed(p.patterns))
-        elif not isinstance(p, PatternWildcard):
-            raise RelayishError(f"free variables: unknown pattern {type(p).__name__}")
-    return out
+    """The Vars a pattern binds, left to right."""
+    return [p.var for p in walk(pattern) if isinstance(p, PatternVar)]
 
 
-_LEAVES = frozenset({GlobalVar, Constant, Op, Constructor})
+# ---- whole-program walks -------------------------------------------------------------------
+
+def walk(expr):
+    """Every node inside `expr` (itself included: expressions, patterns, clauses), each once, in
+    preorder (the order a recursive visitor meets them); a loop with an explicit stack."""
+    seen, stack = set(), [expr]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node
+        stack.extend(reversed(children(node)))
 
 
-def _visits(*nodes):
-    return [(_VISIT, n) for n in nodes]
+def global_refs(expr) -> list:
+    """The names of the global functions `expr` refers to, in order of first reference."""
+    return list(dict.fromkeys(n.name_hint for n in walk(expr) if isinstance(n, GlobalVar)))
 
 
-# children in walk order (Function, Let and Match bind and are handled in the loop)
-_CHILDREN = {
-    Tuple: lambda e: _visits(*e.fields),
-    TupleGetItem: lambda e: _visits(e.tuple_value),
-    Call: lambda e: _visits(e.op, *e.args),
-    If: lambda e: _visits(e.cond, e.true_branch, e.false_branch),
-    RefCreate: lambda e: _visits(e.value),
-    RefRead: lambda e: _visits(e.ref),
-    RefWrite: lambda e: _visits(e.ref, e.value),
-}
+def use_counts(expr) -> dict:
+    """{Var: how many nodes of `expr` refer to it as a child expression}; a Var's binder (a
+    let, a parameter, a pattern) is no use of it. Each node of a DAG counts once, so a shared
+    subexpression using %x adds one use of %x however many parents share it."""
+    counts: dict = {}
+    for node in walk(expr):
+        for _, kind, value in iter_fields(node):
+            if kind == EXPR:
+                if type(value) is Var:
+                    counts[value] = counts.get(value, 0) + 1
+            elif kind == EXPRS:
+                for item in value:
+                    if type(item) is Var:
+                        counts[item] = counts.get(item, 0) + 1
+    return counts
+
+
+class CallGraph:
+    """Which global functions of a Module refer to which, by name. A reference counts as a call:
+    a global passed as a value may be called by whatever receives it.
+
+        graph = CallGraph(mod)
+        graph.callees["f"]            # the globals @f refers to, in order of first reference
+        graph.reachable("main")       # main and every global it reaches, in preorder
+        graph.callers_of({"f"})       # {"f"} and every global that reaches @f
+        graph.components()            # strongly connected sets, callees before callers
+    """
+
+    def __init__(self, mod):
+        self.callees: dict[str, list] = {
+            gv.name_hint: [n for n in global_refs(func) if n in mod]
+            for gv, func in mod.functions.items()}
+
+    def reachable(self, start) -> list:
+        order, seen, todo = [], set(), [start]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            order.append(name)
+            todo.extend(reversed(self.callees.get(name, ())))
+        return order
+
+    def callers_of(self, names) -> set:
+        found = set(names)
+        callers: dict[str, list] = {}
+        for caller, callees in self.callees.items():
+            for callee in callees:
+                callers.setdefault(callee, []).append(caller)
+        todo = list(found)
+        while todo:
+            for caller in callers.get(todo.pop(), ()):
+                if caller not in found:
+                    found.add(caller)
+                    todo.append(caller)
+        return found
+
+    def components(self) -> list:
+        """Strongly connected sets of globals (each a list), callees before callers (Tarjan's
+        algorithm with an explicit stack)."""
+        edges = self.callees
+        index, low, on_stack, stack, out = {}, {}, set(), [], []
+        counter = 0
+        for root in edges:
+            if root in index:
+                continue
+            work = [(root, iter(edges[root]))]
+            index[root] = low[root] = counter
+            counter += 1
+            stack.append(root)
+            on_stack.add(root)
+            while work:
+                node, callees = work[-1]
+                advanced = False
+                for child in callees:
+                    if child not in index:
+                        index[child] = low[child] = counter
+                        counter += 1
+                        stack.append(child)
+                        on_stack.add(child)
+                        work.append((child, iter(edges[child])))
+                        advanced = True
+                        break
+                    if child in on_stack:
+                        low[node] = min(low[node], index[child])
+                if advanced:
+                    continue
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    out.append(component)
+        return out

@@ -21,13 +21,14 @@ from __future__ import annotations
 import itertools
 
 from relayish.errors import RelayishError, TypeCheckError
+from relayish.ir.analysis import CallGraph
 from relayish.ir.expr import (Clause, Constructor, Expr, Function, Let, PatternConstructor,
                               PatternTuple, PatternVar, PatternWildcard, Var, _short_text)
 from relayish.ir.module import Module
 from relayish.ir.op import Op
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, Type,
                                TypeCall, TypeVar, map_type, substitute, walk_type)
-from relayish.ir.visitor import ExprFunctor, ExprVisitor, deep
+from relayish.ir.visitor import ExprFunctor, deep
 
 __all__ = ["infer_type", "typeof", "IncompleteType"]
 
@@ -759,63 +760,6 @@ def _tuple_text(fields):
 
 # ---- modules -----------------------------------------------------------------------------------
 
-class _GlobalRefs(ExprVisitor):
-    def __init__(self):
-        super().__init__()
-        self.names = []
-
-    def visit_GlobalVar(self, e):
-        self.names.append(e.name_hint)
-
-
-def _components(mod) -> list:
-    """Strongly connected components of the call graph, callees before callers (Tarjan, no recursion)."""
-    names = [gv.name_hint for gv in mod.functions]
-    edges = {}
-    for gv, func in mod.functions.items():
-        refs = _GlobalRefs()
-        refs.visit(func)
-        edges[gv.name_hint] = [n for n in dict.fromkeys(refs.names) if n in mod]
-    index, low, on_stack, stack, out = {}, {}, set(), [], []
-    counter = itertools.count()
-    for root in names:
-        if root in index:
-            continue
-        work = [(root, iter(edges[root]))]
-        index[root] = low[root] = next(counter)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            advanced = False
-            for child in children:
-                if child not in index:
-                    index[child] = low[child] = next(counter)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(edges[child])))
-                    advanced = True
-                    break
-                if child in on_stack:
-                    low[node] = min(low[node], index[child])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    n = stack.pop()
-                    on_stack.discard(n)
-                    component.append(n)
-                    if n == node:
-                        break
-                out.append(component)
-    return out
-
-
 def _check_type_definitions(mod):
     checker = TypeChecker(mod)
     checker.checking_module = True
@@ -848,7 +792,7 @@ def _check_module(mod) -> Module:
                        func.type_params)
         checker.signatures[id(func)] = sig
         checker.global_types[gv.name_hint] = sig
-    for component in _components(mod):
+    for component in CallGraph(mod).components():
         for name in component:
             func = mod[name]
             checker.expect(func, checker.signatures[id(func)], checker.visit(func),

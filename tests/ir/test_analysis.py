@@ -1,4 +1,4 @@
-"""relayish.ir.analysis: free variables of a whole program in one walk.
+"""relayish.ir.analysis: free variables of a whole program in one walk; the call graph, use counts.
 
 Checked against a reference written the plain way (a recursive definition over small programs),
 on hand-written cases (fn, let, recursive let, match clauses with pattern binders, nested
@@ -288,3 +288,59 @@ def test_evaluate_of_3000_nested_closures():
         e = Call(Function([ys[k]], e), [ys[k - 1] + rl.const(1.0, "float64")])
     out = rl.evaluate(Function([x], e, F64), np.float64(0.5))
     assert float(out) == 3000.5
+
+
+# ---- call graph and use counts ------------------------------------------------------------------
+
+def _call_graph_module():
+    mod = rl.parse("""
+        def @leaf(%x: float32) -> float32 { %x }
+        def @even(%n: int32) -> bool { if (%n == 0) { True } else { @odd(%n - 1) } }
+        def @odd(%n: int32) -> bool { if (%n == 0) { False } else { @even(%n - 1) } }
+        def @main(%x: float32) -> float32 { let %f = @leaf; if (@even(3)) { %f(%x) } else { @leaf(%x) } }
+        def @alone() -> float32 { 1f }
+    """)
+    return mod
+
+
+def test_call_graph_edges_reachability_callers_and_components():
+    from relayish.ir.analysis import CallGraph, global_refs
+    mod = _call_graph_module()
+    graph = CallGraph(mod)
+    assert graph.callees["main"] == ["leaf", "even"]         # a reference counts as a call
+    assert graph.callees["even"] == ["odd"] and graph.callees["alone"] == []
+    assert graph.reachable("main") == ["main", "leaf", "even", "odd"]
+    assert graph.callers_of({"odd"}) == {"odd", "even", "main"}
+    components = graph.components()
+    assert sorted(map(sorted, components)) == [["alone"], ["even", "odd"], ["leaf"], ["main"]]
+    position = {name: k for k, comp in enumerate(components) for name in comp}
+    assert position["leaf"] < position["main"] and position["even"] < position["main"]
+    assert global_refs(mod["main"]) == ["leaf", "even"]
+
+
+def test_use_counts_count_references_not_binders():
+    from relayish.ir.analysis import use_counts
+    x, y, z = (rl.var(n) for n in "xyz")
+    shared = x * y                               # one node, used twice: one use of x and of y
+    body = rl.Let(z, shared + shared, rl.Tuple([z, z, x]))
+    counts = use_counts(rl.Function([x, y], body))
+    assert counts == {x: 2, y: 1, z: 2}
+
+
+@pytest.mark.parametrize("n", CHAIN_LENGTHS)
+def test_call_graph_and_use_counts_of_long_chains(n):
+    from relayish.ir.analysis import CallGraph, use_counts
+    from relayish.ir.visitor import build_let_chain
+    x = rl.var("x")
+    prev, bindings = x, []
+    for k in range(n):
+        v = rl.var(f"v{k}")
+        bindings.append((v, prev + rl.GlobalVar("g")(prev)))
+        prev = v
+    body = build_let_chain(bindings, prev)
+    mod = rl.Module()
+    mod["g"] = rl.Function([rl.var("a")], rl.const(1.0))
+    mod["main"] = rl.Function([x], body)
+    assert CallGraph(mod).callees["main"] == ["g"]
+    counts = use_counts(mod["main"])
+    assert counts[x] == 2 and counts[prev] == 1 and len(counts) == n + 1
