@@ -65,9 +65,6 @@ from relayish.ad.twins import TwinTypes, fresh_name
 UNIT = TupleType(())
 BP_TYPE = RefType(FuncType([], UNIT))
 
-# Ops whose gradient is zero whatever their inputs: no backpropagator step is built for them.
-_ZERO_GRAD_OPS = frozenset({"zeros_like", "ones_like", "zeros", "ones", "full_like"})
-
 
 def _text(node, limit=200):
     return _short_text(node, limit)
@@ -542,9 +539,11 @@ class ReverseAD:
                 raise GradientError(f"operator '{op.name}' returns {out_type}, which reverse "
                                     f"mode cannot lift, in {_text(call)}")
             return z
+        # an op constant in an argument (zeros_like's, by its record) sends it no gradient;
+        # with no argument left, no backpropagator step is built
         active = [i for i, (a, t) in enumerate(zip(args, arg_types))
-                  if has_float(t) and not self.is_inactive(a)]
-        if not op.differentiable or op.name in _ZERO_GRAD_OPS or not active:
+                  if i not in op.constant_in and has_float(t) and not self.is_inactive(a)]
+        if not op.differentiable or not active:
             if is_float_tensor(out_type):
                 return self.deferred(z, out_type, call, inactive=True)
             result, _ = self.fresh_lift(z, out_type)
