@@ -49,7 +49,7 @@ import time
 import numpy as np
 
 import relayish as rl
-from relayish.backend.jax_backend import TRACE_LIMITS
+from relayish.backend.jax import TRACE_LIMITS
 from relayish.ir.visitor import run_deep
 
 F64 = rl.TensorType((), "float64")

@@ -13,9 +13,9 @@ BACKENDS = ("jax", "interpreter")
 def compile(f_or_mod, backend="jax", device="cpu", limits=None):  # noqa: A001 - API name
     """A callable running `f_or_mod` (a Function, or a Module's @main) on `backend`.
 
-    backend="jax": lowered to XLA by tracing under jax.jit (relayish/backend/jax_backend.py);
+    backend="jax": lowered to XLA by tracing under jax.jit (relayish/backend/jax/);
     device="cpu" or "gpu" (a CUDA device; a RelayishError when jax has none).
-    limits: a dict overriding the bounds on tracing (relayish.backend.jax_backend.TRACE_LIMITS):
+    limits: a dict overriding the bounds on tracing (relayish.backend.jax.TRACE_LIMITS):
     "max_depth" (longest chain of dependent operations handed to XLA, 10,000: deeper programs
     crash XLA's compiler), "max_ops" (tensor operations recorded in one trace, 200,000) and
     "max_seconds" (one trace's wall time, 300). Past one, a CompileError says to use the
@@ -28,7 +28,7 @@ def compile(f_or_mod, backend="jax", device="cpu", limits=None):  # noqa: A001 -
     if not isinstance(backend, str):
         raise RelayishError(f"backend must be one of {', '.join(BACKENDS)}, got {describe(backend)}")
     if backend == "jax":
-        from relayish.backend.jax_backend import compile_jax
+        from relayish.backend.jax import compile_jax
         return compile_jax(f_or_mod, device=device, limits=limits)
     if backend == "interpreter":
         if limits is not None:

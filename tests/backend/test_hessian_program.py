@@ -1,6 +1,6 @@
 """The XLA program of a compiled rl.hessian (issue 16, section 2): values against jax.hessian,
 and the structure that made it 1.5x jax's time: zero adjoints multiplied into the chain rule
-(relayish/backend/jax_zeros.py). Values and program structure only; never time."""
+(relayish/backend/jax/zeros.py). Values and program structure only; never time."""
 import jax
 import jax.numpy as jnp
 import numpy as np

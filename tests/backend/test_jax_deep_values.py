@@ -4,7 +4,8 @@ recursion (before: a bare RecursionError from about 500 elements on)."""
 import numpy as np
 
 import relayish as rl
-from relayish.backend import jax_backend as jb
+from relayish.backend.jax.arguments import build_arg, decode, encode, flatten_arg
+from relayish.backend.jax.values import JRef
 from relayish.backend.values import ConstructorValue, RefValue
 
 
@@ -23,16 +24,16 @@ def test_codec_of_a_long_list_is_iterative():
     value = rl.list_value(mod, items)
     ref = RefValue((np.asarray(1, "float32"), value))
     leaves = []
-    desc = jb._encode((value, jb._JRef(ref.value, -1)), leaves, {})
+    desc = encode((value, JRef(ref.value, -1)), leaves, {})
     assert len(leaves) == 2 * n + 1
-    out = jb._decode(desc, leaves, [], None)
+    out = decode(desc, leaves, [], None)
     assert isinstance(out, tuple) and isinstance(out[1], RefValue)
     assert [float(v) for v in rl.from_list_value(out[0])] == [float(v) for v in items]
     assert rl.from_list_value(out[1].value[1])[-1] == n - 1
 
     arg_leaves, key, refs = [], [], []
-    tree = jb._flatten_arg(value, lt, "%l", arg_leaves, key, refs, {})
-    rebuilt = jb._build_arg(tree, arg_leaves, refs)
+    tree = flatten_arg(value, lt, "%l", arg_leaves, key, refs, {})
+    rebuilt = build_arg(tree, arg_leaves, refs)
     assert isinstance(rebuilt, ConstructorValue)
     assert len(rl.from_list_value(rebuilt)) == n
 

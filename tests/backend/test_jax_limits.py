@@ -1,4 +1,4 @@
-"""Bounds on tracing for XLA (jax_backend.TRACE_LIMITS, overridable with rl.compile(...,
+"""Bounds on tracing for XLA (relayish.backend.jax.TRACE_LIMITS, overridable with rl.compile(...,
 limits=)): a program too deep for XLA's compiler (which segfaults on chains of some 28,000
 dependent ops), a trace that records too many operations, and one that never ends are
 CompileErrors that name the function being unrolled and point to the interpreter; the process
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import relayish as rl
-from relayish.backend import jax_backend as jb
+from relayish.backend.jax import TRACE_LIMITS
 
 
 def fold_module(n):
@@ -38,7 +38,7 @@ def test_too_deep_for_xla_is_a_compile_error_before_xla_sees_it():
 
 def test_the_default_depth_bound_stops_a_10000_deep_unrolling():
     # 10^4 levels unrolled: the program once handed to XLA segfaulted the process
-    assert jb.TRACE_LIMITS["max_depth"] == 10_000
+    assert TRACE_LIMITS["max_depth"] == 10_000
     mod, items = fold_module(10_000)
     with pytest.raises(rl.CompileError, match=r"chain of \d+ dependent operations.*@foldl"):
         rl.compile(mod)(items)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import relayish as rl
-from relayish.backend import jax_backend as jb
+from relayish.backend.jax.limits import MAX_SWITCH_NESTING
 from strategies import deep
 
 F64 = rl.TensorType((), "float64")
@@ -92,7 +92,7 @@ def test_deep_nests_are_selects_past_the_switch_nesting_bound():
     fn = run.jax_function()
     with jax.enable_x64(True):
         closed = jax.make_jaxpr(fn)(np.float64(1.5))
-    assert _switch_nesting(closed.jaxpr) == jb.MAX_SWITCH_NESTING
+    assert _switch_nesting(closed.jaxpr) == MAX_SWITCH_NESTING
 
 
 def test_nested_ifs_writing_references_past_the_bound():

@@ -1,0 +1,366 @@
+"""Compiled functions: `rl.compile(f, backend="jax")` returns a JaxFunction.
+
+    run = compile_jax(f_or_mod, device="cpu", limits=None)
+    run(*args)              # traced once per argument structure, then XLA
+    run.jax_function()      # the pure jitted function (tensor parameters and results)
+    run.effects(*args)      # {"read": [...], "written": [...]} by parameter name
+
+Cache: one `jax.jit` per argument structure (the constructors of ADT arguments and the aliasing
+of RefValue arguments; shapes and dtypes are fixed by the parameter types). A program with
+tensor parameters only has one entry and a fast path in `__call__` (no flattening, one dtype
+list comparison, no extra Python frame). The trace (`_trace`) rebuilds the arguments
+(arguments.py), runs the TraceEvaluator (trace.py) on @main and encodes the result; the
+traced jaxpr's chain depth is checked against the limits (limits.py) before XLA compiles it.
+RefValue arguments the program assigns are extra outputs, written back after the call (their
+buffers donated on a non-CPU device). 64-bit programs (dtypes.py) are traced and run inside
+`jax.enable_x64(True)`.
+"""
+from __future__ import annotations
+
+import operator
+import threading
+
+import numpy as np
+
+from relayish.errors import CompileError, EvaluationError, RelayishError
+from relayish.ir.expr import Expr, Function
+from relayish.ir.module import Module
+from relayish.ir.types import TensorType
+from relayish.ir.analysis import FreeVars
+from relayish.ir.visitor import run_deep
+from relayish.backend.jax.arguments import (build_arg, decode, encode, flatten_arg, is_pure,
+                                            leaf_indices, param_type, pure_tree, ref_paths,
+                                            type_text, value_text)
+from relayish.backend.jax.devices import resolve_device
+from relayish.backend.jax.dtypes import program_uses64
+from relayish.backend.jax.limits import chain_depth, trace_limits
+from relayish.backend.jax.trace import TraceEvaluator
+from relayish.backend.jax.values import JClosure, Restart, jax_array_class, load_jax
+
+
+_NDARRAY = np.ndarray
+_DTYPE_OF = operator.attrgetter("dtype")
+
+
+class _Entry:
+    """One compiled specialization: an argument structure and its jitted function."""
+
+    def __init__(self, tree, n_leaves, ref_paths):
+        self.tree = tree                 # how to rebuild the arguments from leaves at trace time
+        self.n_leaves = n_leaves
+        self.ref_paths = ref_paths       # the RefValue arguments, in order of first appearance
+        self.jitted = None
+        self.traced = False
+        self.out_desc = None
+        self.pure = False
+        self.written = []                # (ref index, content descriptor)
+        self.written_leaves = []
+        self.unrolled = None             # the most-called function of the trace (for messages)
+        self.ops = 0                     # tensor operations the trace recorded
+
+
+class JaxFunction:
+    """A relayish function compiled with JAX: `run(*args)`.
+
+    Attributes: `trace_count` (how many times the program was traced), `device`, `uses_x64`.
+    `effects(*args)` says which parameters the program only reads and which references it writes.
+    `jax_function()` gives the pure jax function behind `run` (tensor parameters and results).
+    """
+
+    def __init__(self, mod, main, device="cpu", limits=None):
+        self.mod = mod
+        self.main = main
+        self.device = resolve_device(device)
+        self.limits = trace_limits(limits)
+        jax = load_jax()
+        self._default_device = self.device == jax.devices()[0]
+        self.params = list(main.params)
+        self.param_types = [param_type(p) for p in self.params]
+        self._captured = FreeVars()      # free variables per Function, shared by the traces
+        unbound = run_deep(self._captured, main)
+        if unbound:
+            names = ", ".join("%" + v.name_hint for v in unbound)
+            raise CompileError(f"the compiled function has free variables ({names}); compile a "
+                               "closed function")
+        self.uses_x64 = program_uses64(mod)
+        self.trace_count = 0
+        self._cache: dict = {}
+        self._lock = threading.Lock()
+        tensor_params = all(isinstance(t, TensorType) for t in self.param_types)
+        self._tensor_sig = ([(t.shape, np.dtype(t.dtype)) for t in self.param_types]
+                            if tensor_params else None)
+        self._fast = None                # set once the tensor-only specialization is traced
+
+    def __repr__(self):
+        return f"<relayish JaxFunction on {self.device}>"
+
+    # ---- calling ----------------------------------------------------------------------------
+    def __call__(self, *args):
+        fast = self._fast
+        if fast is not None:
+            # tensor parameters only, already traced: arrays of the parameters' dtypes go
+            # straight to jax. Shapes are jax's signature check: a new shape re-enters _trace,
+            # which rejects it naming the parameter. (dtypes are checked here because jax turns
+            # float64 into float32 silently when x64 is off; a 64-bit program always runs with
+            # x64 on, where a new dtype re-enters _trace like a new shape.)
+            dtypes, call, array_types, x64 = fast
+            try:
+                if x64 is not None or list(map(_DTYPE_OF, args)) == dtypes:
+                    for a in args:
+                        if a.__class__ is not _NDARRAY and not isinstance(a, array_types):
+                            break
+                    else:
+                        if x64 is None or x64[1].jax_enable_x64:
+                            return call(*args)
+                        # the scoped switch costs ~0.9 us, a sixth of a small Hessian's call:
+                        # entered only when the caller has not enabled float64 already
+                        with x64[0](True):
+                            return call(*args)
+            except AttributeError:
+                pass
+        return self._call(args)
+
+    def _call(self, args):
+        leaves, key, tree, refs = self._flatten_args(args)
+        entry = self._entry(key, tree, len(leaves), refs)
+        if not entry.traced:
+            out, writes = run_deep(self._first_run, entry, leaves)
+            self._install_fast_path(entry, key)
+        else:
+            out, writes = self._run(entry, leaves)
+        for (k, desc), content in zip(entry.written, writes):
+            refs[k].value = decode(desc, content, refs, entry)
+        return out if entry.pure else decode(entry.out_desc, out, refs, entry)
+
+    def _install_fast_path(self, entry, key):
+        if key != () or self._tensor_sig is None or entry.written:
+            return
+        jitted = entry.jitted
+        if entry.pure:
+            call = jitted                # the jitted function itself: no extra Python frame
+        else:
+            def call(*leaves):
+                return decode(entry.out_desc, jitted(*leaves), [], entry)
+        x64 = (load_jax().enable_x64, load_jax().config) if self.uses_x64 else None
+        dtypes = [dtype for _, dtype in self._tensor_sig]
+        self._fast = (dtypes, call, (np.ndarray, np.generic, jax_array_class()), x64)
+
+    def _run(self, entry, leaves):
+        jax = load_jax()
+        if self.uses_x64:
+            with jax.enable_x64(True):
+                return _with_writes(entry, entry.jitted(*leaves))
+        return _with_writes(entry, entry.jitted(*leaves))
+
+    def _first_run(self, entry, leaves):
+        jax = load_jax()
+        if self.uses_x64:
+            with jax.enable_x64(True):
+                return self._trace_then_run(entry, leaves)
+        return self._trace_then_run(entry, leaves)
+
+    def _trace_then_run(self, entry, leaves):
+        self._ensure_traced(entry, leaves)
+        return _with_writes(entry, entry.jitted(*leaves))
+
+    def _ensure_traced(self, entry, leaves):
+        if entry.traced:
+            return
+        try:
+            traced = entry.jitted.trace(*leaves)
+        except RecursionError:
+            raise CompileError("the program nests too deeply to trace (a recursion depth that "
+                               "depends on a traced value?); use rl.evaluate") from None
+        depth = chain_depth(traced.jaxpr.jaxpr)
+        if depth > self.limits["max_depth"]:
+            # checked before XLA sees it: XLA's compiler segfaults on very deep programs
+            raise CompileError(
+                f"the traced program is a chain of {depth} dependent operations ({entry.ops} "
+                f"in all, unrolling {entry.unrolled or 'the program'}), deeper than XLA compiles safely (limit "
+                f"{self.limits['max_depth']}; deeper chains crash XLA's compiler). Run it with "
+                "rl.evaluate or rl.compile(..., backend=\"interpreter\"), or raise the bound at "
+                "your own risk: rl.compile(..., limits={\"max_depth\": ...})")
+        entry.traced = True
+        if entry.written_leaves and self.device.platform != "cpu":
+            # donate the buffers of the references the program writes (XLA CPU cannot)
+            entry.jitted = self._jit(entry, donate=entry.written_leaves)
+            entry.jitted.trace(*leaves)
+
+    def jax_function(self):
+        """The compiled program as a pure jax function of its tensor arguments, for jax
+        transformations (jax.vmap, jax.jit, jax.grad) of the program as a whole.
+
+        `fn(*arrays)` takes one array per parameter (the parameters' shapes and dtypes) and
+        returns the result as jax arrays in nested tuples, the structure `run` returns. It is
+        the jitted function `run` calls (traced here once if `run` was not called yet), so
+        transforming it does not trace the relayish program again. When `uses_x64` is true the
+        caller must call or trace it inside `jax.enable_x64(True)` (as `run` does).
+        A CompileError when the program has a parameter that is not a tensor, or a result that
+        is not tensors and tuples of them (closures, ADT values, references).
+        """
+        if self._tensor_sig is None:
+            raise CompileError("jax_function() needs a function whose parameters are all "
+                               "tensors; this one takes " + ", ".join(
+                                   f"%{p.name_hint}: {type_text(t)}"
+                                   for p, t in zip(self.params, self.param_types)
+                                   if not isinstance(t, TensorType)))
+        leaves = [np.zeros(shape, dtype) for shape, dtype in self._tensor_sig]
+        _, key, tree, refs = self._flatten_args(leaves)
+        entry = self._entry(key, tree, len(leaves), refs)
+        if not entry.traced:
+            jax = load_jax()
+
+            def trace():
+                if self.uses_x64:
+                    with jax.enable_x64(True):
+                        self._ensure_traced(entry, leaves)
+                else:
+                    self._ensure_traced(entry, leaves)
+            run_deep(trace)
+            self._install_fast_path(entry, key)
+        if not entry.pure or entry.written:
+            raise CompileError("jax_function() needs a result made of tensors and tuples of "
+                               "tensors; this program returns other values (closures, ADT values "
+                               "or references) that only `run` can decode")
+        return entry.jitted
+
+    def effects(self, *args):
+        """{"read": [...], "written": [...]}: parameter names only read, and those written.
+
+        A parameter is written when it holds a reference (RefValue) the program assigns.
+        """
+        leaves, key, tree, refs = self._flatten_args(args)
+        entry = self._entry(key, tree, len(leaves), refs)
+        if not entry.traced:
+            jax = load_jax()
+            if self.uses_x64:
+                def trace():
+                    with jax.enable_x64(True):
+                        self._ensure_traced(entry, leaves)
+            else:
+                def trace():
+                    self._ensure_traced(entry, leaves)
+            run_deep(trace)
+        written_refs = {k for k, _ in entry.written}
+        written = []
+        for p, paths in zip(self.params, entry.ref_paths):
+            if any(k in written_refs for k in paths):
+                written.append(p.name_hint)
+        return {"read": [p.name_hint for p in self.params if p.name_hint not in written],
+                "written": written}
+
+    # ---- specializations ----------------------------------------------------------------------
+    def _entry(self, key, tree, n_leaves, refs):
+        entry = self._cache.get(key)
+        if entry is None:
+            with self._lock:
+                entry = self._cache.get(key)
+                if entry is None:
+                    entry = _Entry(tree, n_leaves, ref_paths(tree, len(self.params)))
+                    entry.jitted = self._jit(entry)
+                    self._cache[key] = entry
+        return entry
+
+    def _jit(self, entry, donate=()):
+        jax = load_jax()
+        kwargs = {}
+        if donate:
+            kwargs["donate_argnums"] = tuple(donate)
+        if not self._default_device:
+            from jax.sharding import SingleDeviceSharding
+            sharding = SingleDeviceSharding(self.device)
+            kwargs["in_shardings"] = sharding
+            kwargs["out_shardings"] = sharding
+        return jax.jit(lambda *leaves: self._trace(entry, leaves), **kwargs)
+
+    def _trace(self, entry, leaves):
+        """The function jax traces: rebuild the arguments, evaluate @main, encode the result."""
+        if self._tensor_sig is not None:    # the fast path leaves shapes to jax: check them here
+            if len(leaves) != len(self.params):
+                raise EvaluationError(f"the function takes {len(self.params)} argument(s) "
+                                      f"({', '.join('%' + p.name_hint for p in self.params)}), "
+                                      f"got {len(leaves)}")
+            for p, t, leaf in zip(self.params, self.param_types, leaves):
+                if tuple(leaf.shape) != t.shape or np.dtype(leaf.dtype) != np.dtype(t.dtype):
+                    raise EvaluationError(f"argument %{p.name_hint}: expected {type_text(t)}, "
+                                          f"got {value_text(leaf)}")
+        self.trace_count += 1
+        try:
+            return self._evaluate(entry, leaves, batching=True)
+        except Restart:
+            # a reference left uncomputed by a batched call was used after all
+            return self._evaluate(entry, leaves, batching=False)
+
+    def _evaluate(self, entry, leaves, batching):
+        ev = TraceEvaluator(self.mod, batching=batching, captured=self._captured,
+                            limits=self.limits)
+        refs = []
+        args = [build_arg(t, leaves, refs) for t in entry.tree]
+        initial = [r.value for r in refs]
+        main = JClosure(self.main, {}, "@main", -1)
+        try:
+            result = ev.call(main, args)
+        except RecursionError:
+            raise CompileError("the program nests too deeply to trace (a recursion depth that "
+                               "depends on a traced value?); use rl.evaluate") from None
+        entry.unrolled = ev.unrolled()
+        entry.ops = ev.ops
+        out_leaves = []
+        ref_ids = {id(r): k for k, r in enumerate(refs)}
+        desc = encode(result, out_leaves, ref_ids)
+        written, writes = [], []
+        for k, (r, init) in enumerate(zip(refs, initial)):
+            if r.value is not init:
+                content = []
+                written.append((k, encode(r.value, content, ref_ids)))
+                writes.append(content)
+        entry.out_desc = desc
+        entry.written = written
+        entry.written_leaves = [i for k, _ in written for i in leaf_indices(entry.tree, k)]
+        entry.pure = is_pure(desc)
+        out = pure_tree(desc, out_leaves) if entry.pure else out_leaves
+        if not entry.ref_paths or not any(entry.ref_paths):
+            return out                   # no reference arguments: no write-back outputs
+        return out, writes
+
+    # ---- arguments ----------------------------------------------------------------------------
+    def _flatten_args(self, args):
+        if len(args) != len(self.params):
+            raise EvaluationError(f"the function takes {len(self.params)} argument(s) "
+                                  f"({', '.join('%' + p.name_hint for p in self.params)}), "
+                                  f"got {len(args)}")
+        leaves, key, refs, ref_ids = [], [], [], {}
+        tree = []
+        for p, t, a in zip(self.params, self.param_types, args):
+            tree.append(flatten_arg(a, t, "%" + p.name_hint, leaves, key, refs, ref_ids))
+        return leaves, tuple(key), tree, refs
+
+
+def _with_writes(entry, outcome):
+    """(result, written reference contents) from the jitted function's outputs."""
+    if not entry.ref_paths or not any(entry.ref_paths):
+        return outcome, []
+    return outcome
+
+
+def compile_jax(f_or_mod, device="cpu", limits=None):
+    """`rl.compile(f_or_mod, backend="jax", device=..., limits=...)`: see JaxFunction and
+    TRACE_LIMITS."""
+    from relayish.ir.typecheck import infer_type
+    if isinstance(f_or_mod, Module):
+        mod = f_or_mod
+        if "main" not in mod:
+            raise CompileError("the module has no @main to compile")
+        if not all(getattr(f, "_checked_type", None) is not None for f in mod.functions.values()):
+            infer_type(mod)
+        main = mod["main"]
+    elif isinstance(f_or_mod, Expr):
+        func = f_or_mod if isinstance(f_or_mod, Function) else Function([], f_or_mod)
+        mod = Module.from_expr(func)
+        if getattr(func, "_checked_type", None) is None:
+            infer_type(func, mod=mod)
+        main = func
+    else:
+        raise RelayishError(f"rl.compile takes a Function or a Module, got "
+                            f"{type(f_or_mod).__name__}")
+    return JaxFunction(mod, main, device, limits)
