@@ -20,6 +20,7 @@ from relayish.ir.op import Op
 from relayish.ir.text.literals import SPECIAL_FLOAT
 # infix operators: symbol -> precedence and op; the printer parenthesizes by the same table
 from relayish.ir.text.operators import BY_SYMBOL as BINARY
+from relayish.ir.text.operators import PREFIX_BY_SYMBOL as PREFIX
 from relayish.ir.text.parse_forms import KEYWORD_PARSERS, FormSyntax
 
 
@@ -132,15 +133,15 @@ class ExprSyntax(FormSyntax):
 
     def unary(self):
         tok = self.tok
-        if tok[0] == "punct" and tok[1] == "-":
+        if tok[0] == "punct" and tok[1] in PREFIX:     # `-e`: the op whose record says prefix="-"
             # `-1f`, and as Relay reads it, `--10` (10) and `---10` (-10): minus signs written
             # together, touching a number, make one literal
             run, nxt, prev = 1, self.peek(), tok
             while nxt[2] == prev[3] and nxt[0] == "punct" and nxt[1] == "-":
                 run += 1
                 prev, nxt = nxt, self.peek(run)
-            if nxt[2] == prev[3] and (nxt[0] == "number" or
-                                      (nxt[0] == "ident" and SPECIAL_FLOAT.fullmatch(nxt[1]))):
+            if tok[1] == "-" and nxt[2] == prev[3] and (
+                    nxt[0] == "number" or (nxt[0] == "ident" and SPECIAL_FLOAT.fullmatch(nxt[1]))):
                 for _ in range(run):
                     self.advance()
                 return self.postfix(self.literal(negative=run % 2 == 1))
@@ -148,7 +149,7 @@ class ExprSyntax(FormSyntax):
             self.enter()
             operand = self.unary()
             self.depth -= 1
-            return self.op_call("negative", [operand], {}, tok)
+            return self.op_call(PREFIX[tok[1]], [operand], {}, tok)
         if tok[0] == "punct" and tok[1] == "!":
             self.advance()
             self.enter()
