@@ -78,13 +78,13 @@ order N >= 2 needs @main to take one float tensor x, of shape s, and return a fl
   about n times with each order."""
 
 
-def _minimize_backends():
-    """minimize's backends and the default the command uses (minimize's own when it has
-    "auto", which picks by expected cost; else jax)."""
-    # (relayish.optim's `minimize` attribute is the function, not this module)
-    from relayish.optim.minimize import BACKENDS
-    backends = tuple(BACKENDS)
-    return backends, ("auto" if "auto" in backends else "jax")
+def _backend_help(names):
+    """--backend's help: each choice with its registry summary ("auto": minimize's policy)."""
+    from relayish.backend import registry
+    lines = [f"{name}: " + ("start where it runs at once, compile once that pays"
+                            if name not in registry.names() else registry.get(name).summary)
+             for name in names]
+    return "execution backend; " + "; ".join(lines)
 
 
 def _parser():
@@ -104,9 +104,17 @@ def _parser():
         sp.set_defaults(command_parser=sp, handler=COMMANDS[name])
         return sp
 
+    # the choices come from the backend registry (relayish/backend/registry.py), which rl.compile
+    # and rl.optim.minimize read too
+    from relayish.backend import registry
+    from relayish.optim.backends import AUTO, backend_choices
+
     def device_option(sp):
-        sp.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
-                        help="device of the jax backend (the interpreter runs on the cpu only)")
+        only = ", ".join(f"the {b} runs on the {'/'.join(registry.get(b).devices)} only"
+                         for b in registry.names()
+                         if len(registry.get(b).devices) < len(registry.all_devices()))
+        sp.add_argument("--device", choices=registry.all_devices(), default="cpu",
+                        help="device of the backend" + (f" ({only})" if only else ""))
 
     sp = command("run", "evaluate @main on JSON arguments and print the result as JSON",
                  "relayish run prog.rly '[1.0, 2.0]' 3")
@@ -115,8 +123,8 @@ def _parser():
                     help="one JSON value (number, true/false or nested list) per parameter of "
                          "@main; a float parameter takes numbers, an int parameter integers, a "
                          "bool parameter true/false: nothing is converted silently")
-    sp.add_argument("--backend", choices=("interpreter", "jax"), default="interpreter",
-                    help="execution backend")
+    sp.add_argument("--backend", choices=registry.names(), default="interpreter",
+                    help=_backend_help(registry.names()))
     device_option(sp)
 
     sp = command("check", "type-check and print each global with its type",
@@ -139,7 +147,6 @@ def _parser():
     sp.add_argument("--order", type=int, default=1, metavar="N",
                     help="1: value and gradient; N >= 2: the N-th derivative tensor")
 
-    backends, default_backend = _minimize_backends()
     sp = command("minimize", "minimize @main over its first parameter",
                  "relayish minimize examples/rosenbrock.rly --x0 '[-1.2, 1.0]' --json",
                  description="Minimize @main (returning a float scalar) over its first "
@@ -163,8 +170,8 @@ def _parser():
                          "Hessian-vector products; bfgs; gd: gradient descent")
     sp.add_argument("--tol", type=float, default=1e-8, help="gradient-norm tolerance")
     sp.add_argument("--max-iter", type=int, default=100, metavar="N", help="iteration limit")
-    sp.add_argument("--backend", choices=backends, default=default_backend,
-                    help="execution backend")
+    sp.add_argument("--backend", choices=backend_choices(), default=AUTO,
+                    help=_backend_help(backend_choices()))
     device_option(sp)
     sp.add_argument("--json", action="store_true",
                     help="print the result as one strict JSON object on stdout: x, fun, "

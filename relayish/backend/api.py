@@ -4,14 +4,12 @@
     run = rl.compile(f, backend="interpreter")          # the numpy reference interpreter
     run(*args)
 """
-from relayish.errors import RelayishError
-from relayish.ir.expr import describe
-
-BACKENDS = ("jax", "interpreter")
+from relayish.backend import registry
 
 
 def compile(f_or_mod, backend="jax", device="cpu", limits=None):  # noqa: A001 - API name
-    """A callable running `f_or_mod` (a Function, or a Module's @main) on `backend`.
+    """A callable running `f_or_mod` (a Function, or a Module's @main) on `backend`, one of the
+    registered backends (relayish/backend/registry.py: `registry.names()`).
 
     backend="jax": lowered to XLA by tracing under jax.jit (relayish/backend/jax/);
     device="cpu" or "gpu" (a CUDA device; a RelayishError when jax has none).
@@ -21,24 +19,10 @@ def compile(f_or_mod, backend="jax", device="cpu", limits=None):  # noqa: A001 -
     "max_seconds" (one trace's wall time, 300). Past one, a CompileError says to use the
     interpreter.
     backend="interpreter": each call is rl.evaluate(f_or_mod, *args).
+    An unknown backend or device, or limits= for a backend that takes none, is a RelayishError
+    naming what is registered.
 
     >>> x = rl.var("x", shape=(3,)); run = rl.compile(rl.Function([x], rl.sum(x * x)))
     >>> run(np.ones(3, "float32"))    # Array(3., dtype=float32)
     """
-    if not isinstance(backend, str):
-        raise RelayishError(f"backend must be one of {', '.join(BACKENDS)}, got {describe(backend)}")
-    if backend == "jax":
-        from relayish.backend.jax import compile_jax
-        return compile_jax(f_or_mod, device=device, limits=limits)
-    if backend == "interpreter":
-        if limits is not None:
-            raise RelayishError("limits= bounds tracing for XLA; the interpreter takes none")
-        if device not in (None, "cpu"):
-            raise RelayishError(f"the interpreter runs on the cpu only, got device={device!r}")
-        from relayish.backend.interpreter import evaluate
-
-        def run(*args):
-            return evaluate(f_or_mod, *args)
-        run.__doc__ = "rl.evaluate of the compiled function"
-        return run
-    raise RelayishError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    return registry.compile_with(registry.get(backend), f_or_mod, device=device, limits=limits)

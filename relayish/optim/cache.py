@@ -1,7 +1,7 @@
 """The problems (derived programs, compiled) of minimize's last calls, reused across calls."""
 from __future__ import annotations
 
-from relayish.optim.backends import AutoProblem
+from relayish.optim.backends import AUTO, AutoProblem
 from relayish.optim.problem import RelayishProblem
 
 
@@ -42,7 +42,7 @@ def relayish_problem(obj, n, method, backend="jax", device="cpu", hessian="auto"
     options = (n, method, backend, device, hessian, registry_generation())
     problem = PROBLEMS.get(obj, options)
     if problem is None:
-        build = AutoProblem if backend == "auto" else RelayishProblem
+        build = AutoProblem if backend == AUTO else RelayishProblem
         problem = build(obj, n, method, backend, device, hessian)
         PROBLEMS.put(obj, options, problem)
     return problem

@@ -16,6 +16,12 @@ from relayish.errors import CompileError, RelayishError
 from relayish.ir.expr import Call, Function, Let, Tuple, TupleGetItem, Var
 from relayish.optim.newton_xla import DeviceNewton
 
+
+class InternalCompileError(CompileError):
+    """A failure inside relayish while building a compiled evaluation (a bug), as opposed to
+    a program the backend refuses: backend="auto" never falls back on it, it surfaces."""
+
+
 def gradient_program(obj):
     from relayish.ad import api
     return api.gradient(obj)
@@ -97,6 +103,7 @@ def batched_newton(jg_run, fun_run, n):
 
 
 def _batching_failed(what, e):
-    return CompileError(f"Newton's batched Hessian failed ({what}): {type(e).__name__}: {e}\n"
-                        "(this is a bug in relayish; pass hessian=\"reverse\" to build the "
-                        "Hessian as a relayish program instead)")
+    return InternalCompileError(
+        f"Newton's batched Hessian failed ({what}): {type(e).__name__}: {e}\n"
+        "(this is a bug in relayish; pass hessian=\"reverse\" to build the Hessian as a "
+        "relayish program instead)")

@@ -8,8 +8,9 @@ import sys
 import attrs
 import numpy as np
 
+from relayish.backend import registry
 from relayish.errors import CompileError, RelayishError
-from relayish.optim.backends import BACKENDS
+from relayish.optim.backends import AUTO, check_backend
 from relayish.optim.cache import relayish_problem
 from relayish.optim.hessian import HESSIANS
 from relayish.optim.methods import METHODS, CallableProblem, solve
@@ -57,12 +58,8 @@ def _check_options(method, tol, max_iter, backend, device, callback=None):
                             f"{type(callback).__name__} {callback!r}")
     if method not in METHODS:
         raise RelayishError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-    if backend not in BACKENDS:
-        raise RelayishError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    if device not in ("cpu", "gpu"):
-        raise RelayishError(f"unknown device {device!r}; choose cpu or gpu")
-    if backend == "interpreter" and device != "cpu":     # the same words as rl.compile's
-        raise RelayishError(f"the interpreter runs on the cpu only, got device={device!r}")
+    # the registry's checks and words, as rl.compile's (unknown names list the registered ones)
+    check_backend(backend, device)
     if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating, np.integer)) \
             or not tol >= 0 or math.isinf(tol):
         raise RelayishError(f"tol must be a non-negative number, got {tol!r}")
@@ -97,7 +94,8 @@ def minimize(f, x0, method="newton", tol=1e-8, max_iter=100, backend="auto", ver
     structure, and a Python list is accepted for a List), the others are fixed `args`.
     method: "newton" (exact Hessian, modified Cholesky, Armijo line search), "newton-cg"
     (truncated CG on Hessian-vector products), "trust-ncg" (Steihaug CG trust region), "bfgs",
-    "gd" (Barzilai-Borwein steps). backend "jax" compiles the objective, its gradient and its
+    "gd" (Barzilai-Borwein steps). backend: "auto" or a registered backend
+    (relayish/backend/registry.py). "jax" compiles the objective, its gradient and its
     Hessian (or Hessian-vector product) once; "interpreter" evaluates them with rl.evaluate;
     "auto" (the default) starts on the interpreter and compiles with jax once the interpreted
     evaluations have cost what compiling is modelled to cost (backends.AutoProblem), so small
@@ -115,9 +113,9 @@ def minimize(f, x0, method="newton", tol=1e-8, max_iter=100, backend="auto", ver
     obj, spec, x_flat = flat_objective(f, x0, args)
     try:
         problem = relayish_problem(obj, x_flat.size, method, backend, device, hessian)
-        if backend == "auto" and problem.compiled is not None:
+        if backend == AUTO and problem.compiled is not None:
             problem = problem.compiled      # compiled by an earlier call: jax from the start
-        if problem.backend == "jax":
+        if registry.get(problem.backend).compiles:
             problem.warm_up(x_flat, watched=verbose or callback is not None, max_iter=max_iter)
     except CompileError as e:
         # the backend's advice names rl.evaluate; here the switch is minimize's own option
@@ -130,7 +128,7 @@ def minimize(f, x0, method="newton", tol=1e-8, max_iter=100, backend="auto", ver
 def minimize_callables(fun, grad, x0, method="newton", tol=1e-8, max_iter=100, hess=None,
                        hvp=None, verbose=False, callback=None):
     """The same methods over plain numpy callables on a float64 vector (for comparisons)."""
-    _check_options(method, tol, max_iter, "interpreter", "cpu", callback)
+    _check_options(method, tol, max_iter, "auto", "cpu", callback)
     if method == "newton" and hess is None:
         raise RelayishError("method 'newton' needs hess=")
     if method in ("newton-cg", "trust-ncg") and hess is None and hvp is None:
@@ -148,8 +146,8 @@ def _run(problem, x_flat, unflatten, method, tol, max_iter, verbose, callback, b
     # not as numpy warnings from the methods' arithmetic
     with np.errstate(over="ignore", invalid="ignore"):
         outcome = solve(method, problem, x_flat, float(tol), int(max_iter), monitor)
-    if backend == "interpreter" and getattr(problem, "compiled", None) is not None:
-        backend = "interpreter+jax"     # backend="auto" compiled during this run
+    if getattr(problem, "backend", backend) != backend:
+        backend = f"{backend}+{problem.backend}"    # backend="auto" compiled during this run
     if verbose:
         print(f"{method}: {outcome.message} after {outcome.n_iter} iterations, "
               f"f = {outcome.fun:.12g}", flush=True)

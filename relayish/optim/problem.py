@@ -1,8 +1,9 @@
 """A relayish problem: the callables the methods use, from interpreted or compiled programs.
 
 RelayishProblem derives its programs (hessian.py) from the flat objective (objective.py) once
-and runs them on one backend: `fun`, `value_and_grad`, `value_grad_hess` (Newton; with its
-direction p on the jax device path), `hvp`, counting evaluations in nfev / ngev / nhev.
+and runs them on one registered backend (relayish/backend/registry.py, through rl.compile):
+`fun`, `value_and_grad`, `value_grad_hess` (Newton; with its direction p on the device path of
+a jax-traceable backend), `hvp`, counting evaluations in nfev / ngev / nhev.
 """
 from __future__ import annotations
 
@@ -10,33 +11,35 @@ import math
 
 import numpy as np
 
+from relayish.backend import registry
+from relayish.backend.api import compile as rl_compile
 from relayish.optim import hessian as programs
 from relayish.optim.newton import history_capacity, runs_in_xla
 
 
 class RelayishProblem:
-    """The callables of methods.py, from compiled (jax) or interpreted relayish programs."""
-
-    jax_started = False     # has a jax problem been built in this process (compile_cost)
+    """The callables of methods.py, from relayish programs run on the backend named `backend`."""
 
     def __init__(self, obj, n, method, backend="jax", device="cpu", hessian="auto",
                  gradient=None):
         self.n = n
         self.backend, self.device = backend, device
+        record = registry.get(backend)
+        registry.check_device(record, device)
         self.nfev = self.ngev = self.nhev = 0
         self._warm = set()          # what warm_up compiled: (loop, history capacity)
         # the gradient program (rl.gradient of obj), derived here unless given (AutoProblem)
         self.gradient = gradient = programs.gradient_program(obj) if gradient is None else gradient
-        if backend == "jax":
-            RelayishProblem.jax_started = True
         self._fun = self._run(obj)
         self._vg = self._run(gradient)
         self._vgh = self._hess = self._hvp = None
-        # newton on jax (cpu, forward Hessian): f, g, H and the direction in one vmapped call,
-        # with the iterate kept on the device (newton.run_newton uses it when present)
+        # newton on a jax-traceable backend (cpu, forward Hessian): f, g, H and the direction
+        # in one vmapped call, with the iterate kept on the device (newton.run_newton uses it
+        # when present)
         self.device_newton = None
         if method == "newton":
-            if backend == "jax" and hessian in ("auto", "forward") and device == "cpu":
+            if record.jax_traceable and hessian in ("auto", "forward") \
+                    and record.device_name(device) == "cpu":
                 self.device_newton = programs.batched_newton(
                     self._run(programs.jvp_of_gradient(gradient)), self._fun, n)
             mode = "reverse" if hessian == "auto" else hessian
@@ -90,11 +93,7 @@ class RelayishProblem:
                 self._call(fn, *args)
 
     def _run(self, prog):
-        if self.backend == "interpreter":
-            from relayish.backend.interpreter import evaluate
-            return lambda *a: evaluate(prog, *a)
-        from relayish.backend.api import compile as rl_compile
-        return rl_compile(prog, backend="jax", device=self.device)
+        return rl_compile(prog, backend=self.backend, device=self.device)
 
     @staticmethod
     def _call(fn, *args):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import relayish as rl
+from relayish.backend import registry
 from relayish.optim import backends, cache
 
 from optim_problems import EXAMPLES, rosenbrock, rosenbrock_module, rosenbrock_start
@@ -21,7 +22,7 @@ def fresh_cache(monkeypatch):
 @pytest.fixture
 def no_budget(monkeypatch, fresh_cache):
     """Compiling is modelled as free: auto switches after its first interpreted evaluation."""
-    monkeypatch.setattr(backends, "compile_cost", lambda method, calls: 0.0)
+    monkeypatch.setattr(backends, "compile_cost", lambda method, calls, backend: 0.0)
 
 
 def test_the_main_job_runs_on_the_interpreter_without_importing_jax():
@@ -61,7 +62,7 @@ def test_switching_mid_run_keeps_the_iterates(method, no_budget):
 
 def test_the_budget_adds_up_across_calls(monkeypatch, fresh_cache):
     """Multi-start: each call's interpreted time counts, so repeated calls end up compiled."""
-    monkeypatch.setattr(backends, "compile_cost", lambda method, calls: 0.05)
+    monkeypatch.setattr(backends, "compile_cost", lambda method, calls, backend: 0.05)
     f = rosenbrock(2)
     used = [rl.optim.minimize(f, rosenbrock_start(2) + 0.01 * k).backend for k in range(40)]
     assert used[0] == "interpreter" and used[-1] == "jax"
@@ -84,9 +85,10 @@ def test_a_program_jax_refuses_stays_on_the_interpreter(no_budget):
 
 
 def test_compile_cost_model_grows_with_the_program():
-    small = backends.compile_cost("newton", 30)
-    assert backends.compile_cost("newton", 3000) > small + 3.0
-    assert backends.compile_cost("bfgs", 30) < small
+    jax = registry.get("jax")
+    small = backends.compile_cost("newton", 30, jax)
+    assert backends.compile_cost("newton", 3000, jax) > small + 3.0
+    assert backends.compile_cost("bfgs", 30, jax) < small
     assert backends.op_calls(rosenbrock(2)) > 5
 
 
