@@ -263,7 +263,7 @@ class TraceEvaluator:
         if concrete:
             if not isinstance(out, np.ndarray):
                 out = np.asarray(out)
-            self.zeros.note(op.name, args, out)
+            self.zeros.note(op, args, out)
         return out
 
     def visit_Let(self, e, env, tail):
