@@ -192,3 +192,20 @@ def test_constant_in_stops_only_those_arguments_gradients():
     np.testing.assert_allclose(gx, [2.0, 2.0, 2.0])
     np.testing.assert_allclose(gc, 3.0)
     assert get_op("zeros_like").constant_in == (0,) and get_op("full_like").constant_in == (0,)
+
+
+def test_jax_zero_folding_follows_linear_in_and_bilinear():
+    from relayish.backend.jax.zeros import ZeroTracker
+    tracker = ZeroTracker()
+    zero, ones = tracker.mark(np.zeros(3)), np.ones(3)
+
+    def marked(name, *args):
+        with np.errstate(all="ignore"):      # inf * 0, as the backend runs it
+            out = np.asarray(get_op(name).impl(np, *args, **get_op(name).attr_defaults))
+        tracker.note(get_op(name), list(args), out)
+        return tracker.is_zero(out)
+    assert marked("add", zero, zero) and not marked("add", zero, np.zeros(3))
+    assert marked("multiply", ones, zero) and marked("divide", zero, ones)
+    assert marked("matmul", zero, np.ones((3, 2)))                  # bilinear, not in a table
+    assert not marked("multiply", np.full(3, np.inf), zero)         # nan: not a zero
+    assert not marked("tanh", zero)                                 # tanh(0) = 0, not linear

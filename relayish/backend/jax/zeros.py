@@ -9,9 +9,9 @@ the CPU; notes/jax-backend.md).
 
 `ZeroTracker` marks the trace-time (numpy) arrays that are such zeros: float zeros stored in
 a reference (reverse AD keeps every adjoint in one: `ref(zeros_like(x))`, `ref(0f64)`), and
-what the linear ops below make of marked zeros alone. Zeros a program makes without a
-reference (`zeros_like(x) * y`) are not marked: they compute as written, IEEE included, on both
-backends.
+what ops linear in them (their records' linear_in, bilinear) make of marked zeros alone. Zeros
+a program makes without a reference (`zeros_like(x) * y`) are not marked: they compute as
+written, IEEE included, on both backends.
 With a traced operand:
 
     zeros_like(t), ones_like(t)      -> numpy from t's static shape and dtype (exact)
@@ -32,13 +32,6 @@ from __future__ import annotations
 import weakref
 
 import numpy as np
-
-# ops whose result is a zero adjoint again when every tensor argument is one
-_LINEAR = frozenset({"add", "subtract", "negative", "multiply", "broadcast_to_like",
-                     "broadcast_to", "collapse_sum_like", "reshape", "reshape_like",
-                     "expand_dims", "squeeze", "transpose", "strided_slice", "sum", "cast",
-                     "cast_like", "divide"})
-
 
 class ZeroTracker:
     """The zero adjoints of one trace; `fold` before an op on traced values, `note` after an
@@ -102,17 +95,17 @@ class ZeroTracker:
             return None
         return t
 
-    def note(self, name, args, out):
-        """Mark the trace-time result `out` of op `name` when it is a zero adjoint."""
-        if not isinstance(out, np.ndarray):
+    def note(self, op, args, out):
+        """Mark the trace-time result `out` of `op` when it is a zero adjoint: the op's record
+        says it is linear in arguments that are all marked zeros (`linear_in`: add's two, the
+        first of divide or broadcast_to_like), or bilinear with one marked zero operand."""
+        if not isinstance(out, np.ndarray) or not args:
             return
-        if name in _LINEAR and args:
-            if name == "multiply":
-                zero = any(self.is_zero(a) for a in args)
-            elif name in ("broadcast_to_like", "collapse_sum_like", "reshape_like", "cast_like",
-                          "divide"):
-                zero = self.is_zero(args[0])         # the second argument: a shape, a divisor
-            else:
-                zero = all(self.is_zero(a) for a in args)
-            if zero and not out.any():               # 0 * inf is nan: not a zero
-                self.mark(out)
+        if op.bilinear:
+            zero = self.is_zero(args[0]) or self.is_zero(args[1])
+        elif op.linear_in:
+            zero = all(self.is_zero(args[i]) for i in op.linear_in)
+        else:
+            return
+        if zero and not out.any():                   # 0 * inf is nan: not a zero
+            self.mark(out)
