@@ -738,3 +738,26 @@ def test_batched_calls_with_reads_inside_traced_ifs():
     prog = rl.Function([x], sb.get())
     for sign in (1.0, -1.0):
         both(prog, sign * np.array([0.5, 1.0, 2.0]))
+
+
+def test_a_constructor_is_a_function_value():
+    # let %f = Some; match %f(%x) {...}: a constructor passed around as a value is called later
+    from relayish.ir.expr import Var
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    x, f, z = rl.var("x", shape=(), dtype="float32"), Var("f"), Var("z")
+    use = rl.Match(rl.Call(f, [x]), [rl.Clause(rl.PatternConstructor(p.Some, [rl.PatternVar(z)]),
+                                               z * x),
+                                     rl.Clause(rl.PatternWildcard(), x)])
+    mod["main"] = rl.Function([x], rl.Let(f, p.Some, use))
+    assert float(rl.compile(mod)(np.float32(3))) == float(rl.evaluate(mod, np.float32(3))) == 9.0
+
+
+def test_an_op_is_not_a_value():
+    # ops are only called: a bare op is refused before tracing, naming the operator
+    from relayish.ir.expr import Var
+    from relayish.ir.op import get_op
+    y, g = rl.var("y", shape=(), dtype="float32"), Var("g")
+    f = rl.Function([y], rl.Let(g, get_op("sin"), rl.Call(g, [y])))
+    with pytest.raises(rl.RelayishError, match="operator 'sin' is not a value"):
+        rl.compile(f)(np.float32(1))

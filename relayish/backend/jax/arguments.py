@@ -22,8 +22,8 @@ import numpy as np
 from relayish.errors import CompileError, EvaluationError
 from relayish.ir.types import FuncType, RefType, TensorType, TupleType, TypeCall, substitute
 from relayish.backend.values import ConstructorValue, RefValue
-from relayish.backend.jax.values import (POISON, JAdt, JClosure, JPrimFn, JRef, JUnion, Restart,
-                                         describe, is_jax_value, is_tensor)
+from relayish.backend.jax.values import (POISON, JAdt, JClosure, JConstructorFn, JRef, JUnion,
+                                         Restart, describe, is_jax_value, is_tensor)
 
 
 def param_type(p):
@@ -288,7 +288,7 @@ def encode(value, leaves, ref_ids, memo=None):
                 stack.append((v.value, node, 2))
         elif v is POISON:
             raise Restart()
-        elif isinstance(v, (JClosure, JPrimFn)):
+        elif isinstance(v, (JClosure, JConstructorFn)):
             raise CompileError("a compiled program cannot return a function (the jax backend "
                                "returns tensors, tuples, ADT values and references); call it "
                                "inside the program, or use rl.evaluate")

@@ -31,7 +31,7 @@ from relayish.backend.values import ConstructorValue
 from relayish.backend.jax.batching import batched_calls
 from relayish.backend.jax.joins import select_tree, switch, tensor_contents
 from relayish.backend.jax.limits import MAX_ACTIVATIONS_UNDER_JOIN, TRACE_LIMITS
-from relayish.backend.jax.values import (POISON, Frame, JAdt, JClosure, JPrimFn, JRef, JUnion,
+from relayish.backend.jax.values import (POISON, Frame, JAdt, JClosure, JConstructorFn, JRef, JUnion,
                                          Restart, TailCall, closure_name, describe, is_tensor,
                                          is_traced, next_serial, same_tree_type, serial_of)
 from relayish.backend.jax.zeros import ZeroTracker
@@ -130,11 +130,8 @@ class TraceEvaluator:
             return self.switch(callee.index,
                                [lambda stop, alt=alt: self.finish(self.enter(alt, args), stop)
                                 for alt in callee.alts], tail_stop=callee.start)
-        if isinstance(callee, JPrimFn):
-            target = callee.target
-            if isinstance(target, Constructor):
-                return JAdt(target, list(args), next_serial())
-            return self.apply_op(target, list(args), dict(target.attr_defaults), target)
+        if isinstance(callee, JConstructorFn):
+            return JAdt(callee.constructor, list(args), next_serial())
         raise CompileError(f"cannot call a {describe(callee)}")
 
     def unrolled(self):
@@ -216,13 +213,10 @@ class TraceEvaluator:
                 raise CompileError(f"unbound variable %{v.name_hint} in {_short_text(e)}") from None
         return JClosure(e, captured, name, next_serial())   # name: None = its text, lazily
 
-    def visit_Op(self, e, env, tail):
-        return JPrimFn(e)
-
     def visit_Constructor(self, e, env, tail):
         if not e.inputs:
             return JAdt(e, [], -1)
-        return JPrimFn(e)
+        return JConstructorFn(e)
 
     def visit_Call(self, e, env, tail):
         op = e.op

@@ -4,6 +4,7 @@
     (a, b)        -> Python tuple
     Cons(h, t)    -> JAdt (a ConstructorValue) of trace-time values
     fn (...) {..} -> JClosure(function, captured free variables)
+    Some (a value) -> JConstructorFn(constructor)
     ref(v)        -> JRef (a mutable Python cell)
     join          -> JUnion(index tracer, alternatives)  (joins.py)
 
@@ -51,12 +52,13 @@ class JClosure:
         self.func, self.env, self.name, self.serial = func, env, name, serial
 
 
-class JPrimFn:
-    """An Op or a Constructor used as a value (`map(Some, l)`)."""
-    __slots__ = ("target", "serial")
+class JConstructorFn:
+    """A constructor used as a function value (`map(Some, l)`). (Ops are not values: the type
+    checker rejects a bare op, so no trace meets one.)"""
+    __slots__ = ("constructor", "serial")
 
-    def __init__(self, target):
-        self.target, self.serial = target, -1
+    def __init__(self, constructor):
+        self.constructor, self.serial = constructor, -1
 
 
 class JRef:
