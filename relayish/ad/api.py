@@ -30,7 +30,8 @@ from relayish.ir.op import make_call
 from relayish.ir.types import TensorType
 from relayish.ir.visitor import ExprVisitor, run_deep
 from relayish.ad import forward
-from relayish.ad.reverse import ReverseAD, build_entry
+from relayish.ad.reverse import ReverseAD
+from relayish.ad.reverse_entry import build_entry
 
 __all__ = ["gradient", "grad", "value_and_grad", "vjp", "hessian", "hvp", "jvp", "jacobian",
            "derivative", "hvp_forward_over_reverse", "hvp_reverse", "hessian_forward"]

@@ -32,17 +32,18 @@ other way round. Let-chains are transformed with a loop; the entry points run it
 from __future__ import annotations
 
 from relayish.errors import GradientError
-from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Function, GlobalVar, If,
-                              Let, Match, PatternConstructor, PatternTuple, PatternVar,
-                              PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,
-                              Var, _short_text)
+from relayish.ir.expr import (Call, Clause, Constant, Function, GlobalVar, If, Let, Match,
+                              PatternConstructor, PatternTuple, PatternVar, PatternWildcard,
+                              RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var, _short_text)
 from relayish.ir.module import Module
 from relayish.ir.op import Op, make_call
 from relayish.ir.types import TensorType, TupleType
 from relayish.ir.visitor import ExprFunctor, ExprVisitor, run_deep
+from relayish.ad.rewrite import replace_node, with_checked_type
+from relayish.ad.structure import map_structure
 from relayish.ad.twins import TwinTypes
 
-__all__ = ["transform_function", "transform_module", "dual_type", "split_dual", "lift"]
+__all__ = ["transform_function", "transform_module", "dual_type", "split_dual", "make_dual"]
 
 
 # ---- the type mapping -----------------------------------------------------------------------
@@ -75,53 +76,6 @@ def _type_of(e):
 
 def _is_float(t):
     return isinstance(t, TensorType) and t.is_float
-
-
-def _typed(e, t):
-    e._checked_type = t
-    return e
-
-
-def _substitute(expr, old, new):
-    """`expr` with the node `old` (by identity) replaced by `new`.
-
-    Tangent rules build small expressions of op calls, tuples and projections over the primal
-    arguments, so only those nodes are entered; anything else is kept as it is.
-    """
-    if expr is old:
-        return new
-    if isinstance(expr, Call):
-        args = [_substitute(a, old, new) for a in expr.args]
-        op = _substitute(expr.op, old, new) if not isinstance(expr.op, Op) else expr.op
-        if op is expr.op and all(a is b for a, b in zip(args, expr.args)):
-            return expr
-        out = Call(op, args, expr.attrs)
-    elif isinstance(expr, Tuple):
-        fields = [_substitute(f, old, new) for f in expr.fields]
-        if all(a is b for a, b in zip(fields, expr.fields)):
-            return expr
-        out = Tuple(fields)
-    elif isinstance(expr, TupleGetItem):
-        inner = _substitute(expr.tuple_value, old, new)
-        if inner is expr.tuple_value:
-            return expr
-        out = TupleGetItem(inner, expr.index)
-    elif isinstance(expr, Let):
-        value, body = _substitute(expr.value, old, new), _substitute(expr.body, old, new)
-        if value is expr.value and body is expr.body:
-            return expr
-        out = Let(expr.var, value, body)
-    elif isinstance(expr, If):
-        parts = [_substitute(e, old, new) for e in (expr.cond, expr.true_branch, expr.false_branch)]
-        if all(a is b for a, b in zip(parts, (expr.cond, expr.true_branch, expr.false_branch))):
-            return expr
-        out = If(*parts)
-    else:
-        return expr
-    t = getattr(expr, "_checked_type", None)
-    if t is not None:
-        out._checked_type = t
-    return out
 
 
 class ForwardTransform(ExprFunctor):
@@ -269,7 +223,7 @@ class ForwardTransform(ExprFunctor):
             p, d = split_dual(a2, t)
             primals.append(p)
             tangents.append(d)
-        z = _typed(Call(op, primals, e.attrs), out_t)
+        z = with_checked_type(Call(op, primals, e.attrs), out_t)
         if self.dual_type(out_t) == out_t:           # no tangent: int/bool results
             return z
         if not isinstance(out_t, (TensorType, TupleType)):
@@ -277,7 +231,7 @@ class ForwardTransform(ExprFunctor):
                                 f"does not support yet")
         zv = self.emit("z", z, out_t)
         if not op.differentiable or all(d is None for d in tangents):
-            return lift(zv, _zeros_like_value(zv, out_t), out_t)
+            return make_dual(zv, _zeros_like_value(zv, out_t), out_t)
         if op.tangent is None:
             raise GradientError(f"no tangent rule for operator '{op.name}' in "
                                 f"{_short_text(e, 200)}; register one with "
@@ -285,50 +239,56 @@ class ForwardTransform(ExprFunctor):
         tangents = [d if d is not None else _zeros_like_value(p, _type_of(a))
                     for d, p, a in zip(tangents, primals, e.args)]
         dz = op.tangent(z, tangents)
-        dz = _substitute(dz, z, zv)
+        dz = replace_node(dz, z, zv)
         dzv = self.emit("dz", dz, out_t)
-        return lift(zv, dzv, out_t)        # a tuple result (split): one dual per field
+        return make_dual(zv, dzv, out_t)        # a tuple result (split): one dual per field
 
+
+# The conversions between a value and its dual follow the value's type: each is the structure
+# map of structure.py with its own action at a tensor (tensors and tuples only: what operators
+# take and what an entry point takes and returns).
 
 def _zeros_like_value(p, t):
-    if isinstance(t, TensorType):
-        return make_call("zeros_like", [p])
-    if isinstance(t, TupleType):
-        return Tuple([_zeros_like_value(TupleGetItem(p, k), f) for k, f in enumerate(t.fields)])
-    return p
+    return map_structure(t, p, lambda p, t: make_call("zeros_like", [p]),
+                         field=lambda p, k, f: TupleGetItem(p, k),
+                         pack=lambda parts, t: Tuple(parts), adt=_unchanged, other=_unchanged)
+
+
+def _unchanged(value, t):
+    return value
 
 
 def split_dual(e, t):
-    """(primal, tangent) expressions of a dual value e' : D(t); tangent None when t has none.
-
-    Tensors and tuples only: that is what operators take and what an entry point returns.
-    """
-    if isinstance(t, TensorType):
+    """(primal, tangent) expressions of a dual value e' : D(t); tangent None when t has none."""
+    def tensor(e, t):
         if not t.is_float:
             return e, None
-        return _typed(TupleGetItem(e, 0), t), _typed(TupleGetItem(e, 1), t)
-    if isinstance(t, TupleType):
-        parts = [split_dual(_typed(TupleGetItem(e, k), None), f) for k, f in enumerate(t.fields)]
-        primal = _typed(Tuple([p for p, _ in parts]), t)
+        return with_checked_type(TupleGetItem(e, 0), t), with_checked_type(TupleGetItem(e, 1), t)
+
+    def pack(parts, t):
+        primal = with_checked_type(Tuple([p for p, _ in parts]), t)
         if all(d is None for _, d in parts):
             return primal, None
         tangent = Tuple([d if d is not None else make_call("zeros_like", [p])
                          if isinstance(f, TensorType) else p
                          for (p, d), f in zip(parts, t.fields)])
-        return primal, _typed(tangent, t)
-    raise GradientError(f"jvp: a value of type {t} cannot be split into primal and tangent "
-                        "(only tensors and tuples of them can)")
+        return primal, with_checked_type(tangent, t)
+
+    def refuse(e, t):
+        raise GradientError(f"jvp: a value of type {t} cannot be split into primal and tangent "
+                            "(only tensors and tuples of them can)")
+    return map_structure(t, e, tensor, pack=pack, adt=refuse, other=refuse,
+                         field=lambda e, k, f: with_checked_type(TupleGetItem(e, k), None))
 
 
-def lift(x, v, t):
+def make_dual(x, v, t):
     """The dual value of primal `x` with tangent `v` (both of type t)."""
-    if isinstance(t, TensorType):
-        return Tuple([x, v]) if t.is_float else x
-    if isinstance(t, TupleType):
-        return Tuple([lift(TupleGetItem(x, k), TupleGetItem(v, k), f)
-                      for k, f in enumerate(t.fields)])
-    raise GradientError(f"jvp: inputs of type {t} are not supported yet (tensors and tuples of "
-                        "tensors are); build such values inside the function instead")
+    def refuse(pair, t):
+        raise GradientError(f"jvp: inputs of type {t} are not supported yet (tensors and tuples "
+                            "of tensors are); build such values inside the function instead")
+    return map_structure(t, (x, v), lambda xv, t: Tuple(list(xv)) if t.is_float else xv[0],
+                         field=lambda xv, k, f: (TupleGetItem(xv[0], k), TupleGetItem(xv[1], k)),
+                         pack=lambda parts, t: Tuple(parts), adt=refuse, other=refuse)
 
 
 def _output(r, t):
@@ -376,7 +336,7 @@ def _entry(func, body_of, dual_of):
     ftype = _type_of(func)
     xs = [Var(p.name_hint, t) for p, t in zip(func.params, ftype.arg_types)]
     vs = [Var("v_" + p.name_hint, t) for p, t in zip(func.params, ftype.arg_types)]
-    bindings = [(Var(x.name_hint + "_dual", dual_of(t)), lift(x, v, t))
+    bindings = [(Var(x.name_hint + "_dual", dual_of(t)), make_dual(x, v, t))
                 for x, v, t in zip(xs, vs, ftype.arg_types)]
     r = Var("r", None)
     body = Let(r, body_of([b for b, _ in bindings]), _output(r, ftype.ret_type))

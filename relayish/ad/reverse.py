@@ -37,14 +37,17 @@ inside another gradient) extends the backpropagator of the call site: nested gra
 functions with free variables stay correct (no perturbation confusion). If/Match branch on
 primal values; closures, refs, ADTs, globals (lifted to `@<name>_ad`) and recursion need nothing
 beyond the mapping. A recursive local closure `let %f = fn (..) { .. %f(..) .. }` stays one: the
-lifted binder is put in scope before its value is lifted (`lift_local_function`). The output uses only ordinary IR nodes, so it type-checks, prints, parses,
-runs anywhere and can be differentiated again.
+lifted binder is put in scope before its value is lifted (`bind_recursive_function`). The output
+uses only ordinary IR nodes, so it type-checks, prints, parses, runs anywhere and can be
+differentiated again.
 
-The entry point (`build_entry`) creates `bp := fn () { () }`, lifts the inputs (ADT inputs via
-generated helper globals `@ad_lift_<D>`), runs the lifted body, seeds the output's reference
-(ones, or the user's cotangent), calls `(!bp)()` and reads the input references back
-(`@ad_grad_<D>` for ADTs). In vjp mode every reference is zeroed after it is read, so the
-backpropagator may run any number of times.
+This module is the expression transform (`ReverseAD`: `visit(e)` gives the lifted atom of e) and
+the lifted type map (`lifted_types`). The function the user gets (`bp := fn () { () }`, the
+inputs lifted with fresh zero references, the lifted body, the output seeded, `(!bp)()`, the
+input references read back) is built by reverse_entry.py. Every conversion that follows a
+value's type (an op's primal arguments, an op result paired with fresh references, reading those
+back, adding a cotangent in) is the one structure map of structure.py with its own action at a
+tensor.
 """
 from __future__ import annotations
 
@@ -57,9 +60,10 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, Glo
                               Var, _short_text)
 from relayish.ir.module import Module
 from relayish.ir.op import Op, gradient_rule, make_call
-from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, TypeCall,
-                               substitute)
-from relayish.ir.visitor import ExprMutator, ExprVisitor, build_let_chain, run_deep
+from relayish.ir.types import FuncType, RefType, TensorType, TupleType
+from relayish.ir.visitor import ExprVisitor, build_let_chain, run_deep
+from relayish.ad.rewrite import replace_node, with_checked_type
+from relayish.ad.structure import has_float, is_float_tensor, is_tensorish, map_structure
 from relayish.ad.twins import TwinTypes, fresh_name
 
 UNIT = TupleType(())
@@ -70,29 +74,13 @@ def _text(node, limit=200):
     return _short_text(node, limit)
 
 
-def is_float_tensor(t) -> bool:
-    return isinstance(t, TensorType) and t.is_float
-
-
-def has_float(t) -> bool:
-    """Whether a value of type `t` (tensors and tuples of them) carries any float tensor."""
-    stack = [t]
-    while stack:
-        t = stack.pop()
-        if is_float_tensor(t):
-            return True
-        if isinstance(t, TupleType):
-            stack.extend(t.fields)
-    return False
-
-
 # ---- the type mapping ------------------------------------------------------------------------
 
 def _lifted_tensor(t: TensorType):
     return TupleType([t, RefType(t)]) if t.is_float else t
 
 
-def type_lifter(mod: Module) -> TwinTypes:
+def lifted_types(mod: Module) -> TwinTypes:
     """The type mapping L (module docstring), its ADT twins `<G>_ad` added to mod."""
     return TwinTypes(_lifted_tensor, "_ad", extra_params=[BP_TYPE], module=mod)
 
@@ -133,24 +121,6 @@ class _Deferred:
         self.hint = hint
 
 
-class _Replace(ExprMutator):
-    """Replace one node (by identity) with another."""
-
-    def __init__(self, old, new):
-        super().__init__()
-        self.old, self.new = old, new
-
-    def visit(self, expr):
-        if expr is self.old:
-            return self.new
-        return super().visit(expr)
-
-
-def _typed(expr, t):
-    expr._checked_type = t
-    return expr
-
-
 class ReverseAD:
     """Lifts expressions, functions and globals of a type-checked module (see module docstring).
 
@@ -160,9 +130,9 @@ class ReverseAD:
     def __init__(self, src_mod: Module, out_mod: Module):
         self.src = src_mod
         self.out = out_mod
-        self.types = type_lifter(out_mod)
+        self.lifted_type = lifted_types(out_mod)
         for data in src_mod.type_definitions.values():
-            self.types.add_type_data(data)
+            self.lifted_type.add_type_data(data)
         self.env: dict = {}            # original Var -> lifted atom
         # ids of lifted values known to carry constants, and of fresh vars renamed after a
         # user's let binder; the dicts keep the objects alive so that their ids stay unique
@@ -177,7 +147,6 @@ class ReverseAD:
         # name (or (name, indices of constant parameters)) -> lifted GlobalVar
         self.lifted_globals: dict = {}
         self.todo_globals: list = []   # (original GlobalVar, constant parameters) to build
-        self.helpers: dict = {}        # (kind, type) -> helper GlobalVar
         self.generated = False         # whether any global function was added to out_mod
         # Zero each gradient reference after reading it, so that the backpropagator can run
         # again (vjp). A gradient program runs its backpropagator once per forward run (every
@@ -193,7 +162,7 @@ class ReverseAD:
         run_deep(seen.visit, expr)
         for c in seen.found:
             if c.type_data is not None:
-                self.types.add_type_data(c.type_data)
+                self.lifted_type.add_type_data(c.type_data)
 
     def mark_inactive(self, v):
         self.inactive[id(v)] = v
@@ -273,16 +242,16 @@ class ReverseAD:
             self.emit(RefWrite(bp, Function([], body)), "u")
 
     # -- dispatch (the visit_<Node> idiom, memoized per scope) ------------------------------
-    def lift(self, e):
+    def visit(self, e):
         """The lifted atom of e (a Var, a non-float Constant, a lifted GlobalVar)."""
-        v = self.lift_raw(e)
+        v = self.deferrable(e)
         if isinstance(v, _Deferred):
             v.remaining -= 1
             return self.force(v)
         return v
 
-    def lift_raw(self, e):
-        """Like lift, but float op results and constants may come back as _Deferred.
+    def deferrable(self, e):
+        """Like visit, but float op results and constants may come back as _Deferred.
 
         The caller consumes the value: it decrements `remaining` once it has used it (until
         then a flush keeps the value's reference, see flush)."""
@@ -343,7 +312,7 @@ class ReverseAD:
         return self.deferred(e, _const_type(e), e, inactive=True, hint="c")
 
     def visit_Tuple(self, e):
-        fields = [self.lift(f) for f in e.fields]
+        fields = [self.visit(f) for f in e.fields]
         v = self.emit(Tuple(fields), "tup")
         self.tuple_fields[id(v)] = (v, fields)   # op calls on the tuple use its fields directly
         return v
@@ -356,19 +325,19 @@ class ReverseAD:
         return self.project(a, i, hint)
 
     def visit_TupleGetItem(self, e):
-        return self.emit(TupleGetItem(self.lift(e.tuple_value), e.index), "proj")
+        return self.emit(TupleGetItem(self.visit(e.tuple_value), e.index), "proj")
 
     def visit_Function(self, e):
         return self.emit(self.lifted_function(e), "f")
 
     def lifted_function(self, e):
-        params = [self.lifted_param(p) for p in e.params]
+        params = [self.bind_param(p) for p in e.params]
         bp = Var("bp", BP_TYPE)
-        body = self.in_scope(lambda: self.lift(e.body), bp=bp)
-        ret = self.types(e.ret_type) if e.ret_type is not None else None
+        body = self.in_scope(lambda: self.visit(e.body), bp=bp)
+        ret = self.lifted_type(e.ret_type) if e.ret_type is not None else None
         return Function(params + [bp], body, ret, e.type_params)
 
-    def lift_local_function(self, let):
+    def bind_recursive_function(self, let):
         """`let %f = fn (..) { .. %f(..) .. }`: the lifted binder is in scope in its own value.
 
         The binding stays a recursive local let (both backends and the type checker read
@@ -377,30 +346,30 @@ class ReverseAD:
         var = let.var
         v = Var(var.name_hint)
         if var.type_annotation is not None:
-            v.type_annotation = self.types(var.type_annotation)
+            v.type_annotation = self.lifted_type(var.type_annotation)
         self.env[var] = v
         self.named[id(v)] = v
         self.scope.bindings.append((v, self.lifted_function(let.value)))
         self.remember(id(let.value), v)
         self._keep.append(let.value)
 
-    def lifted_param(self, p):
+    def bind_param(self, p):
         t = getattr(p, "_checked_type", None) or p.type_annotation
         if t is None:
             raise GradientError(f"the type of parameter %{p.name_hint} is unknown; "
                                 "run rl.infer_type on the program first")
-        v = Var(p.name_hint, self.types(t))
+        v = Var(p.name_hint, self.lifted_type(t))
         self.env[p] = v
         return v
 
     def visit_Let(self, e):
         while isinstance(e, Let):               # a loop down the chain
             if isinstance(e.value, Function) and id(e.value) not in self.memo:
-                self.lift_local_function(e)
+                self.bind_recursive_function(e)
                 e = e.body
                 continue
             n = len(self.scope.bindings)
-            value = self.lift_raw(e.value)
+            value = self.deferrable(e.value)
             bindings = self.scope.bindings
             if isinstance(value, _Deferred):
                 # the let consumes the value once; its variable's references will use it
@@ -412,69 +381,69 @@ class ReverseAD:
                     and id(value) not in self.named:
                 value.name_hint = e.var.name_hint   # keep the user's name on the fresh binding
                 if e.var.type_annotation is not None:
-                    value.type_annotation = self.types(e.var.type_annotation)
+                    value.type_annotation = self.lifted_type(e.var.type_annotation)
                 self.env[e.var] = value
                 self.named[id(value)] = value
             else:
                 ann = e.var.type_annotation
                 v = self.emit(value, e.var.name_hint)
                 if ann is not None:
-                    v.type_annotation = self.types(ann)
+                    v.type_annotation = self.lifted_type(ann)
                 if id(value) in self.inactive:
                     self.mark_inactive(v)
                 self.env[e.var] = v
             e = e.body
-        return self.lift(e)
+        return self.visit(e)
 
     def visit_If(self, e):
-        cond = self.lift(e.cond)
+        cond = self.visit(e.cond)
         self.flush()
-        then = self.in_scope(lambda: self.lift(e.true_branch))
-        other = self.in_scope(lambda: self.lift(e.false_branch))
+        then = self.in_scope(lambda: self.visit(e.true_branch))
+        other = self.in_scope(lambda: self.visit(e.false_branch))
         return self.emit(If(cond, then, other), "if")
 
     def visit_Match(self, e):
-        data = self.lift(e.data)
+        data = self.visit(e.data)
         self.flush()
         clauses = []
         for c in e.clauses:
-            lhs = self.lift_pattern(c.lhs)
-            rhs = self.in_scope(lambda c=c: self.lift(c.rhs))
+            lhs = self.visit_pattern(c.lhs)
+            rhs = self.in_scope(lambda c=c: self.visit(c.rhs))
             clauses.append(Clause(lhs, rhs))
         return self.emit(Match(data, clauses, e.complete), "m")
 
-    def lift_pattern(self, p):
+    def visit_pattern(self, p):
         if isinstance(p, PatternVar):
             t = getattr(p.var, "_checked_type", None) or p.var.type_annotation
-            v = Var(p.var.name_hint, self.types(t) if t is not None and p.var.type_annotation
+            v = Var(p.var.name_hint, self.lifted_type(t) if t is not None and p.var.type_annotation
                     is not None else None)
             self.env[p.var] = v
             return PatternVar(v)
         if isinstance(p, PatternConstructor):
-            return PatternConstructor(self.types.ctor(p.constructor),
-                                      [self.lift_pattern(s) for s in p.patterns])
+            return PatternConstructor(self.lifted_type.ctor(p.constructor),
+                                      [self.visit_pattern(s) for s in p.patterns])
         if isinstance(p, PatternTuple):
-            return PatternTuple([self.lift_pattern(s) for s in p.patterns])
+            return PatternTuple([self.visit_pattern(s) for s in p.patterns])
         return PatternWildcard()
 
     def visit_RefCreate(self, e):
-        return self.emit(RefCreate(self.lift(e.value)), "r")
+        return self.emit(RefCreate(self.visit(e.value)), "r")
 
     def visit_RefRead(self, e):
-        return self.emit(RefRead(self.lift(e.ref)), "v")
+        return self.emit(RefRead(self.visit(e.ref)), "v")
 
     def visit_RefWrite(self, e):
-        ref = self.lift(e.ref)
-        return self.emit(RefWrite(ref, self.lift(e.value)), "u")
+        ref = self.visit(e.ref)
+        return self.emit(RefWrite(ref, self.visit(e.value)), "u")
 
     def visit_Constructor(self, e):
         if not e.inputs:     # a bare nullary constructor (`Nil`) is a value, as in the checker
-            return self.emit(Call(self.types.ctor(e), []), "adt")
+            return self.emit(Call(self.lifted_type.ctor(e), []), "adt")
         # a constructor used as a function value: eta-expand so that it takes a bp like any
         # lifted function
-        twin = self.types.ctor(e)
-        data = self.types.data_of(e.belong_to)
-        params = [Var("a", self.types(t)) for t in e.inputs]
+        twin = self.lifted_type.ctor(e)
+        data = self.lifted_type.data_of(e.belong_to)
+        params = [Var("a", self.lifted_type(t)) for t in e.inputs]
         bp = Var("bp", BP_TYPE)
         return self.emit(Function(params + [bp], Call(twin, params), None, list(data.type_vars)),
                          "ctor")
@@ -486,18 +455,18 @@ class ReverseAD:
     def visit_Call(self, e):
         op = e.op
         if isinstance(op, Op):
-            return self.lift_op_call(e)
+            return self.op_call(e)
         if isinstance(op, Constructor):
-            args = [self.lift(a) for a in e.args]
-            return self.emit(Call(self.types.ctor(op), args), "adt")
+            args = [self.visit(a) for a in e.args]
+            return self.emit(Call(self.lifted_type.ctor(op), args), "adt")
         if isinstance(op, GlobalVar) and op.name_hint in self.src:
-            return self.lift_global_call(e)
-        callee = self.lift(op)
-        args = [self.lift(a) for a in e.args]
+            return self.global_call(e)
+        callee = self.visit(op)
+        args = [self.visit(a) for a in e.args]
         self.flush()
         return self.emit(Call(callee, args + [self.scope.bp]), "call")
 
-    def lift_global_call(self, e):
+    def global_call(self, e):
         """`@g(args)`: float tensor arguments that carry constants (inputs outside argnums, and
         what is computed from them only) are passed as plain tensors to a copy of @g lifted
         with those parameters constant (`@g_ad_const0`), so that no gradient is computed for
@@ -506,7 +475,7 @@ class ReverseAD:
                   for p in self.src[e.op].params]
         args, consts = [], []
         for i, a in enumerate(e.args):
-            v = self.lift_raw(a)
+            v = self.deferrable(a)
             if isinstance(v, _Deferred):
                 v.remaining -= 1
             if i < len(ptypes) and is_float_tensor(ptypes[i]) and self.is_inactive(v):
@@ -518,11 +487,11 @@ class ReverseAD:
         return self.emit(Call(callee, args + [self.scope.bp]), "call")
 
     # -- op calls: the heart of the transform -----------------------------------------------
-    def lift_op_call(self, call):
+    def op_call(self, call):
         op = call.op
-        args = [self.lift_raw(a) for a in call.args]
-        arg_types = [_type_of(a) for a in call.args]
-        out_type = _type_of(call)
+        args = [self.deferrable(a) for a in call.args]
+        arg_types = [type_of(a) for a in call.args]
+        out_type = type_of(call)
         # a deferred argument from another scope, or from a segment already flushed, needs
         # its reference: its gradient is read by a closure pushed earlier
         args = [a if not isinstance(a, _Deferred) or a.inactive or a.pair is not None
@@ -532,10 +501,10 @@ class ReverseAD:
             if isinstance(a, _Deferred):
                 a.remaining -= 1
         prims = [self.primal_atom(a, t) for a, t in zip(args, arg_types)]
-        z = self.emit(_typed(Call(op, prims, call.attrs), out_type), op.name.split(".")[-1],
-                      out_type)
+        z = self.emit(with_checked_type(Call(op, prims, call.attrs), out_type),
+                      op.name.split(".")[-1], out_type)
         if not has_float(out_type):
-            if not _is_tensorish(out_type):
+            if not is_tensorish(out_type):
                 raise GradientError(f"operator '{op.name}' returns {out_type}, which reverse "
                                     f"mode cannot lift, in {_text(call)}")
             return z
@@ -546,20 +515,20 @@ class ReverseAD:
         if not op.differentiable or not active:
             if is_float_tensor(out_type):
                 return self.deferred(z, out_type, call, inactive=True)
-            result, _ = self.fresh_lift(z, out_type)
+            result, _ = self.pair_with_fresh_refs(z, out_type)
             self.mark_inactive(result)
             return result
         rule = gradient_rule(call)
         if is_float_tensor(out_type):
             result = out = self.deferred(z, out_type, call, inactive=False)
         else:
-            result, out = self.fresh_lift(z, out_type)
+            result, out = self.pair_with_fresh_refs(z, out_type)
 
         def backward():
-            g = self.cotangent(out)
+            g = self.cotangent(out, out_type)
             if g is None:               # nothing used the result: no gradient flows back
                 return
-            orig = _typed(Call(op, prims, call.attrs), out_type)
+            orig = with_checked_type(Call(op, prims, call.attrs), out_type)
             try:
                 grads = rule(orig, g)
             except RelayishError:
@@ -574,7 +543,7 @@ class ReverseAD:
                 gi = grads[i]
                 if gi is None:
                     continue
-                gi = _Replace(orig, z).visit(gi)
+                gi = replace_node(gi, orig, z)
                 if (isinstance(gi, Call) and isinstance(gi.op, Op)
                         and gi.op.name == "take_backward"
                         and is_float_tensor(arg_types[i])
@@ -595,54 +564,61 @@ class ReverseAD:
             return a.inactive
         return id(a) in self.inactive
 
-    def cotangent(self, out):
-        """In a backward step: the cotangent of an op's result (None when it is zero)."""
+    def cotangent(self, out, t):
+        """In a backward step: the cotangent of an op's result of type t (None when it is zero);
+        `out` is the result's _Deferred or the references of pair_with_fresh_refs."""
         if isinstance(out, _Deferred):
             if out.pair is not None:
-                return self.read_and_reset(("ref", out.ref, out.t))
+                return self.read_and_reset(out.ref, out.t)
             if not out.contribs:
                 return None
             g = out.contribs[0]
             for more in out.contribs[1:]:
                 g = self.emit(make_call("add", [g, more]), "g", out.t)
             return g
-        return self.read_and_reset(out)
+        return self.read_and_reset(out, t)
 
+    # The conversions below follow the type of a value: each is the structure map of
+    # structure.py with its own action at a tensor (ops take and return tensors and tuples).
     def primal_atom(self, a, t):
+        """The primal value of a lifted argument a (of original type t) of an op call."""
         if isinstance(a, _Deferred):
             return a.z
-        if is_float_tensor(t):
-            return self.project(a, 0, "p", t)
-        if isinstance(t, TupleType):
-            fields = [self.primal_atom(self.field(a, i), ft)
-                      for i, ft in enumerate(t.fields)]
-            return self.emit(_typed(Tuple(fields), t), "p", t)
-        return a
 
-    def fresh_lift(self, z, t):
+        def tensor(a, t):
+            return self.project(a, 0, "p", t) if t.is_float else a
+        return map_structure(
+            t, a, tensor, field=lambda a, i, ft: self.field(a, i),
+            pack=lambda parts, t: self.emit(with_checked_type(Tuple(parts), t), "p", t),
+            adt=_unchanged, other=_unchanged)
+
+    def pair_with_fresh_refs(self, z, t):
         """Pair the primal value z (of tensor/tuple type t) with fresh zero references.
 
-        Returns the lifted atom and the reference structure (for read_and_reset)."""
-        if is_float_tensor(t):
-            zr = self.emit(RefCreate(zeros_of(t)), "r")
-            return self.emit(Tuple([z, zr]), "d"), ("ref", zr, t)
-        if isinstance(t, TupleType):
-            parts = [self.fresh_lift(self.emit(TupleGetItem(z, i), "f", ft), ft)
-                     for i, ft in enumerate(t.fields)]
-            return self.emit(Tuple([p[0] for p in parts]), "d"), ("tuple", [p[1] for p in parts], t)
-        return z, ("const", z, t)
+        Returns the lifted atom and the references, a structure like t's (None at a tensor
+        without gradient), for read_and_reset."""
+        def tensor(z, t):
+            if not t.is_float:
+                return z, None
+            r = self.emit(RefCreate(zeros_of(t)), "r")
+            return self.emit(Tuple([z, r]), "d"), r
 
-    def read_and_reset(self, refs):
-        """The output cotangent from the reference structure of fresh_lift; zeroes the refs."""
-        kind, what, t = refs
-        if kind == "const":
-            return self.emit(zeros_of(t), "g", t)
-        if kind == "ref":
-            g = self.emit(RefRead(what), "g", t)
+        def pack(parts, t):
+            return self.emit(Tuple([p for p, _ in parts]), "d"), [r for _, r in parts]
+        return map_structure(t, z, tensor, pack=pack,
+                             field=lambda z, i, ft: self.emit(TupleGetItem(z, i), "f", ft))
+
+    def read_and_reset(self, refs, t):
+        """The cotangent of type t held in the references of pair_with_fresh_refs; zeroes them."""
+        def tensor(r, t):
+            if r is None:
+                return self.emit(zeros_of(t), "g", t)
+            g = self.emit(RefRead(r), "g", t)
             if self.reset:
-                self.emit(RefWrite(what, zeros_of(t)), "u")
+                self.emit(RefWrite(r, zeros_of(t)), "u")
             return g
-        return self.emit(Tuple([self.read_and_reset(r) for r in what]), "g", t)
+        return map_structure(t, refs, tensor, field=lambda refs, i, ft: refs[i],
+                             pack=lambda parts, t: self.emit(Tuple(parts), "g", t))
 
     def accumulate(self, a, t, g):
         """Add the cotangent g into the references of the lifted value a (of original type t)."""
@@ -653,16 +629,21 @@ class ReverseAD:
                 a.contribs.append(g)
                 return
             a = a.pair
-        if is_float_tensor(t):
-            r = self.project(a, 1, "r")
-            self.emit(RefWrite(r, make_call("add", [RefRead(r), g])), "u")
-        elif isinstance(t, TupleType):
-            for i, ft in enumerate(t.fields):
-                if has_float(ft):
-                    gi = g.fields[i] if isinstance(g, Tuple) else self.project(g, i, "g")
-                    if not isinstance(gi, (Var, Constant)):
-                        gi = self.emit(gi, "g", ft)
-                    self.accumulate(self.field(a, i), ft, gi)
+
+        def tensor(pair, t):
+            a, g = pair
+            if t.is_float:
+                r = self.project(a, 1, "r")
+                self.emit(RefWrite(r, make_call("add", [RefRead(r), g])), "u")
+
+        def field(pair, i, ft):
+            a, g = pair
+            gi = g.fields[i] if isinstance(g, Tuple) else self.project(g, i, "g")
+            if not isinstance(gi, (Var, Constant)):
+                gi = self.emit(gi, "g", ft)
+            return self.field(a, i), gi
+        map_structure(t, (a, g), tensor, field=field, keep=has_float, adt=_unchanged,
+                      other=_unchanged)
 
     # -- globals ---------------------------------------------------------------------------
     def lifted_global(self, gv, consts=()):
@@ -688,7 +669,7 @@ class ReverseAD:
             gv, consts = self.todo_globals.pop()
             func = self.src[gv]
             self.count_uses(func)
-            params = [Var(p.name_hint, _param_type(p)) if i in consts else self.lifted_param(p)
+            params = [Var(p.name_hint, param_type(p)) if i in consts else self.bind_param(p)
                       for i, p in enumerate(func.params)]
 
             def body(func=func, params=params, consts=consts):
@@ -696,124 +677,18 @@ class ReverseAD:
                     p, v = func.params[i], params[i]
                     self.env[p] = self.deferred(v, v.type_annotation, p, inactive=True,
                                                 hint=p.name_hint)
-                return self.lift(func.body)
+                return self.visit(func.body)
             bp = Var("bp", BP_TYPE)
             body = self.in_scope(body, bp=bp)
-            ret = self.types(func.ret_type) if func.ret_type is not None else None
+            ret = self.lifted_type(func.ret_type) if func.ret_type is not None else None
             key = (gv.name_hint, consts) if consts else gv.name_hint
             self.out[self.lifted_globals[key]] = Function(params + [bp], body, ret,
                                                           func.type_params)
             self.generated = True
 
-    # -- conversions at the entry point: T -> L T, L T -> T ----------------------------------
-    def lift_input(self, x, t, what):
-        """The lifted value of input x of type t, with fresh zero references."""
-        if is_float_tensor(t):
-            return self.emit(Tuple([x, RefCreate(zeros_of(t))]), "d")
-        if isinstance(t, TensorType):
-            return x
-        if isinstance(t, TupleType):
-            return self.emit(Tuple([self.lift_input(self.emit(TupleGetItem(x, i), "f"), ft, what)
-                                    for i, ft in enumerate(t.fields)]), "d")
-        if isinstance(t, (TypeCall, GlobalTypeVar)):
-            if not self.types.changes(t):
-                return x
-            return self.emit(Call(self.helper("lift", t), [x]), "d")
-        raise GradientError(f"{what} has type {t}: reverse mode differentiates inputs that are "
-                            "tensors, tuples and ADT values, not functions or references")
 
-    def primal(self, x, t, what):
-        """The primal value of lifted x (of original type t)."""
-        if is_float_tensor(t):
-            return self.emit(TupleGetItem(x, 0), "v")
-        if isinstance(t, TensorType):
-            return x
-        if isinstance(t, TupleType):
-            return self.emit(Tuple([self.primal(self.emit(TupleGetItem(x, i), "f"), ft, what)
-                                    for i, ft in enumerate(t.fields)]), "v")
-        if isinstance(t, (TypeCall, GlobalTypeVar)):
-            if not self.types.changes(t):
-                return x
-            return self.emit(Call(self.helper("primal", t), [x]), "v")
-        raise GradientError(f"{what} has type {t}: a gradient program can only return tensors, "
-                            "tuples and ADT values, not functions or references")
-
-    def read_grad(self, x, t, what):
-        """The gradient accumulated in lifted x (of original type t); resets the references."""
-        if is_float_tensor(t):
-            r = self.emit(TupleGetItem(x, 1), "r")
-            g = self.emit(RefRead(r), "grad")
-            if self.reset:
-                self.emit(RefWrite(r, zeros_of(t)), "u")
-            return g
-        if isinstance(t, TensorType):
-            return self.emit(zeros_of(t), "grad")
-        if isinstance(t, TupleType):
-            return self.emit(Tuple([self.read_grad(self.emit(TupleGetItem(x, i), "f"), ft, what)
-                                    for i, ft in enumerate(t.fields)]), "grad")
-        if isinstance(t, (TypeCall, GlobalTypeVar)):
-            return self.emit(Call(self.helper("grad", t), [x]), "grad")
-        raise GradientError(f"{what} has type {t}: reverse mode differentiates inputs that are "
-                            "tensors, tuples and ADT values, not functions or references")
-
-    def seed(self, x, t, ct, what):
-        """Add the cotangent ct (an expression of type t) into the references of lifted x."""
-        if is_float_tensor(t):
-            r = self.emit(TupleGetItem(x, 1), "r")
-            self.emit(RefWrite(r, make_call("add", [RefRead(r), ct])), "u")
-        elif isinstance(t, TensorType):
-            return
-        elif isinstance(t, TupleType):
-            for i, ft in enumerate(t.fields):
-                if _seedable(ft):
-                    self.seed(self.emit(TupleGetItem(x, i), "f"), ft,
-                              self.emit(TupleGetItem(ct, i), "ct"), what)
-        else:
-            raise GradientError(f"{what} has type {t}: a cotangent can only be given for "
-                                "tensors and tuples of tensors")
-
-    def helper(self, kind, t):
-        """A global function converting an ADT value: lift (T -> L T), primal and grad (L T -> T)."""
-        key = (kind, t)
-        gv = self.helpers.get(key)
-        if gv is not None:
-            return gv
-        head = t.func if isinstance(t, TypeCall) else t
-        args = list(t.args) if isinstance(t, TypeCall) else []
-        data = self.types.data_of(head)
-        twin = self.types.twin_data(head)
-        lt = self.types(t)
-        src_t, dst_t = (t, lt) if kind == "lift" else (lt, t)
-        # a vjp's helper must zero the references it reads: a differently named helper
-        name = "ad_vjpgrad" if kind == "grad" and self.reset else f"ad_{kind}"
-        for old_gv, old in self.out.functions.items():     # made by an earlier transform
-            if old_gv.name_hint.startswith(f"{name}_{head.name}") and len(old.params) == 1 \
-                    and old.params[0].type_annotation == src_t and old.ret_type == dst_t:
-                self.helpers[key] = old_gv
-                return old_gv
-        taken = {g.name_hint for g in self.out.functions} | {g.name_hint for g in
-                                                            self.helpers.values()}
-        taken |= {g.name_hint for g in self.lifted_globals.values()} | {"main"}
-        gv = GlobalVar(fresh_name(f"{name}_{head.name}", taken))
-        self.helpers[key] = gv
-        subst = dict(zip(data.type_vars, args))
-        src_ctors, dst_ctors = (data.constructors, twin.constructors) if kind == "lift" else \
-            (twin.constructors, data.constructors)
-        v = Var("v", src_t)
-        clauses = []
-        for c_src, c_dst, c_orig in zip(src_ctors, dst_ctors, data.constructors):
-            fvars = [Var("x") for _ in c_orig.inputs]
-            ftypes = [substitute(ft, subst) for ft in c_orig.inputs]
-
-            def rhs(fvars=fvars, ftypes=ftypes, c_dst=c_dst):
-                conv = {"lift": self.lift_input, "primal": self.primal, "grad": self.read_grad}[kind]
-                return Call(c_dst, [conv(fv, ft, f"a field of {t}")
-                                    for fv, ft in zip(fvars, ftypes)])
-            body = self.in_scope(rhs, bp=None)
-            clauses.append(Clause(PatternConstructor(c_src, [PatternVar(fv) for fv in fvars]), body))
-        self.out[gv] = Function([v], Match(v, clauses), dst_t)
-        self.generated = True
-        return gv
+def _unchanged(value, t):
+    return value
 
 
 class _Constructors(ExprVisitor):
@@ -869,146 +744,18 @@ class _UseCounter(ExprVisitor):
         return super().visit(expr)
 
 
-def _seedable(t):
-    if isinstance(t, TensorType):
-        return True
-    if isinstance(t, TupleType):
-        return all(_seedable(f) for f in t.fields)
-    return False
-
-
-def _is_tensorish(t):
-    return isinstance(t, TensorType) or (isinstance(t, TupleType)
-                                         and all(_is_tensorish(f) for f in t.fields))
-
-
-def _type_of(e):
+def type_of(e):
+    """The checked type of e (set by rl.infer_type, which the entry points run first)."""
     t = getattr(e, "_checked_type", None)
     if t is None:
         raise GradientError(f"the type of {_text(e)} is unknown; run rl.infer_type first")
     return t
 
 
-# ---- entry points ----------------------------------------------------------------------------
-
-MODES = ("gradient", "grad", "value_and_grad", "vjp")
-
-
-def build_entry(ad: ReverseAD, func: Function, mode: str, argnums=None) -> Function:
-    """The user-facing function of `mode` for the type-checked `func` (see module docstring).
-
-    gradient:        fn(T1..Tn) -> (R, (T1..Tn))        output's first float tensor seeded with ones
-    grad:            fn(T1..Tn) -> Ti or (Ti, Tj, ...)    scalar float output; argnums selects
-    value_and_grad:  fn(T1..Tn) -> (R, grads)
-    vjp:             fn(T1..Tn) -> (R, fn(R) -> (T1..Tn))   the backpropagator may run many times
-    """
-    from relayish.ir.visitor import free_vars
-    ptypes = [_param_type(p) for p in func.params]
-    params = [Var(p.name_hint, t) for p, t in zip(func.params, ptypes)]
-    out_t = _type_of(func.body)
-    _check_output(func, out_t, mode)
-    if argnums is not None or mode in ("grad", "value_and_grad"):   # None: gradient, vjp
-        argnums = _normalize_argnums(argnums, len(params))
-
-    ad.register_adts(func)
-    ad.count_uses(func)
-    ad.reset = mode == "vjp"
-    wanted = range(len(params)) if argnums is None else \
-        ([argnums] if isinstance(argnums, int) else argnums)
-
-    def body():
-        bp = ad.emit(RefCreate(Function([], Tuple([]))), "bp")
-        ad.scope.bp = bp
-        for fv in free_vars(func):
-            if fv in ad.env:
-                continue
-            t = getattr(fv, "_checked_type", None) or fv.type_annotation
-            if is_float_tensor(t):      # a constant of this gradient: paired only if needed
-                ad.env[fv] = ad.deferred(fv, t, fv, inactive=True, hint=fv.name_hint)
-                continue
-            lifted = ad.lift_input(fv, t, f"free variable %{fv.name_hint}")
-            ad.mark_inactive(lifted)
-            ad.env[fv] = lifted
-        lifted_params = []
-        for i, (p, new, t) in enumerate(zip(func.params, params, ptypes)):
-            if argnums is not None and i not in wanted and is_float_tensor(t):
-                ad.env[p] = ad.deferred(new, t, p, inactive=True, hint=p.name_hint)
-                lifted_params.append(None)
-                continue
-            lp = ad.lift_input(new, t, f"parameter %{p.name_hint}")
-            ad.env[p] = lp
-            if argnums is not None and i not in wanted:
-                ad.mark_inactive(lp)     # no gradient asked for: treated as a constant
-            lifted_params.append(lp)
-        out = ad.lift(func.body)
-        ad.flush()
-
-        def backward(ct=None):
-            if ct is None:          # seed the (first) float output with ones
-                first, first_t = out, out_t
-                if isinstance(out_t, TupleType):
-                    first, first_t = ad.emit(TupleGetItem(out, 0), "out"), out_t.fields[0]
-                ad.seed(first, first_t, ones_of(first_t), "the output")
-            else:
-                ad.seed(out, out_t, ct, "the output")
-            ad.emit(Call(RefRead(bp), []), "u")
-            grads = {}
-            for i in wanted:       # only the gradients asked for are read back
-                if i not in grads:
-                    grads[i] = ad.read_grad(lifted_params[i], ptypes[i],
-                                            f"parameter %{func.params[i].name_hint}")
-            return grads
-
-        if mode == "vjp":
-            ct = Var("ct", out_t)
-            back = Function([ct], ad.in_scope(lambda: Tuple(list(backward(ct).values()))))
-            value = ad.primal(out, out_t, "the output")
-            return Tuple([value, back])
-        value = ad.primal(out, out_t, "the output")
-        grads = backward()
-        if mode == "gradient":
-            return Tuple([value, Tuple(list(grads.values()))])
-        picked = grads[argnums] if isinstance(argnums, int) else Tuple([grads[i] for i in argnums])
-        if mode == "grad":
-            return picked
-        return Tuple([value, picked])
-
-    return Function(params, ad.in_scope(body, bp=None))
-
-
-def _param_type(p):
+def param_type(p):
+    """The type of parameter p: checked, or else annotated."""
     t = getattr(p, "_checked_type", None) or p.type_annotation
     if t is None:
         raise GradientError(f"the type of parameter %{p.name_hint} is unknown; "
                             "run rl.infer_type first")
     return t
-
-
-def _check_output(func, t, mode):
-    if mode == "vjp":
-        if not _is_tensorish(t):
-            raise GradientError(f"vjp needs a function returning tensors or tuples of tensors; "
-                                f"this one returns {t}: {_text(func)}")
-        return
-    if mode == "gradient":
-        first = t.fields[0] if isinstance(t, TupleType) and t.fields else t
-        if not is_float_tensor(first):
-            raise GradientError(f"gradient needs a function returning a float tensor (or a tuple "
-                                f"whose first field is one); this one returns {t}: {_text(func)}")
-        return
-    if not (is_float_tensor(t) and t.shape == ()):
-        raise GradientError(f"{mode} needs a function returning a float scalar; this one returns "
-                            f"{t} (use rl.gradient or rl.vjp for other outputs): {_text(func)}")
-
-
-def _normalize_argnums(argnums, n):
-    def one(i):
-        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
-            raise GradientError(f"argnums must be an int or a tuple of ints, got {argnums!r}")
-        if not -n <= i < n:
-            raise GradientError(f"argnums {argnums!r} out of range for a function of {n} "
-                                "parameter(s)")
-        return int(i) % n
-    if isinstance(argnums, (tuple, list)):
-        return tuple(one(i) for i in argnums)
-    return one(argnums)

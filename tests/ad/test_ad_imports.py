@@ -22,3 +22,13 @@ def test_every_public_entry_point_is_in_api():
                  "hessian_forward", "jacobian", "derivative", "gradient", "grad", "vjp"):
         assert callable(getattr(api, name)), name
         assert not hasattr(forward, name), f"forward.py still defines {name}"
+
+
+def test_the_shared_modules_sit_below_both_transforms():
+    # structure.py (the structure map), rewrite.py (node replacement) and twins.py (the type
+    # map) serve both modes, so neither transform is above them; reverse_entry builds on reverse
+    graph = package_graph("relayish.ad")
+    for shared in ("structure", "rewrite", "twins"):
+        assert not graph[shared] & {"api", "forward", "reverse", "reverse_entry"}, shared
+    assert "reverse" in graph["reverse_entry"] and "reverse_entry" not in graph["reverse"]
+    assert "reverse_entry" in graph["api"]

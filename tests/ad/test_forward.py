@@ -433,5 +433,5 @@ def test_both_modes_build_twins_with_one_builder():
     from relayish.ad import forward, reverse
     from relayish.ad.twins import TwinTypes
     assert isinstance(forward.dual_types({}), TwinTypes)
-    assert isinstance(reverse.type_lifter(rl.Module()), TwinTypes)
+    assert isinstance(reverse.lifted_types(rl.Module()), TwinTypes)
     assert not hasattr(forward, "_TypeMap") and not hasattr(reverse, "TypeLifter")
