@@ -22,12 +22,13 @@ import threading
 
 import numpy as np
 
-from relayish.errors import CompileError, EvaluationError, RelayishError
-from relayish.ir.expr import Expr, Function
+from relayish.errors import CompileError, EvaluationError
+from relayish.ir.expr import Expr
 from relayish.ir.module import Module
 from relayish.ir.types import TensorType
 from relayish.ir.analysis import FreeVars
 from relayish.ir.visitor import run_deep
+from relayish.backend.runtime.check import checked
 from relayish.backend.jax.arguments import (build_arg, decode, encode, flatten_arg, is_pure,
                                             leaf_indices, param_type, pure_tree, ref_paths,
                                             type_text, value_text)
@@ -345,22 +346,11 @@ def _with_writes(entry, outcome):
 
 def compile_jax(f_or_mod, device="cpu", limits=None):
     """`rl.compile(f_or_mod, backend="jax", device=..., limits=...)`: see JaxFunction and
-    TRACE_LIMITS."""
-    from relayish.ir.typecheck import infer_type
-    if isinstance(f_or_mod, Module):
-        mod = f_or_mod
-        if "main" not in mod:
-            raise CompileError("the module has no @main to compile")
-        if not all(getattr(f, "_checked_type", None) is not None for f in mod.functions.values()):
-            infer_type(mod)
-        main = mod["main"]
-    elif isinstance(f_or_mod, Expr):
-        func = f_or_mod if isinstance(f_or_mod, Function) else Function([], f_or_mod)
-        mod = Module.from_expr(func)
-        if getattr(func, "_checked_type", None) is None:
-            infer_type(func, mod=mod)
-        main = func
-    else:
-        raise RelayishError(f"rl.compile takes a Function or a Module, got "
-                            f"{type(f_or_mod).__name__}")
+    TRACE_LIMITS. Type-checked once, by the rule every backend shares (runtime/check.py)."""
+    mod = None
+    if isinstance(f_or_mod, Expr):
+        # the trace looks globals up in a Module: one whose @main is the function
+        mod = Module.from_expr(f_or_mod)
+        f_or_mod = mod["main"]
+    mod, main = checked(f_or_mod, mod, who="rl.compile", error=CompileError)
     return JaxFunction(mod, main, device, limits)
