@@ -57,11 +57,86 @@ def @main(%E: Tensor[({V}, {D}), {F}], %Wl: Tensor[({H3}, {D}), {F}], %bl: Tenso
 
 PARAMS = ("E", "Wl", "bl", "U", "bn", "Wo", "bo")
 
+# The same model written as the paper writes it, one weight matrix per gate and per child
+# (`matmul(%Wli, %x)`, `matmul(%Uli, %hl)`, ...): 3 matmuls at a leaf, 10 at a node instead of
+# 1 and 1. rl.passes.merge_matmul turns it back into stacked matmuls (benchmarks/treelstm.py
+# times both). Gate order as above: leaf i, o, u; node i, fl, fr, o, u.
+LEAF_GATES, NODE_GATES = ("i", "o", "u"), ("i", "fl", "fr", "o", "u")
+GATE_PARAMS = (("E",) + tuple(f"Wl{g}" for g in LEAF_GATES)
+               + tuple(f"bl{g}" for g in LEAF_GATES)
+               + tuple(f"Ul{g}" for g in NODE_GATES) + tuple(f"Ur{g}" for g in NODE_GATES)
+               + tuple(f"bn{g}" for g in NODE_GATES) + ("Wo", "bo"))
+
+GATES_TEXT = """
+type WTree {{ WLeaf(int32), WNode(WTree, WTree) }}
+
+def @cell({cell_params}, %t: WTree) -> (Tensor[({H}), {F}], Tensor[({H}), {F}]) {{
+  match (%t) {{
+    WLeaf(%w) => {{
+      let %x = take(%E, %w, axis=0);
+      let %c = sigmoid(matmul(%Wli, %x) + %bli) * tanh(matmul(%Wlu, %x) + %blu);
+      (sigmoid(matmul(%Wlo, %x) + %blo) * tanh(%c), %c)
+    }},
+    WNode(%l, %r) => {{
+      let %left = @cell({cell_args}, %l);
+      let %right = @cell({cell_args}, %r);
+      let %hl = %left.0;
+      let %hr = %right.0;
+      let %c = {gate_i} * tanh({pre_u}) + {gate_fl} * %left.1 + {gate_fr} * %right.1;
+      ({gate_o} * tanh(%c), %c)
+    }}
+  }}
+}}
+
+def @main({cell_params}, %Wo: Tensor[({K}, {H}), {F}], %bo: Tensor[({K}), {F}], %t: WTree,
+          %y: int32) -> {F} {{
+  let %h = @cell({cell_args}, %t).0;
+  -take(log_softmax(matmul(%Wo, %h) + %bo), %y)
+}}
+"""
+
 
 def treelstm_text(vocab=VOCAB, embed=EMBED, hidden=HIDDEN, classes=CLASSES, dtype="float32"):
     """The model's relayish text for these dimensions."""
     return TEXT.format(V=vocab, D=embed, H=hidden, H2=2 * hidden, H3=3 * hidden, H5=5 * hidden,
                        K=classes, F=dtype)
+
+
+def treelstm_gates_text(vocab=VOCAB, embed=EMBED, hidden=HIDDEN, classes=CLASSES,
+                        dtype="float32"):
+    """The per-gate model's relayish text (GATES_TEXT) for these dimensions."""
+    shapes = {"E": (vocab, embed)}
+    shapes.update({f"Wl{g}": (hidden, embed) for g in LEAF_GATES})
+    shapes.update({f"bl{g}": (hidden,) for g in LEAF_GATES})
+    shapes.update({f"U{side}{g}": (hidden, hidden) for side in "lr" for g in NODE_GATES})
+    shapes.update({f"bn{g}": (hidden,) for g in NODE_GATES})
+
+    def tensor(shape):
+        return f"Tensor[({', '.join(map(str, shape))}), {dtype}]"
+
+    def pre(g):
+        return f"matmul(%Ul{g}, %hl) + matmul(%Ur{g}, %hr) + %bn{g}"
+    names = GATE_PARAMS[:-2]
+    return GATES_TEXT.format(
+        cell_params=", ".join(f"%{n}: {tensor(shapes[n])}" for n in names),
+        cell_args=", ".join(f"%{n}" for n in names), H=hidden, K=classes, F=dtype,
+        pre_u=pre("u"), **{f"gate_{g}": f"sigmoid({pre(g)})" for g in ("i", "fl", "fr", "o")})
+
+
+def treelstm_gates_module(**dims):
+    """The parsed, type-checked per-gate module (GATES_TEXT)."""
+    return rl.infer_type(rl.parse(treelstm_gates_text(**dims)))
+
+
+def to_gate_params(params):
+    """(E, Wl, bl, U, bn, Wo, bo) as the per-gate model's parameters (GATE_PARAMS): the same
+    numbers, cut into one block per gate (and per child), so both models compute one loss."""
+    E, Wl, bl, U, bn, Wo, bo = params
+    h = U.shape[1] // 2
+    rows = [slice(k * h, (k + 1) * h) for k in range(5)]
+    return ((E,) + tuple(Wl[r] for r in rows[:3]) + tuple(bl[r] for r in rows[:3])
+            + tuple(U[r, :h] for r in rows) + tuple(U[r, h:] for r in rows)
+            + tuple(bn[r] for r in rows) + (Wo, bo))
 
 
 def treelstm_module(**dims):
