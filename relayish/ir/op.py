@@ -274,3 +274,15 @@ def make_call(op, args, op_attrs=None) -> Call:
     if op.normalize_attrs is not None:
         full = op.normalize_attrs(full)
     return Call(op, args, full)
+
+
+def not_a_value_message(op) -> str:
+    """Why an op may not stand as a value, with the fix: ops are only called, so passing one
+    where a function is wanted takes a closure, `fn (%a, %b) { add(%a, %b) }`. The parser (a
+    bare op name) and the type checker (an Op node built in Python) say the same."""
+    n = op.num_inputs
+    params = ", ".join("%" + (chr(ord("a") + i) if i < 26 else f"a{i}") for i in range(n)) \
+        if n >= 0 else "%a, ..."
+    return (f"operator '{op.name}' is not a value: operators are only called, as in "
+            f"{op.name}(...); to pass it as a function, wrap it in one: "
+            f"fn ({params}) {{ {op.name}({params}) }}")

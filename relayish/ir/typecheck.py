@@ -25,7 +25,7 @@ from relayish.ir.analysis import CallGraph
 from relayish.ir.expr import (Clause, Constructor, Expr, Function, Let, PatternConstructor,
                               PatternTuple, PatternVar, PatternWildcard, Var, _short_text)
 from relayish.ir.module import Module
-from relayish.ir.op import Op
+from relayish.ir.op import Op, not_a_value_message
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, Type,
                                TypeCall, TypeVar, map_type, substitute, walk_type)
 from relayish.ir.visitor import ExprFunctor, deep
@@ -432,8 +432,7 @@ class TypeChecker(ExprFunctor):
                                  f"(got {type(data).__name__})") from None
 
     def visit_Op(self, e):
-        raise TypeCheckError(f"operator '{e.name}' can only be called directly, as in "
-                             f"{e.name}(...); it is not a value")
+        raise TypeCheckError(not_a_value_message(e))
 
     def constructor_type(self, ctor) -> FuncType:
         data = ctor.type_data

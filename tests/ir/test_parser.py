@@ -87,7 +87,6 @@ def expressions():
         "function_type_annotation": rl.Function([fn_t], fn_t(rl.const(1.0))),
         "free_vars": x * y + rl.Let(z, x, z),
         "global_call": rl.Function([x], rl.GlobalVar("f")(x, x)),
-        "op_as_value": rl.Let(u, rl.get_op("add"), u(x, x)),
         "float_attrs": rl.Tuple([make_call("full_like", [x], {"fill_value": v})
                                  for v in (0.5, float("inf"), -float("inf"), float("nan"), 1e-300)]),
     }
@@ -306,6 +305,39 @@ def test_huge_line_errors_show_an_excerpt_with_the_right_column():
         rl.parse_expr(text)
     assert info.value.column == len(text) - 1
     assert len(str(info.value)) < 600
+
+
+# ---- ops are only called (issue 11, item 7) ------------------------------------------------------
+@pytest.mark.parametrize("text, column, fix", [
+    ("let %f = add; %f(1f, 2f)", 10, "fn (%a, %b) { add(%a, %b) }"),
+    ("fn (%x: float32) { exp }", 20, "fn (%a) { exp(%a) }"),
+    ("(add)(1f, 2f)", 2, "fn (%a, %b) { add(%a, %b) }"),
+    ("add.0", 1, "fn (%a, %b) { add(%a, %b) }"),
+    ("where", 1, "fn (%a, %b, %c) { where(%a, %b, %c) }"),
+])
+def test_a_bare_op_is_a_parse_error_that_shows_the_closure_to_write(text, column, fix):
+    with pytest.raises(rl.ParseError) as info:
+        rl.parse_expr(text)
+    assert (info.value.line, info.value.column) == (1, column)
+    assert "is not a value: operators are only called" in str(info.value)
+    assert fix in str(info.value)
+
+
+def test_the_suggested_closure_parses_and_runs():
+    f = rl.parse_expr("let %f = fn (%a, %b) { add(%a, %b) }; %f(1f, 2f)")
+    assert float(rl.evaluate(rl.Function([], f))) == 3.0
+
+
+def test_an_op_node_used_as_a_value_is_a_type_error_with_the_same_advice():
+    # the builder can make what the parser refuses: the type checker says the same
+    x, u = f32("x"), rl.Var("u")
+    func = rl.Function([x], rl.Let(u, rl.get_op("add"), u(x, x)))
+    with pytest.raises(rl.TypeCheckError, match="operators are only called") as info:
+        rl.infer_type(func)
+    assert "fn (%a, %b) { add(%a, %b) }" in str(info.value)
+    # and its text, which the printer still writes (error messages quote it), does not parse
+    with pytest.raises(rl.ParseError, match=r"fn \(%a, %b\) \{ add\(%a, %b\) \}"):
+        rl.parse_expr(rl.astext(func))
 
 
 # ---- fuzzing: only ParseError, whatever the input -------------------------------------------------

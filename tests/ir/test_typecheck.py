@@ -593,7 +593,7 @@ def test_calling_errors():
     msg = message(infer_type, rl.Call(f, [f32(), f32()]))
     assert "wrong number of arguments" in msg and "takes 1, got 2" in msg
     assert "takes 2 argument" in message(infer_type, rl.Call(get_op("add"), [f32()]))
-    assert "can only be called" in message(infer_type, rl.Tuple([get_op("add")]))
+    assert "operators are only called" in message(infer_type, rl.Tuple([get_op("add")]))
 
 
 def test_unbound_variable():

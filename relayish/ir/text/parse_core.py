@@ -16,6 +16,7 @@ import weakref
 
 from relayish.errors import RelayishError
 from relayish.ir.expr import Constructor, GlobalVar, Var
+from relayish.ir.module import Module
 from relayish.ir.op import Op
 from relayish.ir.types import GlobalTypeVar
 
@@ -31,7 +32,6 @@ class ParserCore:
     """The cursor over the tokens and the parser's tables; the grammar lives in the mixins."""
 
     def __init__(self, source, tokens, mod=None, free_vars=None):
-        from relayish.ir.module import Module
         self.source = source
         self.toks = tokens
         self.i = 0
@@ -42,14 +42,19 @@ class ParserCore:
         # comments (formatter only): key -> the comment texts printed before that item
         self.comments: dict = {}
         self.comment_next = 0
-        self.mod = mod if mod is not None else Module()
+        if mod is None:
+            mod = Module()
+        elif not isinstance(mod, Module):
+            raise RelayishError(f"parse_expr: mod is a Module, got {type(mod).__name__}")
+        self.mod = mod
         self.module_mode = False
         self.globals: dict[str, GlobalVar] = {}
         self.global_uses: dict[str, int] = {}   # name -> offset of first use
-        self.type_names: dict[str, GlobalTypeVar] = dict(getattr(self.mod, "_types", {}))
+        # the module's names, kept up to date as the text's type definitions are added
+        self.type_names: dict[str, GlobalTypeVar] = {g.name: g for g in mod.type_definitions}
+        self.constructors: dict[str, Constructor] = mod.constructors
         # ADTs without type parameters: a bare `Nat` means the type `Nat[]`
-        self.nullary_types = {g.name for g, d in getattr(self.mod, "type_definitions", {}).items()
-                              if not d.type_vars}
+        self.nullary_types = {g.name for g, d in mod.type_definitions.items() if not d.type_vars}
         # free variables: the environment parse_expr was given, and `free_var` declarations
         # (visible to the end of the expression, or of the def in a module, as in Relay)
         if isinstance(free_vars, dict):

@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import re
 
+from relayish.errors import RelayishError
 from relayish.ir.expr import (Call, Constructor, GlobalVar, Let, RefRead, RefWrite, Tuple,
                               TupleGetItem, Var)
-from relayish.ir.op import Op
+from relayish.ir.op import Op, get_op, make_call, not_a_value_message
 from relayish.ir.text.literals import SPECIAL_FLOAT
 # infix operators: symbol -> precedence and op; the printer parenthesizes by the same table
 from relayish.ir.text.operators import BY_SYMBOL as BINARY
@@ -189,7 +190,6 @@ class ExprSyntax(FormSyntax):
                 return e
 
     def op_call(self, op, args, attrs, tok):
-        from relayish.ir.op import get_op, make_call
         try:
             if isinstance(op, str):
                 op = get_op(op)
@@ -246,14 +246,17 @@ class ExprSyntax(FormSyntax):
             if SPECIAL_FLOAT.fullmatch(text):
                 return self.literal()
             self.advance()
-            ctor = self.mod._constructors.get(text) if hasattr(self.mod, "_constructors") else None
+            ctor = self.constructors.get(text)
             if ctor is not None:
                 return ctor
-            from relayish.ir.op import _REGISTRY
-            op = _REGISTRY.get(text)
-            if op is not None:
-                return op
-            raise self.error(f"unknown operator or constructor {text!r}", tok)
+            try:
+                op = get_op(text)
+            except RelayishError:
+                raise self.error(f"unknown operator or constructor {text!r}", tok) from None
+            if not self.at("("):
+                # ops are only called (the type checker has no type for an op as a value)
+                raise self.error(not_a_value_message(op), tok)
+            return op
         if kind == "string":
             raise self.error("a string is not an expression (strings are attribute values)")
         raise self.error(f"expected an expression, found {self.describe()}")

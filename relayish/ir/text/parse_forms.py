@@ -131,7 +131,7 @@ class FormSyntax(ConstantSyntax):
                     return subs[0]
                 return PatternTuple(subs)
             if tok[0] == "ident":
-                ctor = self.mod._constructors.get(tok[1]) if hasattr(self.mod, "_constructors") else None
+                ctor = self.constructors.get(tok[1])
                 if ctor is None:
                     raise self.error(f"unknown constructor {tok[1]!r} in a pattern")
                 self.advance()

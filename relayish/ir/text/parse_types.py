@@ -76,6 +76,7 @@ class TypeSyntax(ParserCore):
             self.mod.add_type(TypeData(header, type_vars, ctors))
         except RelayishError as exc:
             raise self.error(str(exc), start) from None
+        self.constructors.update((c.name_hint, c) for c in ctors)
         return name_tok[1]
 
     def type_params(self):
