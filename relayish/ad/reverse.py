@@ -21,7 +21,7 @@ Two refinements keep the output small without changing its meaning:
     of its consumers' contributions). Any other use builds the pair (`force`), in the scope
     that computed the value, and a value still used after a flush keeps its reference.
 
-Type mapping L (the "lifted" type of a value):
+Type mapping L (the "lifted" type of a value; lifted.py's `lifted_types`):
     Tensor[s, float*]    -> (Tensor[s, float*], Ref[Tensor[s, float*]])
     Tensor[s, int*/bool] -> unchanged (no gradient)
     (T1, ..., Tn)        -> (L T1, ..., L Tn)
@@ -41,17 +41,15 @@ lifted binder is put in scope before its value is lifted (`bind_recursive_functi
 uses only ordinary IR nodes, so it type-checks, prints, parses, runs anywhere and can be
 differentiated again.
 
-This module is the expression transform (`ReverseAD`: `visit(e)` gives the lifted atom of e) and
-the lifted type map (`lifted_types`). The function the user gets (`bp := fn () { () }`, the
-inputs lifted with fresh zero references, the lifted body, the output seeded, `(!bp)()`, the
-input references read back) is built by reverse_entry.py. Every conversion that follows a
-value's type (an op's primal arguments, an op result paired with fresh references, reading those
-back, adding a cotangent in) is the one structure map of structure.py with its own action at a
-tensor.
+This module is the expression transform (`ReverseAD`: `visit(e)` gives the lifted atom of e);
+the lifted type map and the constants it builds from are lifted.py's. The function the user
+gets (`bp := fn () { () }`, the inputs lifted with fresh zero references, the lifted body, the
+output seeded, `(!bp)()`, the input references read back) is built by reverse_entry.py. Every
+conversion that follows a value's type (an op's primal arguments, an op result paired with
+fresh references, reading those back, adding a cotangent in) is the one structure map of
+structure.py with its own action at a tensor.
 """
 from __future__ import annotations
-
-import numpy as np
 
 from relayish.errors import GradientError, RelayishError
 from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, GlobalVar, If,
@@ -60,29 +58,16 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, Glo
                               Var, _short_text)
 from relayish.ir.module import Module
 from relayish.ir.op import Op, gradient_rule, make_call
-from relayish.ir.types import FuncType, RefType, TensorType, TupleType
 from relayish.ir.visitor import ExprVisitor, build_let_chain, run_deep
+from relayish.ad.lifted import (BP_TYPE, const_type, lifted_types, param_type, type_of,
+                                zeros_of)
 from relayish.ad.rewrite import replace_node, with_checked_type
 from relayish.ad.structure import has_float, is_float_tensor, is_tensorish, map_structure
-from relayish.ad.twins import TwinTypes, fresh_name
-
-UNIT = TupleType(())
-BP_TYPE = RefType(FuncType([], UNIT))
+from relayish.ad.twins import fresh_name
 
 
 def _text(node, limit=200):
     return _short_text(node, limit)
-
-
-# ---- the type mapping ------------------------------------------------------------------------
-
-def _lifted_tensor(t: TensorType):
-    return TupleType([t, RefType(t)]) if t.is_float else t
-
-
-def lifted_types(mod: Module) -> TwinTypes:
-    """The type mapping L (module docstring), its ADT twins `<G>_ad` added to mod."""
-    return TwinTypes(_lifted_tensor, "_ad", extra_params=[BP_TYPE], module=mod)
 
 
 # ---- the transform ---------------------------------------------------------------------------
@@ -309,7 +294,7 @@ class ReverseAD:
     def visit_Constant(self, e):
         if e.data.dtype.kind != "f":
             return e
-        return self.deferred(e, _const_type(e), e, inactive=True, hint="c")
+        return self.deferred(e, const_type(e), e, inactive=True, hint="c")
 
     def visit_Tuple(self, e):
         fields = [self.visit(f) for f in e.fields]
@@ -705,33 +690,6 @@ class _Constructors(ExprVisitor):
         super().visit_pattern(p)
 
 
-def zeros_of(t: TensorType):
-    """A zero tensor of static type t: a literal for scalars, else a `zeros` call (small text)."""
-    if t.shape == ():
-        return Constant(np.zeros((), t.dtype))
-    return make_call("zeros", [], {"shape": t.shape, "dtype": t.dtype})
-
-
-def ones_of(t: TensorType):
-    if t.shape == ():
-        return Constant(np.ones((), t.dtype))
-    return make_call("ones", [], {"shape": t.shape, "dtype": t.dtype})
-
-
-_CONST_TYPES: dict = {}
-
-
-def _const_type(c: Constant) -> TensorType:
-    t = getattr(c, "_checked_type", None)
-    if isinstance(t, TensorType):
-        return t
-    key = (c.data.shape, c.data.dtype)
-    t = _CONST_TYPES.get(key)
-    if t is None:
-        t = _CONST_TYPES[key] = TensorType(c.data.shape, c.data.dtype.name)
-    return t
-
-
 class _UseCounter(ExprVisitor):
     """How often each node is referenced (a Var: its binder counts once too)."""
 
@@ -742,20 +700,3 @@ class _UseCounter(ExprVisitor):
     def visit(self, expr):
         self.counts[id(expr)] = self.counts.get(id(expr), 0) + 1
         return super().visit(expr)
-
-
-def type_of(e):
-    """The checked type of e (set by rl.infer_type, which the entry points run first)."""
-    t = getattr(e, "_checked_type", None)
-    if t is None:
-        raise GradientError(f"the type of {_text(e)} is unknown; run rl.infer_type first")
-    return t
-
-
-def param_type(p):
-    """The type of parameter p: checked, or else annotated."""
-    t = getattr(p, "_checked_type", None) or p.type_annotation
-    if t is None:
-        raise GradientError(f"the type of parameter %{p.name_hint} is unknown; "
-                            "run rl.infer_type first")
-    return t

@@ -26,7 +26,8 @@ from relayish.ir.expr import (Call, Clause, Function, GlobalVar, Match, PatternC
                               _short_text)
 from relayish.ir.op import make_call
 from relayish.ir.types import TupleType, TypeCall, substitute
-from relayish.ad.reverse import ReverseAD, ones_of, param_type, type_of, zeros_of
+from relayish.ad.lifted import ones_of, param_type, type_of, zeros_of
+from relayish.ad.reverse import ReverseAD
 from relayish.ad.structure import is_float_tensor, is_tensorish, map_structure
 from relayish.ad.twins import fresh_name
 

@@ -430,8 +430,8 @@ def test_dual_types_of_mutually_recursive_adts():
 
 
 def test_both_modes_build_twins_with_one_builder():
-    from relayish.ad import forward, reverse
+    from relayish.ad import forward, lifted, reverse
     from relayish.ad.twins import TwinTypes
     assert isinstance(forward.dual_types({}), TwinTypes)
-    assert isinstance(reverse.lifted_types(rl.Module()), TwinTypes)
+    assert isinstance(lifted.lifted_types(rl.Module()), TwinTypes)
     assert not hasattr(forward, "_TypeMap") and not hasattr(reverse, "TypeLifter")
