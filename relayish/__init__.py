@@ -10,11 +10,11 @@ The public names here are those of API.md; everything else is internal.
 from relayish.errors import (CompileError, EvaluationError, GradientError, ParseError,
                              RelayishError, TypeCheckError)
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, Type,
-                               TypeCall, TypeData, TypeVar)
+                               TypeCall, TypeVar)
 from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Function, GlobalVar, If,
                               Let, Match, PatternConstructor, PatternTuple, PatternVar,
                               PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,
-                              Var, const, var)
+                              TypeData, Var, const, var)
 from relayish.ir.op import Op, get_op, register_gradient, register_op, register_tangent
 from relayish.ir.module import Module
 from relayish.ir.builder import ScopeBuilder

@@ -22,9 +22,9 @@ in `created` for the caller.
 from __future__ import annotations
 
 from relayish.errors import GradientError, RelayishError
-from relayish.ir.expr import Constructor
+from relayish.ir.expr import Constructor, TypeData
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, TypeCall,
-                               TypeData, TypeVar, substitute, walk_type)
+                               TypeVar, substitute, walk_type)
 
 __all__ = ["TwinTypes"]
 

@@ -30,8 +30,7 @@ class Node:
         return f"<{type(self).__name__} {_short_text(self)}>"
 
     def __str__(self):
-        from relayish.ir.text.printer import astext
-        return astext(self)
+        return program_text(self)
 
     def __iter__(self):
         # without this, Python iterates any class with __getitem__ by calling it with 0, 1, 2...
@@ -47,8 +46,7 @@ class Node:
 
 def _short_text(node, limit=80):
     try:
-        from relayish.ir.text.printer import astext
-        text = " ".join(astext(node).split())
+        text = " ".join(program_text(node).split())
     except Exception:  # noqa: BLE001 - repr must never fail, even half-built nodes print
         return _summary(node)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -177,9 +175,44 @@ class Expr(Node):
         return Call(self, list(args))
 
 
+# ---- what the layers above provide ---------------------------------------------------------
+# str(node) needs the printer, and `x + y` the op registry; both import this module, so importing
+# them from here would tie ir/ into one import cycle. Instead each installs its entry point here
+# when it is imported (relayish/__init__ imports both, so a program never meets an empty slot).
+
+_PROVIDERS = {"astext": "relayish.ir.text.printer", "make_call": "relayish.ir.op"}
+_PROVIDED: dict = {}
+
+
+def provide(name, implementation):
+    """Install a service of a higher layer: "astext" (node -> text), "make_call" (op name,
+    args, attrs -> Call)."""
+    if name not in _PROVIDERS:
+        raise RelayishError(f"no service named {name!r}; the services are {', '.join(_PROVIDERS)}")
+    _PROVIDED[name] = implementation
+
+
+def _provided(name):
+    implementation = _PROVIDED.get(name)
+    if implementation is None:
+        raise RelayishError(f"{_PROVIDERS[name]} is not loaded; import relayish first")
+    return implementation
+
+
+def program_text(node) -> str:
+    """The text form of a node, module or ADT definition (the printer's astext)."""
+    return _provided("astext")(node)
+
+
+class Primitive(Expr):
+    """Base of op.py's Op: an expression naming a primitive operator, which is only ever called.
+    Declared here so that expressions recognise op calls (attrs, dtype hints) without
+    importing op.py, which imports this module."""
+    __slots__ = ()
+
+
 def _call_op(name, args, **op_attrs):
-    from relayish.ir.op import make_call
-    return make_call(name, list(args), op_attrs)
+    return _provided("make_call")(name, list(args), op_attrs)
 
 
 _UNKNOWN = ""       # a Var's memoized hint when none was found
@@ -220,7 +253,7 @@ def dtype_hint(expr):
         if isinstance(expr, Tuple) and expr.fields:     # concatenate/stack((a, ...)): a's dtype
             expr = expr.fields[0]
             continue
-        if isinstance(expr, Call) and type(expr.op).__name__ == "Op":
+        if isinstance(expr, Call) and isinstance(expr.op, Primitive):
             # the op's record says: a dtype ("bool", cast's attribute) or an argument to follow
             # (where(cond, x, y): 1)
             found = expr.op.result_dtype(expr.attrs)
@@ -457,7 +490,7 @@ def _call_attrs(call, attrs) -> dict:
     if not isinstance(attrs, dict):
         raise RelayishError(f"rl.Call: attrs must be a dict of an operator's keyword attributes, "
                             f"got {describe(attrs)}")
-    known = getattr(call.op, "attr_defaults", None)       # an Op (op.py imports this module)
+    known = call.op.attr_defaults if isinstance(call.op, Primitive) else None
     if not isinstance(known, dict):
         if attrs:
             raise RelayishError(f"rl.Call: attrs are an operator's keyword attributes; a call of "
@@ -660,6 +693,45 @@ class Match(Expr):
     complete: bool = node_field(DATA, default=True,
                                 validator=_is((bool, np.bool_), "True or False"))
     _checked_type: Type | None = field(default=None, init=False)
+
+
+# ---- algebraic data types ------------------------------------------------------------------
+
+@define(eq=False, repr=False)
+class TypeData:
+    """An algebraic data type: `type header[type_vars] { constructors }`. Not a type, nor an
+    expression: the definition behind a GlobalTypeVar, held by a Module.
+
+    Building a TypeData numbers its constructors (their `tag`) and points them at `header`.
+    """
+    header: GlobalTypeVar
+    type_vars: list = field(converter=lambda v: _definition_items("type_vars", v))
+    constructors: list = field(converter=lambda v: _definition_items("constructors", v))
+
+    def __attrs_post_init__(self):
+        if not isinstance(self.header, GlobalTypeVar):
+            raise RelayishError(f"rl.TypeData: header must be a GlobalTypeVar, "
+                                f"got {describe(self.header)}")
+        for what, items, kind in (("type_vars", self.type_vars, TypeVar),
+                                  ("constructors", self.constructors, Constructor)):
+            for k, item in enumerate(items):
+                if not isinstance(item, kind):
+                    raise RelayishError(f"rl.TypeData: {what} must be a list of "
+                                        f"{kind.__name__}s; item {k} is {describe(item)}")
+        for tag, ctor in enumerate(self.constructors):
+            ctor.tag = tag
+            ctor.belong_to = self.header
+            ctor.type_data = self
+
+    def __repr__(self):
+        return f"TypeData({self.header.name}, {[c.name_hint for c in self.constructors]})"
+
+
+def _definition_items(what, value) -> list:
+    if isinstance(value, (Type, str, Node)) or not (
+            isinstance(value, (list, tuple)) or hasattr(value, "__next__")):
+        raise RelayishError(f"rl.TypeData: {what} must be a list, got {describe(value)}")
+    return list(value)
 
 
 # ---- convenience constructors --------------------------------------------------------------

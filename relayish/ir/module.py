@@ -6,8 +6,9 @@ body may refer to a function before or after it is added.
 from __future__ import annotations
 
 from relayish.errors import RelayishError
-from relayish.ir.expr import Constructor, Expr, Function, GlobalVar, describe
-from relayish.ir.types import GlobalTypeVar, TypeData
+from relayish.ir.expr import (Constructor, Expr, Function, GlobalVar, TypeData, describe,
+                              program_text)
+from relayish.ir.types import GlobalTypeVar
 
 
 class Module:
@@ -133,5 +134,4 @@ class Module:
         return f"<Module {', '.join('@' + gv.name_hint for gv in self.functions)}>"
 
     def __str__(self):
-        from relayish.ir.text.printer import astext
-        return astext(self)
+        return program_text(self)

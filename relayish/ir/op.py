@@ -46,7 +46,7 @@ from typing import Callable
 from attrs import define, field, frozen
 
 from relayish.errors import GradientError, RelayishError
-from relayish.ir.expr import Call, Expr, _short_text
+from relayish.ir.expr import Call, Expr, Primitive, _short_text, as_expr, provide
 
 FAIL = "fail"       # the effect of an op that can raise at run time on a well-typed input
 EFFECTS = frozenset({FAIL})
@@ -88,7 +88,7 @@ _ARG0 = arg_dtype(0)
 
 
 @define(eq=False, repr=False)
-class Op(Expr):
+class Op(Primitive):
     name: str
     num_inputs: int                    # -1: any number
     attr_defaults: dict = field(factory=dict)   # keyword attributes and their defaults
@@ -259,7 +259,6 @@ def gradient_rule(call: Call):
 
 def make_call(op, args, op_attrs=None) -> Call:
     """Build `op(args, **attrs)`, checking the arity and attribute names and normalizing values."""
-    from relayish.ir.expr import as_expr
     if isinstance(op, str):
         op = get_op(op)
     args = [as_expr(a, like=next((b for b in args if isinstance(b, Expr)), None)) for a in args]
@@ -274,6 +273,9 @@ def make_call(op, args, op_attrs=None) -> Call:
     if op.normalize_attrs is not None:
         full = op.normalize_attrs(full)
     return Call(op, args, full)
+
+
+provide("make_call", make_call)      # `x + y` on expressions (expr.py cannot import this module)
 
 
 def not_a_value_message(op) -> str:

@@ -16,9 +16,8 @@ user defined with the same constructors) is reused, never duplicated.
 from __future__ import annotations
 
 from relayish.errors import RelayishError
-from relayish.ir.expr import PatternConstructor
+from relayish.ir.expr import PatternConstructor, TypeData
 from relayish.ir.module import Module
-from relayish.ir.types import TypeData
 from relayish.ir.visitor import ExprMutator
 
 TYPE_NAMES = ("List", "Option", "Tree", "RoseTree", "Nat")

@@ -24,9 +24,11 @@ from relayish.errors import RelayishError
 from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Function, GlobalVar, If,
                               Let, Match, Pattern, PatternConstructor, PatternTuple, PatternVar,
                               PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,
-                              Var)
+                              TypeData, Var, program_text)
+from relayish.ir.module import Module
+from relayish.ir.op import Op
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, Type,
-                               TypeCall, TypeData, TypeVar)
+                               TypeCall, TypeVar)
 
 
 class StructuralMismatch(RelayishError, AssertionError):
@@ -62,11 +64,9 @@ def assert_structural_equal(a, b, map_free_vars=False):
 
 
 def _text(node, limit=400):
-    from relayish.ir.module import Module
-    from relayish.ir.text.printer import astext
     if isinstance(node, (Expr, Pattern, Clause, Type, Module, TypeData)):
         try:
-            text = astext(node)
+            text = str(node) if isinstance(node, Type) else program_text(node)
         except RelayishError:
             text = repr(node)
     else:
@@ -110,7 +110,6 @@ class _Comparer:
         self.envs: list = []        # keeps each env alive while its id is part of a seen key
 
     def run(self, a, b):
-        from relayish.ir.module import Module
         try:
             if isinstance(a, Module) or isinstance(b, Module):
                 self.modules(a, b)
@@ -127,7 +126,6 @@ class _Comparer:
         return None
 
     def modules(self, a, b):
-        from relayish.ir.module import Module
         if not (isinstance(a, Module) and isinstance(b, Module)):
             raise _Mismatch(None, a, b, "a module compared with something else")
         types_a = {g.name: d for g, d in a.type_definitions.items()}
@@ -235,7 +233,7 @@ class _Comparer:
             elif ta is GlobalVar:
                 if a.name_hint != b.name_hint:
                     raise _Mismatch(path, a, b, "different global functions")
-            elif ta.__name__ == "Op":
+            elif ta is Op:
                 if a.name != b.name:
                     raise _Mismatch(path, a, b, "different operators")
             elif ta is Constructor:
@@ -419,6 +417,23 @@ def _constants_equal(x, y):
 
 
 def _attrs_equal(a, b):
-    from relayish.ir.text.printer import attr_equal
     a, b = dict(a or {}), dict(b or {})
     return a.keys() == b.keys() and all(attr_equal(a[k], b[k]) for k in a)
+
+
+def attr_equal(a, b) -> bool:
+    """Attribute values compare by value; lists and tuples alike; never raises."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a).tolist(), np.asarray(b).tolist()
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(attr_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        return False
+    if isinstance(a, (bool, np.bool_)) != isinstance(b, (bool, np.bool_)):
+        return False
+    if isinstance(a, (float, np.floating)) and isinstance(b, (float, np.floating)):
+        return bool(a == b or (np.isnan(a) and np.isnan(b)))
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - exotic attribute values: unequal rather than a crash
+        return False

@@ -2,7 +2,9 @@
 
 TensorType(shape, dtype) | TupleType(fields) | FuncType(arg_types, ret_type, type_params)
 | RefType(value) | TypeVar(name) | GlobalTypeVar(name) | TypeCall(func, args)
-TypeData (an ADT definition) is not a type but the definition behind a GlobalTypeVar.
+TypeData (an ADT definition, in expr.py: it holds Constructors) is not a type but the
+definition behind a GlobalTypeVar. Each type class declares its fields (fields.py), so
+`type_components` and `map_type` walk any type; `type_text` is a type's text form (str(t)).
 """
 from __future__ import annotations
 
@@ -144,7 +146,6 @@ class Type:
     """Base of all types. str(t) is its text form."""
 
     def __str__(self):
-        from relayish.ir.text.printer import type_text
         return type_text(self)
 
 
@@ -221,42 +222,6 @@ class TypeCall(Type):
 
     def __repr__(self):
         return f"TypeCall({self.func!r}, {list(self.args)!r})"
-
-
-@attrs.define(eq=False, repr=False)
-class TypeData:
-    """An algebraic data type: `type header[type_vars] { constructors }`.
-
-    Registering a TypeData numbers its constructors (their `tag`) and points them at `header`.
-    """
-    header: GlobalTypeVar
-    type_vars: list = attrs.field(converter=lambda v: _items("type_vars", v))
-    constructors: list = attrs.field(converter=lambda v: _items("constructors", v))
-
-    def __attrs_post_init__(self):
-        from relayish.ir.expr import Constructor
-        if not isinstance(self.header, GlobalTypeVar):
-            raise RelayishError(f"rl.TypeData: header must be a GlobalTypeVar, "
-                                f"got {_described(self.header)}")
-        for what, items, kind in (("type_vars", self.type_vars, TypeVar),
-                                  ("constructors", self.constructors, Constructor)):
-            for k, item in enumerate(items):
-                if not isinstance(item, kind):
-                    raise RelayishError(f"rl.TypeData: {what} must be a list of "
-                                        f"{kind.__name__}s; item {k} is {_described(item)}")
-        for tag, ctor in enumerate(self.constructors):
-            ctor.tag = tag
-            ctor.belong_to = self.header
-            ctor.type_data = self
-
-    def __repr__(self):
-        return f"TypeData({self.header.name}, {[c.name_hint for c in self.constructors]})"
-
-
-def _items(what, value) -> list:
-    if isinstance(value, (Type, str)) or not _iterable(value):
-        raise RelayishError(f"rl.TypeData: {what} must be a list, got {_described(value)}")
-    return list(value)
 
 
 def unit_type() -> TupleType:
@@ -365,3 +330,80 @@ def substitute(t: Type, subst: dict) -> Type:
         inner = {k: v for k, v in subst.items() if k not in t.type_params}
         return map_type(t, lambda c: substitute(c, inner))
     return map_type(t, lambda c: substitute(c, subst))
+
+
+# ---- text ------------------------------------------------------------------------------------
+
+def type_text(t, shadowed=()) -> str:
+    """`float32`, `Tensor[(2, 3), float64]`, `(T1, T2)`, `fn [a](a) -> a`, `ref(T)`, `List[a]`.
+
+    `shadowed`: the names of the type variables in scope. A type variable may be named like a
+    dtype or an ADT (`type T[float32] { C(float32) }`); the parser reads a name in scope as the
+    variable, so within its scope the scalar type prints as `Tensor[(), float32]` and an ADT
+    without arguments as `Nat[]`. A loop with an explicit stack: types may nest deeply.
+    """
+    out, stack = [], [(t, shadowed)]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        t, shadowed = item
+        rule = _TEXT.get(type(t))
+        if rule is None:
+            if t is None:
+                out.append("?")
+                continue
+            raise RelayishError(f"cannot print {t!r} as a type")
+        stack.extend(reversed(rule(t, shadowed)))
+    return "".join(out)
+
+
+def _listed(types, shadowed) -> list:
+    """The pieces of `T1, T2, ...`."""
+    pieces = []
+    for k, t in enumerate(types):
+        if k:
+            pieces.append(", ")
+        pieces.append((t, shadowed))
+    return pieces
+
+
+def _tensor_text(t, shadowed):
+    if not t.shape:
+        return [f"Tensor[(), {t.dtype}]" if t.dtype in shadowed else t.dtype]
+    if len(t.shape) == 1:
+        return [f"Tensor[({t.shape[0]}), {t.dtype}]"]
+    return [f"Tensor[({', '.join(str(d) for d in t.shape)}), {t.dtype}]"]
+
+
+def _tuple_text(t, shadowed):
+    if len(t.fields) == 1:
+        return ["(", (t.fields[0], shadowed), ",)"]
+    return ["(", *_listed(t.fields, shadowed), ")"]
+
+
+def _func_text(t, shadowed):
+    params = ""
+    if t.type_params:
+        params = "[" + ", ".join(p.name for p in t.type_params) + "]"
+        shadowed = set(shadowed) | {p.name for p in t.type_params}
+    return [f"fn {params}(", *_listed(t.arg_types, shadowed), ") -> ", (t.ret_type, shadowed)]
+
+
+def _type_call_text(t, shadowed):
+    if not t.args:
+        # `Nat`: the parser reads it back as Nat[]; `Nat[]` where a type variable is Nat
+        return [t.func.name + ("[]" if t.func.name in shadowed else "")]
+    return [t.func.name, "[", *_listed(t.args, shadowed), "]"]
+
+
+_TEXT = {
+    TensorType: _tensor_text,
+    TupleType: _tuple_text,
+    FuncType: _func_text,
+    RefType: lambda t, shadowed: ["ref(", (t.value, shadowed), ")"],
+    TypeVar: lambda t, shadowed: [t.name],
+    GlobalTypeVar: lambda t, shadowed: [t.name],
+    TypeCall: _type_call_text,
+}

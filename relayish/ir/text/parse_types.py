@@ -11,11 +11,11 @@ ADT. `_` as a whole annotation is left to inference. Type nesting counts toward 
 from __future__ import annotations
 
 from relayish.errors import RelayishError
-from relayish.ir.expr import Constructor
+from relayish.ir.expr import Constructor, TypeData
 from relayish.ir.text.lexer import KEYWORDS
 from relayish.ir.text.parse_core import ParserCore
 from relayish.ir.types import (DTYPES, FuncType, GlobalTypeVar, RefType, TensorType, TupleType,
-                               TypeCall, TypeData, TypeVar)
+                               TypeCall, TypeVar)
 
 _DTYPE_SET = frozenset(DTYPES)
 _SCALAR_TYPES = {d: TensorType((), d) for d in DTYPES}

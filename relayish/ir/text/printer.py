@@ -1,8 +1,10 @@
 """The text printer: expressions, modules, types and patterns as Relay-style text (v0.0.5).
 
     astext(node) -> str            node: Expr, Module, Type, Pattern or Clause
-    type_text(t) -> str
 
+(A type's text is types.type_text, which this module uses.) Expressions and patterns print by
+`visit_<NodeClass>` / `pattern_<PatternClass>` methods; the sharing scan reads the fields each
+node class declares. On import the printer provides `astext` to expr.py, for str(node).
 Let-chains print one binding per line with a loop (10^5-long chains are normal), and so do
 left-leaning infix chains (`a + b + c ...`) and else-if chains; other nesting recurses under
 `run_deep`. Printing is linear in the program: each node's text is a small list of pieces
@@ -21,12 +23,14 @@ import re
 import numpy as np
 
 from relayish.errors import RelayishError
-from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Function, GlobalVar, If,
-                              Let, Match, Pattern, PatternConstructor, PatternTuple, PatternVar,
-                              PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,
-                              Var)
-from relayish.ir.types import (DTYPES, FuncType, GlobalTypeVar, RefType, TensorType, TupleType, Type,
-                               TypeCall, TypeData, TypeVar)
+from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, GlobalVar, If, Let,
+                              Pattern, Tuple, TypeData, Var, provide)
+from relayish.ir.fields import CHILD_LISTS, ONE_CHILD, VAR, VARS, fields_of
+from relayish.ir.module import Module
+from relayish.ir.op import Op
+from relayish.ir.structural import attr_equal
+from relayish.ir.types import DTYPES, Type, type_text
+from relayish.ir.visitor import run_deep
 from relayish.ir.text.literals import element_text, scalar_text
 # a child is parenthesized when its precedence is below what its position needs; the infix
 # operators' precedences are the parser's own table
@@ -57,8 +61,6 @@ def astext(node, show_version=None, declare_free_vars=False, **_ignored) -> str:
     and messages show it); declare_free_vars=True declares its free variables too, as Relay
     prints a whole expression, so that parse_expr reads them back without free_vars=.
     """
-    from relayish.ir.module import Module
-    from relayish.ir.visitor import run_deep
     if isinstance(node, Type):
         return type_text(node)
     if isinstance(node, TypeData):
@@ -73,55 +75,7 @@ def astext(node, show_version=None, declare_free_vars=False, **_ignored) -> str:
 
 def print_module(mod, show_version=True, comments=None) -> str:
     """The text of a module; `comments` (from the formatter) print before their items."""
-    from relayish.ir.visitor import run_deep
     return _render(run_deep(_Printer(comments).module, mod, show_version))
-
-
-def type_text(t, shadowed=()) -> str:
-    """`float32`, `Tensor[(2, 3), float64]`, `(T1, T2)`, `fn [a](a) -> a`, `ref(T)`, `List[a]`.
-
-    `shadowed`: the names of the type variables in scope. A type variable may be named like a
-    dtype or an ADT (`type T[float32] { C(float32) }`); the parser reads a name in scope as the
-    variable, so within its scope the scalar type prints as `Tensor[(), float32]` and an ADT
-    without arguments as `Nat[]`.
-    """
-    try:
-        return _type_text(t, shadowed)
-    except RecursionError:          # a type nested thousands deep: again, on a big stack
-        from relayish.ir.visitor import run_deep
-        return run_deep(_type_text, t, shadowed)
-
-
-def _type_text(t, shadowed=()) -> str:
-    if isinstance(t, TensorType):
-        if not t.shape:
-            return f"Tensor[(), {t.dtype}]" if t.dtype in shadowed else t.dtype
-        if len(t.shape) == 1:
-            return f"Tensor[({t.shape[0]}), {t.dtype}]"
-        return f"Tensor[({', '.join(str(d) for d in t.shape)}), {t.dtype}]"
-    if isinstance(t, TupleType):
-        if len(t.fields) == 1:
-            return f"({_type_text(t.fields[0], shadowed)},)"
-        return "(" + ", ".join(_type_text(f, shadowed) for f in t.fields) + ")"
-    if isinstance(t, FuncType):
-        params = ""
-        if t.type_params:
-            params = "[" + ", ".join(p.name for p in t.type_params) + "]"
-            shadowed = set(shadowed) | {p.name for p in t.type_params}
-        args = ", ".join(_type_text(a, shadowed) for a in t.arg_types)
-        return f"fn {params}({args}) -> {_type_text(t.ret_type, shadowed)}"
-    if isinstance(t, RefType):
-        return f"ref({_type_text(t.value, shadowed)})"
-    if isinstance(t, (TypeVar, GlobalTypeVar)):
-        return t.name
-    if isinstance(t, TypeCall):
-        if not t.args:
-            # `Nat`: the parser reads it back as Nat[]; `Nat[]` where a type variable is Nat
-            return t.func.name + ("[]" if t.func.name in shadowed else "")
-        return f"{t.func.name}[{', '.join(_type_text(a, shadowed) for a in t.args)}]"
-    if t is None:
-        return "?"
-    raise RelayishError(f"cannot print {t!r} as a type")
 
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_]+")
@@ -152,24 +106,6 @@ def _attr_text(value) -> str:
     if isinstance(value, Type):
         return json.dumps(type_text(value))
     return json.dumps(str(value))
-
-
-def attr_equal(a, b) -> bool:
-    """Attribute values compare by value; lists and tuples alike; never raises."""
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        a, b = np.asarray(a).tolist(), np.asarray(b).tolist()
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(attr_equal(x, y) for x, y in zip(a, b))
-    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
-        return False
-    if isinstance(a, (bool, np.bool_)) != isinstance(b, (bool, np.bool_)):
-        return False
-    if isinstance(a, (float, np.floating)) and isinstance(b, (float, np.floating)):
-        return bool(a == b or (np.isnan(a) and np.isnan(b)))
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - exotic attribute values: unequal rather than a crash
-        return False
 
 
 _DTYPE_NAME = {np.dtype(d): d for d in DTYPES}
@@ -261,12 +197,13 @@ def _deeper(ind) -> str:
     return ind + INDENT if len(ind) < MAX_INDENT else ind
 
 
-_ATOMS = (Var, GlobalVar, Constant, Constructor)
+_ATOMS = (Var, GlobalVar, Constant, Constructor, Op)
 
 
 def _scan(root):
     """(ids of the non-atomic nodes that more than one parent refers to, the Vars used but
-    bound nowhere in `root` in order of discovery): one walk with an explicit stack."""
+    bound nowhere in `root` in order of discovery): one walk with an explicit stack, reading
+    each node's declared fields (a VAR or VARS field binds; other children are used)."""
     seen, shared = set(), set()
     used, bound = {}, set()
     stack = [root]
@@ -274,64 +211,34 @@ def _scan(root):
         used[id(root)] = root
     while stack:
         e = stack.pop()
-        if isinstance(e, Let):
-            bound.add(id(e.var))
-        elif isinstance(e, Function):
-            bound.update(id(p) for p in e.params)
-        elif isinstance(e, Match):
-            _pattern_vars(e, bound)
-        for child in _children(e):
-            if isinstance(child, _ATOMS) or type(child).__name__ == "Op":
-                if isinstance(child, Var):
-                    used.setdefault(id(child), child)
-                continue
-            key = id(child)
-            if key in seen:
-                shared.add(key)
+        for name, kind in fields_of(type(e)):
+            if kind in ONE_CHILD:
+                items = (getattr(e, name),)
+            elif kind in CHILD_LISTS:
+                items = getattr(e, name)
             else:
-                seen.add(key)
-                stack.append(child)
+                continue
+            if kind == VAR or kind == VARS:
+                bound.update(id(v) for v in items)
+                continue
+            for child in items:
+                if isinstance(child, _ATOMS):
+                    if isinstance(child, Var):
+                        used.setdefault(id(child), child)
+                    continue
+                key = id(child)
+                if key in seen:
+                    shared.add(key)
+                else:
+                    seen.add(key)
+                    stack.append(child)
     return shared, [v for key, v in used.items() if key not in bound]
-
-
-def _pattern_vars(match, bound):
-    stack = [c.lhs for c in match.clauses if isinstance(c, Clause)]
-    while stack:
-        p = stack.pop()
-        if isinstance(p, PatternVar):
-            bound.add(id(p.var))
-        elif isinstance(p, (PatternConstructor, PatternTuple)):
-            stack.extend(p.patterns)
-
-
-def _children(e):
-    if isinstance(e, Let):
-        return (e.value, e.body)
-    if isinstance(e, Call):
-        return (e.op, *e.args)
-    if isinstance(e, Tuple):
-        return e.fields
-    if isinstance(e, TupleGetItem):
-        return (e.tuple_value,)
-    if isinstance(e, Function):
-        return (e.body,)
-    if isinstance(e, If):
-        return (e.cond, e.true_branch, e.false_branch)
-    if isinstance(e, Match):
-        return (e.data, *(c.rhs for c in e.clauses))
-    if isinstance(e, RefCreate):
-        return (e.value,)
-    if isinstance(e, RefRead):
-        return (e.ref,)
-    if isinstance(e, RefWrite):
-        return (e.ref, e.value)
-    return ()
 
 
 def _infix(e):
     """The operators.Infix entry when the Call `e` prints as an infix operator, else None."""
     op = e.op
-    if type(op).__name__ != "Op" or op.name not in BY_OP or len(e.args) != 2:
+    if not isinstance(op, Op) or op.name not in BY_OP or len(e.args) != 2:
         return None
     defaults = op.attr_defaults
     for k, v in (e.attrs or {}).items():
@@ -513,42 +420,61 @@ class _Printer:
         return doc
 
     def expr_prec(self, e, ind):
-        if isinstance(e, Var):
-            return self.var_name(e), PREC_ATOM
-        if isinstance(e, GlobalVar):
-            return _global_text(e.name_hint), PREC_ATOM
-        if isinstance(e, Constant):
-            text = _const_text(np.asarray(e.data))
-            return text, (PREC_UNARY if text.startswith("-") else PREC_ATOM)
-        if isinstance(e, Constructor):
-            return e.name_hint, PREC_ATOM
-        if type(e).__name__ == "Op":
-            return e.name, PREC_ATOM
-        if isinstance(e, Tuple):
-            fields = [self.expr(f, ind) for f in e.fields]
-            if len(fields) == 1:
-                return ["(", fields[0], ",)"], PREC_ATOM
-            return ["(", _joined(fields, ", "), ")"], PREC_ATOM
-        if isinstance(e, TupleGetItem):
-            return [self.postfix_target(e.tuple_value, ind), f".{e.index}"], PREC_POSTFIX
-        if isinstance(e, Call):
-            return self.call(e, ind)
-        if isinstance(e, Let):
-            return self.braced(e, ind), PREC_ATOM
-        if isinstance(e, Function):
-            return self.function(e, ind, "fn "), PREC_BLOCK
-        if isinstance(e, If):
-            return self.if_chain(e, ind), PREC_BLOCK
-        if isinstance(e, Match):
-            return self.match(e, ind), PREC_BLOCK
-        if isinstance(e, RefCreate):
-            return ["ref(", self.expr(e.value, ind), ")"], PREC_POSTFIX
-        if isinstance(e, RefRead):
-            return ["!", self.expr(e.ref, ind, PREC_UNARY)], PREC_UNARY
-        if isinstance(e, RefWrite):
-            return [self.expr(e.ref, ind, REF_WRITE.left_need), " := ",
-                    self.expr(e.value, ind, REF_WRITE.right_need)], REF_WRITE.prec
-        raise RelayishError(f"cannot print a {type(e).__name__} node")
+        """(the pieces of `e`, its precedence), by `visit_<NodeClass>`."""
+        rule = getattr(self, "visit_" + type(e).__name__, None)
+        if rule is None or not isinstance(e, Expr):
+            raise RelayishError(f"cannot print a {type(e).__name__} node")
+        return rule(e, ind)
+
+    def visit_Var(self, e, ind):
+        return self.var_name(e), PREC_ATOM
+
+    def visit_GlobalVar(self, e, ind):
+        return _global_text(e.name_hint), PREC_ATOM
+
+    def visit_Constant(self, e, ind):
+        text = _const_text(np.asarray(e.data))
+        return text, (PREC_UNARY if text.startswith("-") else PREC_ATOM)
+
+    def visit_Constructor(self, e, ind):
+        return e.name_hint, PREC_ATOM
+
+    def visit_Op(self, e, ind):
+        return e.name, PREC_ATOM
+
+    def visit_Tuple(self, e, ind):
+        fields = [self.expr(f, ind) for f in e.fields]
+        if len(fields) == 1:
+            return ["(", fields[0], ",)"], PREC_ATOM
+        return ["(", _joined(fields, ", "), ")"], PREC_ATOM
+
+    def visit_TupleGetItem(self, e, ind):
+        return [self.postfix_target(e.tuple_value, ind), f".{e.index}"], PREC_POSTFIX
+
+    def visit_Call(self, e, ind):
+        return self.call(e, ind)
+
+    def visit_Let(self, e, ind):
+        return self.braced(e, ind), PREC_ATOM
+
+    def visit_Function(self, e, ind):
+        return self.function(e, ind, "fn "), PREC_BLOCK
+
+    def visit_If(self, e, ind):
+        return self.if_chain(e, ind), PREC_BLOCK
+
+    def visit_Match(self, e, ind):
+        return self.match(e, ind), PREC_BLOCK
+
+    def visit_RefCreate(self, e, ind):
+        return ["ref(", self.expr(e.value, ind), ")"], PREC_POSTFIX
+
+    def visit_RefRead(self, e, ind):
+        return ["!", self.expr(e.ref, ind, PREC_UNARY)], PREC_UNARY
+
+    def visit_RefWrite(self, e, ind):
+        return [self.expr(e.ref, ind, REF_WRITE.left_need), " := ",
+                self.expr(e.value, ind, REF_WRITE.right_need)], REF_WRITE.prec
 
     def if_chain(self, e, ind):
         """`if (c) {..} else if (d) {..} else {..}`: an If in the else branch continues the
@@ -592,7 +518,7 @@ class _Printer:
         if infix is not None:
             return self.infix_chain(e, infix, ind)
         op = e.op
-        is_op = type(op).__name__ == "Op"
+        is_op = isinstance(op, Op)
         attrs = dict(e.attrs or {})
         if is_op:
             defaults = op.attr_defaults
@@ -666,20 +592,28 @@ class _Printer:
         return _lines(lines)
 
     def pattern(self, p) -> str:
-        if isinstance(p, PatternWildcard):
-            return "_"
-        if isinstance(p, PatternVar):
-            return self.binder(p.var)
-        if isinstance(p, PatternConstructor):
-            if not p.patterns:
-                return p.constructor.name_hint
-            return f"{p.constructor.name_hint}({', '.join(self.pattern(s) for s in p.patterns)})"
-        if isinstance(p, PatternTuple):
-            subs = [self.pattern(s) for s in p.patterns]
-            if len(subs) == 1:
-                return f"({subs[0]},)"
-            return "(" + ", ".join(subs) + ")"
-        raise RelayishError(f"cannot print a {type(p).__name__} pattern")
+        """The text of a pattern, by `pattern_<PatternClass>`."""
+        rule = getattr(self, "pattern_" + type(p).__name__, None)
+        if rule is None or not isinstance(p, Pattern):
+            raise RelayishError(f"cannot print a {type(p).__name__} pattern")
+        return rule(p)
+
+    def pattern_PatternWildcard(self, p):
+        return "_"
+
+    def pattern_PatternVar(self, p):
+        return self.binder(p.var)
+
+    def pattern_PatternConstructor(self, p):
+        if not p.patterns:
+            return p.constructor.name_hint
+        return f"{p.constructor.name_hint}({', '.join(self.pattern(s) for s in p.patterns)})"
+
+    def pattern_PatternTuple(self, p):
+        subs = [self.pattern(s) for s in p.patterns]
+        if len(subs) == 1:
+            return f"({subs[0]},)"
+        return "(" + ", ".join(subs) + ")"
 
 
 def _joined(docs, sep) -> list:
@@ -689,3 +623,6 @@ def _joined(docs, sep) -> list:
             out.append(sep)
         out.append(d)
     return out
+
+
+provide("astext", astext)        # str(node) on expressions and modules (expr.py cannot import this)
