@@ -12,18 +12,14 @@ import numpy as np
 
 import relayish as rl
 from relayish.ir.expr import Call, Constant, Tuple, TupleGetItem, Var
+from relayish.ir.fields import children
 from relayish.ir.op import Op, get_op, make_call
 from relayish.ir.types import TensorType, TupleType
 
 
-def _children(e):
-    if isinstance(e, Call):
-        return list(e.args)
-    if isinstance(e, Tuple):
-        return list(e.fields)
-    if isinstance(e, TupleGetItem):
-        return [e.tuple_value]
-    return []
+def _operands(e):
+    """The child expressions of `e` that have values (a call's op is its rules, not a value)."""
+    return [c for c in children(e) if not isinstance(c, Op)]
 
 
 def topo(roots):
@@ -38,7 +34,7 @@ def topo(roots):
             continue
         seen.add(id(e))
         stack.append((e, True))
-        stack.extend((c, False) for c in reversed(_children(e)))
+        stack.extend((c, False) for c in reversed(_operands(e)))
     return order
 
 
