@@ -273,11 +273,16 @@ def test_read_only_ref_is_not_written():
     r = rl.var("r", type=rl.RefType(rl.TensorType((), F64)))
     f = rl.Function([r], rl.RefRead(r) * c64(2.0))
     run = rl.compile(f)
-    cell = RefValue(np.float64(1.0))
+    cell = RefValue(np.asarray(1.0))
     before = cell.value
     assert float(run(cell)) == 2.0
     assert cell.value is before
     assert run.effects(cell) == {"read": ["r"], "written": []}
+    # contents that are not yet a value of the type (a numpy scalar) are converted in place on
+    # the way in, as the interpreter does (runtime/args.py); that is not a write
+    cell = RefValue(np.float64(1.0))
+    assert float(run(cell)) == 2.0
+    assert type(cell.value) is np.ndarray and cell.value.shape == () and cell.value == 1.0
 
 
 # ---- prelude and recursion ---------------------------------------------------------------------------
@@ -761,3 +766,58 @@ def test_an_op_is_not_a_value():
     f = rl.Function([y], rl.Let(g, get_op("sin"), rl.Call(g, [y])))
     with pytest.raises(rl.RelayishError, match="operator 'sin' is not a value"):
         rl.compile(f)(np.float32(1))
+
+
+def _head_module():
+    # @main(%l: List[Tensor[(2), float32]], %n: int32): the head of %l, or zeros
+    from relayish.ir.expr import Var
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    l = Var("l", rl.TypeCall(p.List, [rl.TensorType((2,), "float32")]))
+    n, h = rl.var("n", shape=(), dtype="int32"), Var("h")
+    head = rl.PatternConstructor(p.Cons, [rl.PatternVar(h), rl.PatternWildcard()])
+    mod["main"] = rl.Function([l, n], rl.Match(l, [rl.Clause(head, h), rl.Clause(
+        rl.PatternWildcard(), rl.zeros((2,), "float32"))]))
+    return mod
+
+
+def test_argument_errors_are_the_interpreters():
+    # one rule for every backend (relayish/backend/runtime/args.py): the same error text
+    mod = _head_module()
+    good = rl.list_value(mod, [np.ones(2, "float32")])
+    bad_list = rl.list_value(mod, [np.ones(2, "float32"), np.ones(3, "float32")])
+    cases = [((bad_list, np.int32(1)), r"parameter %l of @main \(field 0 of Cons of field 1 of "
+                                       r"Cons\): expected Tensor\[\(2\), float32\], got "
+                                       r"Tensor\[\(3\), float32\]"),
+             ((good, 1.5), "the float value 1.5"),
+             ((good, 2 ** 40), "out of range for int32"),
+             ((good,), r"@main takes 2 argument\(s\) \(%l, %n\), got 1"),
+             (((1, 2), 1), "expected List.*got a tuple of 2 field")]
+    for args, pattern in cases:
+        messages = []
+        for backend in ("jax", "interpreter"):
+            with pytest.raises(rl.EvaluationError, match=pattern) as info:
+                rl.compile(mod, backend=backend)(*args)
+            messages.append(str(info.value))
+        assert messages[0] == messages[1]
+    assert float(rl.compile(mod)(good, 3)[0]) == 1.0
+
+
+def test_a_new_shape_on_the_fast_path_names_the_parameter():
+    x = rl.var("x", shape=(3,))
+    run = rl.compile(rl.Function([x], rl.sum(x * x)))
+    assert float(run(np.ones(3, "float32"))) == 3.0        # traced: the fast path is installed
+    with pytest.raises(rl.EvaluationError, match=r"bad argument for parameter %x of @main: "
+                                                 r"expected Tensor\[\(3\), float32\], got "
+                                                 r"Tensor\[\(4\), float32\]"):
+        run(np.ones(4, "float32"))
+
+
+def test_a_function_argument_is_a_compile_error():
+    from relayish.ir.expr import Var
+    t = rl.TensorType((), "float32")
+    f, x = Var("f", rl.FuncType([t], t)), rl.var("x", shape=())
+    run = rl.compile(rl.Function([f, x], rl.Call(f, [x])))
+    with pytest.raises(rl.CompileError, match="parameter %f of @main: the jax backend takes no "
+                                              "function arguments"):
+        run(lambda v: v, np.float32(1))

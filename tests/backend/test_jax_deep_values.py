@@ -32,7 +32,7 @@ def test_codec_of_a_long_list_is_iterative():
     assert rl.from_list_value(out[1].value[1])[-1] == n - 1
 
     arg_leaves, key, refs = [], [], []
-    tree = flatten_arg(value, lt, "%l", arg_leaves, key, refs, {})
+    tree = flatten_arg(value, arg_leaves, key, refs, {})
     rebuilt = build_arg(tree, arg_leaves, refs)
     assert isinstance(rebuilt, ConstructorValue)
     assert len(rl.from_list_value(rebuilt)) == n

@@ -1,96 +1,77 @@
 """Values across the jit boundary: host arguments in, trace-time values inside, host results out.
 
-    tree = flatten_arg(value, param_type, "%x", leaves, key, refs, ref_ids)   # check + flatten
-    value = build_arg(tree, leaves, refs)                  # at trace time, leaves are tracers
-    desc = encode(result, out_leaves, ref_ids)             # at trace time: tensors become outputs
-    host = decode(desc, outputs, refs, entry)              # after the call
+    params = parameters(main)                     # one per compiled function
+    values = params.convert(args)                 # checked and converted (runtime/args.py)
+    tree = flatten_arg(value, leaves, key, refs, ref_ids)     # per argument value
+    value = build_arg(tree, leaves, refs)         # at trace time, leaves are tracers
+    desc = encode(result, out_leaves, ref_ids)    # at trace time: tensors become outputs
+    host = decode(desc, outputs, refs, entry)     # after the call
 
-An argument is checked against its parameter's type (`param_type`: the type inference result)
-and flattened to tensor leaves plus a *tree* of ("t", leaf) / ("tuple", kids) /
-("adt", ctor, kids) / ("ref", k, [kid]) / ("refalias", k) nodes; the constructors and reference
-aliasing it meets are the cache key (function.py: one jax.jit per argument structure). Numpy and
-jax arrays must have the parameter's exact shape and dtype; Python scalars and lists are
-converted to its dtype. A mismatch is an EvaluationError naming the path inside the argument
-("%l.Cons.1.Cons.0"); function arguments are a CompileError. Results are encoded the same way,
-plus ("union", index leaf, alts) for a joined value and ("argref", k) for an argument's
-reference. Every walk is a loop over an explicit stack: a List of n elements is n levels deep.
+Arguments are checked and converted by the shared backend runtime (`Parameters`,
+`ValueChecker`: the rule and the error texts are the interpreter's, "bad argument for parameter
+%l of @main (field 0 of Cons of field 1 of Cons): expected ..."), with two jax hooks: a jax
+array stays where it is (on its device; shape and dtype must be the parameter's), and a
+function argument is a CompileError (closures are trace-time objects). A checked value is then
+flattened to tensor leaves plus a *tree* of ("t", leaf) / ("tuple", kids) / ("adt", ctor, kids)
+/ ("ref", k, [kid]) / ("refalias", k) nodes; the constructors and reference aliasing it meets
+are the cache key (function.py: one jax.jit per argument structure). Results are encoded the
+same way, plus ("union", index leaf, alts) for a joined value and ("argref", k) for an
+argument's reference. Every walk is a loop over an explicit stack: a List of n elements is n
+levels deep.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from relayish.errors import CompileError, EvaluationError
-from relayish.ir.types import FuncType, RefType, TensorType, TupleType, TypeCall, substitute
+from relayish.errors import CompileError
 from relayish.backend.values import ConstructorValue, RefValue
+from relayish.backend.runtime.args import NP_DTYPES, Parameters, ValueChecker, to_tensor
+from relayish.backend.runtime.describe import value_type_text
 from relayish.backend.jax.values import (POISON, JAdt, JClosure, JConstructorFn, JRef, JUnion,
                                          Restart, describe, is_jax_value, is_tensor)
 
 
-def param_type(p):
-    """The type of parameter `p` from type inference (its annotation when it was not inferred)."""
-    t = getattr(p, "_checked_type", None) or p.type_annotation
-    if t is None:
-        raise CompileError(f"the type of parameter %{p.name_hint} is unknown")
-    return t
+def parameters(main, name="@main"):
+    """The argument checker of a compiled function (runtime/args.py, with the jax hooks)."""
+    return Parameters(name, main.params, ValueChecker(convert_function=_no_function_arguments,
+                                                      tensor=_tensor))
 
 
-def type_text(t):
-    try:
-        return str(t)
-    except Exception:  # noqa: BLE001 - error messages must not fail
-        return repr(t)
+def _tensor(v, t, path, fail):
+    """A jax array is passed as it is (no copy to the host); anything else converts as on the
+    interpreter (runtime/args.py to_tensor)."""
+    if is_jax_value(v):
+        if tuple(v.shape) != t.shape or np.dtype(v.dtype) != NP_DTYPES[t.dtype]:
+            fail(t, value_type_text(v), path)
+        return v
+    return to_tensor(v, t, path, fail)
 
 
-def value_text(v):
-    if isinstance(v, np.ndarray) or is_jax_value(v):
-        return f"a tensor of shape {tuple(v.shape)} and dtype {np.dtype(v.dtype).name}"
-    if isinstance(v, ConstructorValue):
-        return f"the ADT value {v.constructor.name_hint}(...)"
-    return f"{type(v).__name__} {v!r}"[:120]
+def _no_function_arguments(checker, v, t, where, fail):
+    raise CompileError(f"bad argument for {where}: the jax backend takes no function arguments; "
+                       "close over the function inside the program, or use rl.evaluate")
 
 
-def flatten_arg(value, ty, name, leaves, key, refs, ref_ids):
-    """Check one argument against its parameter type; returns its rebuild tree (no recursion).
-
-    Paths inside the argument ("%l.Cons.1.Cons.0") are kept as (parent, step) links and
-    spelled out only for an error: building each string would be quadratic in a list's length."""
+def flatten_arg(value, leaves, key, refs, ref_ids):
+    """The rebuild tree of one argument value (already checked against its type); its tensors
+    are appended to `leaves`, its structure to the cache `key`, its references to `refs`."""
     root = [None]
-    stack = [(value, ty, name, root, 0)]
+    stack = [(value, root, 0)]
     while stack:
-        v, t, path, parent, slot = stack.pop()
-        if isinstance(t, TensorType):
+        v, parent, slot = stack.pop()
+        if isinstance(v, np.ndarray) or is_jax_value(v):
             parent[slot] = ("t", len(leaves))
-            leaves.append(_tensor_arg(v, t, path))
-        elif isinstance(t, TupleType):
-            if not isinstance(v, (tuple, list)) or len(v) != len(t.fields):
-                raise EvaluationError(f"argument {_path_text(path)}: expected a tuple of type "
-                                      f"{type_text(t)}, got {value_text(v)}")
-            node = [None] * len(t.fields)
+            leaves.append(v)
+        elif isinstance(v, tuple):
+            node = [None] * len(v)
             parent[slot] = ("tuple", node)
-            for k in reversed(range(len(t.fields))):
-                stack.append((v[k], t.fields[k], (path, f".{k}"), node, k))
-        elif isinstance(t, TypeCall):
-            if not isinstance(v, ConstructorValue) or v.constructor.belong_to is None or \
-                    v.constructor.belong_to.name != t.func.name:
-                raise EvaluationError(f"argument {_path_text(path)}: expected a value of type "
-                                      f"{type_text(t)}, got {value_text(v)}")
-            ctor = v.constructor
-            data = ctor.type_data
-            if len(v.fields) != len(ctor.inputs):
-                raise EvaluationError(f"argument {_path_text(path)}: {ctor.name_hint} takes "
-                                      f"{len(ctor.inputs)} field(s), got {len(v.fields)}")
-            subst = dict(zip(data.type_vars, t.args)) if data is not None else {}
-            key.append(ctor)
-            node = [None] * len(ctor.inputs)
-            parent[slot] = ("adt", ctor, node)
-            for k in reversed(range(len(ctor.inputs))):
-                stack.append((v.fields[k], substitute(ctor.inputs[k], subst),
-                              (path, f".{ctor.name_hint}.{k}"), node, k))
-        elif isinstance(t, RefType):
-            if not isinstance(v, RefValue):
-                raise EvaluationError(f"argument {_path_text(path)}: expected a reference "
-                                      f"(rl.RefValue) of type {type_text(t)}, got "
-                                      f"{value_text(v)}")
+            stack.extend((f, node, k) for k, f in reversed(list(enumerate(v))))
+        elif isinstance(v, ConstructorValue):
+            key.append(v.constructor)
+            node = [None] * len(v.fields)
+            parent[slot] = ("adt", v.constructor, node)
+            stack.extend((f, node, k) for k, f in reversed(list(enumerate(v.fields))))
+        elif isinstance(v, RefValue):
             k = ref_ids.get(id(v))
             if k is not None:
                 key.append(("alias", k))
@@ -102,49 +83,12 @@ def flatten_arg(value, ty, name, leaves, key, refs, ref_ids):
             key.append("ref")
             node = [None]
             parent[slot] = ("ref", k, node)
-            stack.append((v.value, t.value, ("!", path), node, 0))
-        elif isinstance(t, FuncType):
-            raise CompileError(f"argument {_path_text(path)}: the jax backend takes no function "
-                               "arguments; close over the function inside the program, or use "
+            stack.append((v.value, node, 0))
+        else:   # a function, or a value of a type variable the checker let through
+            raise CompileError(f"the jax backend cannot take {value_type_text(v)} as an argument "
+                               "(it takes tensors, tuples, ADT values and references); use "
                                "rl.evaluate")
-        else:
-            raise CompileError(f"argument {_path_text(path)}: cannot pass a value of type "
-                               f"{type_text(t)}")
     return root[0]
-
-
-def _path_text(path):
-    """The text of a path built by flatten_arg: a name, (parent, ".step") or ("!", parent)."""
-    prefix, suffix = [], []
-    while isinstance(path, tuple):
-        if path[0] == "!":
-            prefix.append("!")
-            path = path[1]
-        else:
-            suffix.append(path[1])
-            path = path[0]
-    return "".join(prefix) + path + "".join(reversed(suffix))
-
-
-def _tensor_arg(v, t, path):
-    dtype = np.dtype(t.dtype)
-    if isinstance(v, np.ndarray) or is_jax_value(v):
-        if tuple(v.shape) != t.shape or np.dtype(v.dtype) != dtype:
-            raise EvaluationError(f"argument {_path_text(path)}: expected {type_text(t)}, got "
-                                  f"{value_text(v)}")
-        return v
-    if isinstance(v, (bool, int, float, np.generic, list)):
-        try:
-            arr = np.asarray(v, dtype=dtype)
-        except (TypeError, ValueError):
-            raise EvaluationError(f"argument {_path_text(path)}: cannot convert {v!r} to "
-                                  f"{type_text(t)}") from None
-        if arr.shape != t.shape:
-            raise EvaluationError(f"argument {_path_text(path)}: expected {type_text(t)}, got a "
-                                  f"value of shape {arr.shape}")
-        return arr
-    raise EvaluationError(f"argument {_path_text(path)}: expected {type_text(t)}, got "
-                          f"{value_text(v)}")
 
 
 def ref_paths(tree, n_params):

@@ -22,16 +22,16 @@ import threading
 
 import numpy as np
 
-from relayish.errors import CompileError, EvaluationError
+from relayish.errors import CompileError
 from relayish.ir.expr import Expr
 from relayish.ir.module import Module
 from relayish.ir.types import TensorType
 from relayish.ir.analysis import FreeVars
 from relayish.ir.visitor import run_deep
 from relayish.backend.runtime.check import checked
+from relayish.backend.runtime.describe import type_text
 from relayish.backend.jax.arguments import (build_arg, decode, encode, flatten_arg, is_pure,
-                                            leaf_indices, param_type, pure_tree, ref_paths,
-                                            type_text, value_text)
+                                            leaf_indices, parameters, pure_tree, ref_paths)
 from relayish.backend.jax.devices import resolve_device
 from relayish.backend.jax.dtypes import program_uses64
 from relayish.backend.jax.limits import chain_depth, trace_limits
@@ -76,7 +76,8 @@ class JaxFunction:
         jax = load_jax()
         self._default_device = self.device == jax.devices()[0]
         self.params = list(main.params)
-        self.param_types = [param_type(p) for p in self.params]
+        self.parameters = parameters(main)   # argument checking and conversion (runtime/args.py)
+        self.param_types = self.parameters.types
         self._captured = FreeVars()      # free variables per Function, shared by the traces
         unbound = run_deep(self._captured, main)
         if unbound:
@@ -87,9 +88,8 @@ class JaxFunction:
         self.trace_count = 0
         self._cache: dict = {}
         self._lock = threading.Lock()
-        tensor_params = all(isinstance(t, TensorType) for t in self.param_types)
-        self._tensor_sig = ([(t.shape, np.dtype(t.dtype)) for t in self.param_types]
-                            if tensor_params else None)
+        tensor_params = all(sig is not None for sig in self.parameters.tensors)
+        self._tensor_sig = list(self.parameters.tensors) if tensor_params else None
         self._fast = None                # set once the tensor-only specialization is traced
 
     def __repr__(self):
@@ -277,14 +277,7 @@ class JaxFunction:
     def _trace(self, entry, leaves):
         """The function jax traces: rebuild the arguments, evaluate @main, encode the result."""
         if self._tensor_sig is not None:    # the fast path leaves shapes to jax: check them here
-            if len(leaves) != len(self.params):
-                raise EvaluationError(f"the function takes {len(self.params)} argument(s) "
-                                      f"({', '.join('%' + p.name_hint for p in self.params)}), "
-                                      f"got {len(leaves)}")
-            for p, t, leaf in zip(self.params, self.param_types, leaves):
-                if tuple(leaf.shape) != t.shape or np.dtype(leaf.dtype) != np.dtype(t.dtype):
-                    raise EvaluationError(f"argument %{p.name_hint}: expected {type_text(t)}, "
-                                          f"got {value_text(leaf)}")
+            self.parameters.convert(list(leaves))
         self.trace_count += 1
         try:
             return self._evaluate(entry, leaves, batching=True)
@@ -326,14 +319,10 @@ class JaxFunction:
 
     # ---- arguments ----------------------------------------------------------------------------
     def _flatten_args(self, args):
-        if len(args) != len(self.params):
-            raise EvaluationError(f"the function takes {len(self.params)} argument(s) "
-                                  f"({', '.join('%' + p.name_hint for p in self.params)}), "
-                                  f"got {len(args)}")
+        """(tensor leaves, cache key, rebuild trees, argument references) of checked `args`."""
         leaves, key, refs, ref_ids = [], [], [], {}
-        tree = []
-        for p, t, a in zip(self.params, self.param_types, args):
-            tree.append(flatten_arg(a, t, "%" + p.name_hint, leaves, key, refs, ref_ids))
+        tree = [flatten_arg(v, leaves, key, refs, ref_ids)
+                for v in self.parameters.convert(args)]
         return leaves, tuple(key), tree, refs
 
 
