@@ -4,9 +4,10 @@
     e     ::= e op e (precedence climbing: ExprSyntax.expr) | -e | !e | e(args, attr=v) | e.0
             | %x | @f | Ctor | op(...) | (e) | (e, ...) | { block } | literal | keyword form
 
-Blocks, left-leaning infix chains (`a + b + c ...`) and runs of prefix minus signs are loops,
-so 10^5-long ones cost no recursion; other nesting recurses (under run_deep) and counts toward
-MAX_DEPTH. The infix operators come from operators.BY_SYMBOL, read in one place: `expr`.
+Blocks, left-leaning infix chains (`a + b + c ...`) and a run of minus signs written against a
+number (`---10`) are loops, so 10^5-long ones cost no recursion; other nesting recurses (under
+run_deep) and counts toward MAX_DEPTH. The operator tables of the Op records are read in two
+places: operators.BY_SYMBOL (infix) in `expr`, operators.PREFIX_BY_SYMBOL in `unary`.
 `%N = e;` (a graph binding) names a shared subexpression: later uses are that same node.
 """
 from __future__ import annotations
