@@ -14,17 +14,19 @@ Ops by name, Constructors by name and type; a bare nullary constructor `Nil` equ
 bytes agree (so NaNs compare equal to the same NaN). Call attributes compare by value (a list
 equals the tuple of the same items). Types are otherwise values. Modules are equal with the same
 global names bound to equal functions and the same type definitions. The walk uses an explicit
-stack: 10^5-long let-chains are fine.
+stack: 10^5-long let-chains are fine. It compares nodes field by field as their classes declare
+them (fields.py: children pushed, binders paired, types and data compared), so a new node class
+needs no edit here; the few nodes with a rule of their own (Var, Constant, Op, Constructor,
+Function's type binders, a pattern's constructor) are in `_RULES`.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from relayish.errors import RelayishError
-from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Function, GlobalVar, If,
-                              Let, Match, Pattern, PatternConstructor, PatternTuple, PatternVar,
-                              PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,
-                              TypeData, Var, program_text)
+from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Function, GlobalVar, Let,
+                              Pattern, PatternConstructor, TypeData, Var, program_text)
+from relayish.ir.fields import CHILD_LISTS, ONE_CHILD, TYPE, TYPES, VAR, VARS, fields_of
 from relayish.ir.module import Module
 from relayish.ir.op import Op
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, Type,
@@ -217,104 +219,122 @@ class _Comparer:
                 stack.extend(values)
                 continue
             self.seen.add(key)
-            if ta is Var:
-                self.var(a, b, path, env)
-            elif ta is Call:
-                if len(a.args) != len(b.args):
-                    raise _Mismatch(path, a, b, "different numbers of arguments")
-                if (a.attrs or b.attrs) and not _attrs_equal(a.attrs, b.attrs):
-                    raise _Mismatch(path, a, b, f"different attributes {a.attrs} vs {b.attrs}")
-                for k in range(len(a.args) - 1, -1, -1):
-                    push((a.args[k], b.args[k], (path, f".args[{k}]"), env))
-                push((a.op, b.op, (path, ".op"), env))
-            elif ta is Constant:
-                if not _constants_equal(a.data, b.data):
-                    raise _Mismatch(path, a, b, "different constants")
-            elif ta is GlobalVar:
-                if a.name_hint != b.name_hint:
-                    raise _Mismatch(path, a, b, "different global functions")
-            elif ta is Op:
-                if a.name != b.name:
-                    raise _Mismatch(path, a, b, "different operators")
-            elif ta is Constructor:
-                if not _same_constructor(a, b):
-                    raise _Mismatch(path, a, b, "different constructors")
-            elif ta is Tuple:
-                if len(a.fields) != len(b.fields):
-                    raise _Mismatch(path, a, b, "tuples of different lengths")
-                for k in range(len(a.fields) - 1, -1, -1):
-                    push((a.fields[k], b.fields[k], (path, f".fields[{k}]"), env))
-            elif ta is TupleGetItem:
-                if a.index != b.index:
-                    raise _Mismatch(path, a, b, "different tuple indices")
-                push((a.tuple_value, b.tuple_value, (path, ".tuple_value"), env))
-            elif ta is Function:
-                if len(a.params) != len(b.params):
-                    raise _Mismatch(path, a, b, "different numbers of parameters")
-                if len(a.type_params) != len(b.type_params):
-                    raise _Mismatch(path, a, b, "different numbers of type parameters")
-                if a.type_params:
-                    # `fn [b](%x: b) -> b` equals `fn [c](%x: c) -> c`: bound type variables
-                    # pair up by position, as bound Vars do
-                    env = _TypeEnv.extend(env, a.type_params, b.type_params)
-                    self.envs.append(env)
-                if not types_equal(a.ret_type, b.ret_type, env):
-                    raise _Mismatch(path, a, b, "different return types")
-                for k, (pa, pb) in enumerate(zip(a.params, b.params)):
-                    self.bind(pa, pb, (path, f".params[{k}]"), env)
-                push((a.body, b.body, (path, ".body"), env))
-            elif ta is If:
-                push((a.false_branch, b.false_branch, (path, ".false_branch"), env))
-                push((a.true_branch, b.true_branch, (path, ".true_branch"), env))
-                push((a.cond, b.cond, (path, ".cond"), env))
-            elif ta is Match:
-                if a.complete != b.complete:
-                    raise _Mismatch(path, a, b, "match vs match?")
-                if len(a.clauses) != len(b.clauses):
-                    raise _Mismatch(path, a, b, "different numbers of clauses")
-                for k in range(len(a.clauses) - 1, -1, -1):
-                    push((a.clauses[k], b.clauses[k], (path, f".clauses[{k}]"), env))
-                push((a.data, b.data, (path, ".data"), env))
-            elif ta is Clause:
-                self.pattern(a.lhs, b.lhs, (path, ".lhs"), env)
-                push((a.rhs, b.rhs, (path, ".rhs"), env))
-            elif ta is RefCreate:
-                push((a.value, b.value, (path, ".value"), env))
-            elif ta is RefRead:
-                push((a.ref, b.ref, (path, ".ref"), env))
-            elif ta is RefWrite:
-                push((a.value, b.value, (path, ".value"), env))
-                push((a.ref, b.ref, (path, ".ref"), env))
-            elif isinstance(a, Pattern):
-                self.pattern(a, b, path, env)
-            elif isinstance(a, Type):
-                if not types_equal(a, b, env):
-                    raise _Mismatch(path, a, b, "different types")
-            else:
-                raise _Mismatch(path, a, b, f"cannot compare {ta.__name__} values")
+            rule = _RULES.get(ta)
+            skip = ()
+            if rule is not None:
+                # a node with its own rule (identity, names, constants, type binders): the rule
+                # decides, or returns the fields it took care of and the env for the rest
+                done = rule(self, a, b, path, env)
+                if done is None:
+                    continue
+                env, skip = done
+            self.fields(a, b, path, env, skip, stack)
 
-    def pattern(self, a, b, path, env):
-        stack = [(a, b, path)]
-        while stack:
-            a, b, path = stack.pop()
-            if type(a) is not type(b):
-                raise _Mismatch(path, a, b, f"{type(a).__name__} vs {type(b).__name__}")
-            if isinstance(a, PatternVar):
-                self.bind(a.var, b.var, (path, ".var"), env)
-            elif isinstance(a, PatternConstructor):
-                if not _same_constructor(a.constructor, b.constructor):
-                    raise _Mismatch(path, a, b, "different constructors")
-                if len(a.patterns) != len(b.patterns):
-                    raise _Mismatch(path, a, b, "different numbers of sub-patterns")
-                stack.extend((x, y, (path, f".patterns[{k}]"))
-                             for k, (x, y) in enumerate(zip(a.patterns, b.patterns)))
-            elif isinstance(a, PatternTuple):
-                if len(a.patterns) != len(b.patterns):
-                    raise _Mismatch(path, a, b, "tuple patterns of different lengths")
-                stack.extend((x, y, (path, f".patterns[{k}]"))
-                             for k, (x, y) in enumerate(zip(a.patterns, b.patterns)))
-            elif not isinstance(a, PatternWildcard):
-                raise _Mismatch(path, a, b, f"cannot compare {type(a).__name__} patterns")
+    def fields(self, a, b, path, env, skip, stack):
+        """Compare `a` and `b` field by field, as their class declares its fields: plain data
+        and types now, binders paired now, children pushed (to pop in field order)."""
+        try:
+            declared = fields_of(type(a))
+        except RelayishError:
+            raise _Mismatch(path, a, b, f"cannot compare {type(a).__name__} values") from None
+        cls = type(a).__name__
+        later = []
+        for name, kind in declared:
+            if name in skip:
+                continue
+            x, y = getattr(a, name), getattr(b, name)
+            where = (path, "." + name)
+            if kind in ONE_CHILD:
+                if kind == VAR:
+                    self.bind(x, y, where, env)
+                else:
+                    later.append((x, y, where, env))
+            elif kind in CHILD_LISTS:
+                if len(x) != len(y):
+                    raise _Mismatch(path, a, b, _REASONS.get((cls, name),
+                                                             f"different numbers of {name}"))
+                for k, (xk, yk) in enumerate(zip(x, y)):
+                    if kind == VARS:
+                        self.bind(xk, yk, (path, f".{name}[{k}]"), env)
+                    else:
+                        later.append((xk, yk, (path, f".{name}[{k}]"), env))
+            elif kind == TYPE or kind == TYPES:
+                same = (types_equal(x, y, env) if kind == TYPE
+                        else _types_equal_lists(x, y, env))
+                if not same:
+                    raise _Mismatch(path, a, b, _REASONS.get((cls, name), f"different {name}"))
+            elif not _data_equal(x, y):
+                reason = _REASONS.get((cls, name), f"different {name}")
+                raise _Mismatch(path, a, b, reason.format(x=x, y=y))
+        stack.extend(reversed(later))
+
+
+# What a mismatch in a field is called, where the generic "different <field>" says less.
+_REASONS = {
+    ("GlobalVar", "name_hint"): "different global functions",
+    ("TupleGetItem", "index"): "different tuple indices",
+    ("Tuple", "fields"): "tuples of different lengths",
+    ("Call", "args"): "different numbers of arguments",
+    ("Call", "attrs"): "different attributes {x} vs {y}",
+    ("Function", "params"): "different numbers of parameters",
+    ("Function", "ret_type"): "different return types",
+    ("Match", "complete"): "match vs match?",
+    ("Match", "clauses"): "different numbers of clauses",
+    ("PatternConstructor", "patterns"): "different numbers of sub-patterns",
+    ("PatternTuple", "patterns"): "tuple patterns of different lengths",
+}
+
+
+# ---- the nodes with a rule of their own ------------------------------------------------------
+# Each returns None when it decided alone, or (env, fields it compared) for the generic rest.
+
+def _var_rule(comparer, a, b, path, env):
+    comparer.var(a, b, path, env)
+
+
+def _constant_rule(comparer, a, b, path, env):
+    if not _constants_equal(a.data, b.data):
+        raise _Mismatch(path, a, b, "different constants")
+
+
+def _op_rule(comparer, a, b, path, env):
+    if a.name != b.name:            # an op is its name; its rules are not compared
+        raise _Mismatch(path, a, b, "different operators")
+
+
+def _constructor_rule(comparer, a, b, path, env):
+    if not _same_constructor(a, b):
+        raise _Mismatch(path, a, b, "different constructors")
+
+
+def _function_rule(comparer, a, b, path, env):
+    if len(a.type_params) != len(b.type_params):
+        raise _Mismatch(path, a, b, "different numbers of type parameters")
+    if a.type_params:
+        # `fn [b](%x: b) -> b` equals `fn [c](%x: c) -> c`: bound type variables pair up by
+        # position, as bound Vars do
+        env = _TypeEnv.extend(env, a.type_params, b.type_params)
+        comparer.envs.append(env)
+    return env, ("type_params",)
+
+
+def _pattern_constructor_rule(comparer, a, b, path, env):
+    if not _same_constructor(a.constructor, b.constructor):
+        raise _Mismatch(path, a, b, "different constructors")
+    return env, ("constructor",)
+
+
+_RULES = {Var: _var_rule, Constant: _constant_rule, Op: _op_rule,
+          Constructor: _constructor_rule, Function: _function_rule,
+          PatternConstructor: _pattern_constructor_rule}
+
+
+def _data_equal(x, y) -> bool:
+    """Plain data fields compare by value: a dict (a call's attributes) item by item."""
+    if isinstance(x, dict) or isinstance(y, dict):
+        return (isinstance(x, dict) and isinstance(y, dict) and x.keys() == y.keys()
+                and all(attr_equal(x[k], y[k]) for k in x))
+    return attr_equal(x, y)
 
 
 def _nullary_constructor(e):
@@ -414,11 +434,6 @@ def _constants_equal(x, y):
     x, y = np.asarray(x), np.asarray(y)
     return (x.dtype == y.dtype and x.shape == y.shape
             and np.ascontiguousarray(x).tobytes() == np.ascontiguousarray(y).tobytes())
-
-
-def _attrs_equal(a, b):
-    a, b = dict(a or {}), dict(b or {})
-    return a.keys() == b.keys() and all(attr_equal(a[k], b[k]) for k in a)
 
 
 def attr_equal(a, b) -> bool:

@@ -199,3 +199,15 @@ def test_generic_walks_of_long_let_chains_do_not_recurse(n):
     out = Replace().visit(body)
     assert out is not body and out.value.tuple_value.fields[0] is y
     assert len(_nodes(out)) > n
+
+
+def test_structural_equality_compares_a_new_node_class_by_its_declarations():
+    x, y = f32("x"), f32("y")
+    assert rl.structural_equal(rl.Function([x], Twice(x + 1.0, [x], "a")),
+                               rl.Function([y], Twice(y + 1.0, [y], "a")))
+    with pytest.raises(rl.RelayishError, match="different label"):
+        rl.assert_structural_equal(Twice(x, [], "a"), Twice(x, [], "b"))
+    with pytest.raises(rl.RelayishError, match=r"different numbers of extras"):
+        rl.assert_structural_equal(Twice(x, [x]), Twice(x, []))
+    with pytest.raises(rl.RelayishError, match=r"\.extras\[0\]"):
+        rl.assert_structural_equal(Twice(x, [x]), Twice(x, [y]))
