@@ -15,7 +15,7 @@ import sys
 import threading
 
 from relayish.errors import RelayishError
-from relayish.ir.expr import Expr, Function, Let, Pattern, PatternVar
+from relayish.ir.expr import Expr, Let, Pattern
 from relayish.ir.fields import children, map_children
 
 
@@ -172,38 +172,6 @@ def build_let_chain(bindings, body):
     for var, value in reversed(bindings):
         body = Let(var, value, body)
     return body
-
-
-def free_vars(expr) -> list:
-    """The Vars used in `expr` but not bound in it, in order of first use."""
-    collector = _FreeVars()
-    run_deep(collector.visit, expr)
-    return [v for v in collector.used if id(v) not in collector.bound]
-
-
-class _FreeVars(ExprVisitor):
-    def __init__(self):
-        super().__init__()
-        self.used, self.bound = [], set()
-
-    def visit_Var(self, e):
-        self.used.append(e)
-
-    def visit_Let(self, e):
-        node = e
-        while isinstance(node, Let):
-            self.bound.add(id(node.var))
-            node = node.body
-        super().visit_Let(e)
-
-    def visit_Function(self, e):
-        self.bound.update(id(p) for p in e.params)
-        super().visit_Function(e)
-
-    def visit_pattern(self, p):
-        if isinstance(p, PatternVar):
-            self.bound.add(id(p.var))
-        super().visit_pattern(p)
 
 
 # ---- deep programs -------------------------------------------------------------------------

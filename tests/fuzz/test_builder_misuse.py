@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import relayish as rl
 from fuzzing import bounded, fuzz_settings
-from relayish.ir.visitor import free_vars
+from relayish.ir.analysis import free_vars
 from strategies import programs
 
 F32 = rl.TensorType((), "float32")

@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import relayish as rl
+from relayish.ir.analysis import free_vars
 from relayish.ir.op import make_call
-from relayish.ir.visitor import build_let_chain, free_vars
+from relayish.ir.visitor import build_let_chain
 from strategies import CHAIN_LENGTHS, deep, f32, list_module
 
 API_EXAMPLE = """\
