@@ -23,12 +23,13 @@ import gc
 import numpy as np
 
 from relayish.errors import GradientError, RelayishError
+from relayish.ir.analysis import CallGraph
 from relayish.ir.expr import (Call, Constant, Function, GlobalVar, Let, Tuple, TupleGetItem, Var,
                               const)
 from relayish.ir.module import Module
 from relayish.ir.op import make_call
 from relayish.ir.types import TensorType
-from relayish.ir.visitor import ExprVisitor, run_deep
+from relayish.ir.visitor import run_deep
 from relayish.ad import forward
 from relayish.ad.reverse import ReverseAD
 from relayish.ad.reverse_entry import build_entry
@@ -320,19 +321,7 @@ def _transform_deep(f, mod, mode, argnums):
 
 def _copy_without(src: Module, name: str) -> Module:
     """A copy of src without @name and without the globals that (transitively) call it."""
-    calls = {}
-    for gv, func in src.functions.items():
-        finder = _GlobalRefs()
-        run_deep(finder.visit, func)
-        calls[gv.name_hint] = finder.names
-    dropped = {name}
-    changed = True
-    while changed:
-        changed = False
-        for g, refs in calls.items():
-            if g not in dropped and refs & dropped:
-                dropped.add(g)
-                changed = True
+    dropped = CallGraph(src).callers_of({name})
     out = Module()
     for data in src.type_definitions.values():
         out.add_type(data)
@@ -340,15 +329,6 @@ def _copy_without(src: Module, name: str) -> Module:
         if gv.name_hint not in dropped:
             out[gv] = func
     return out
-
-
-class _GlobalRefs(ExprVisitor):
-    def __init__(self):
-        super().__init__()
-        self.names = set()
-
-    def visit_GlobalVar(self, e):
-        self.names.add(e.name_hint)
 
 
 # ---- forward-mode plumbing --------------------------------------------------------------------

@@ -32,16 +32,17 @@ other way round. Let-chains are transformed with a loop; the entry points run it
 from __future__ import annotations
 
 from relayish.errors import GradientError
+from relayish.ir.analysis import global_refs
 from relayish.ir.expr import (Call, Clause, Constant, Function, GlobalVar, If, Let, Match,
                               PatternConstructor, PatternTuple, PatternVar, PatternWildcard,
                               RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var, _short_text)
 from relayish.ir.module import Module
 from relayish.ir.op import Op, make_call
 from relayish.ir.types import TensorType, TupleType
-from relayish.ir.visitor import ExprFunctor, ExprVisitor, run_deep
+from relayish.ir.visitor import ExprFunctor
 from relayish.ad.rewrite import replace_node, with_checked_type
 from relayish.ad.structure import map_structure
-from relayish.ad.twins import TwinTypes
+from relayish.ad.twins import TwinTypes, adt_definitions
 
 __all__ = ["transform_function", "transform_module", "dual_type", "split_dual", "make_dual"]
 
@@ -303,26 +304,15 @@ def _output(r, t):
 
 # ---- entry points ---------------------------------------------------------------------------
 
-class _Globals(ExprVisitor):
-    def __init__(self):
-        super().__init__()
-        self.names = []
-
-    def visit_GlobalVar(self, e):
-        if e.name_hint not in self.names:
-            self.names.append(e.name_hint)
-
-
 def _reachable(mod, start):
+    """@start and the globals it reaches; the order names the transformed globals."""
     order, todo = [], [start]
     while todo:
         name = todo.pop()
         if name in order:
             continue
         order.append(name)
-        finder = _Globals()
-        run_deep(finder.visit, mod[name])
-        todo.extend(n for n in finder.names if n not in order)
+        todo.extend(n for n in global_refs(mod[name]) if n not in order)
     return order
 
 
@@ -346,27 +336,10 @@ def _entry(func, body_of, dual_of):
     return Function(xs + vs, body, ret)
 
 
-class _Constructors(ExprVisitor):
-    def __init__(self):
-        super().__init__()
-        self.defs = {}
-
-    def visit_Constructor(self, e):
-        if e.type_data is not None:
-            self.defs[e.type_data.header] = e.type_data
-
-    def visit_pattern(self, p):
-        if isinstance(p, PatternConstructor):
-            self.visit_Constructor(p.constructor)
-        super().visit_pattern(p)
-
-
 def transform_function(f):
     """jvp of a type-checkable Function that calls no globals: fn(x.., v..) -> (f(x), J v)."""
     f = _infer(f)
-    finder = _Constructors()
-    finder.visit(f)
-    dual_of = dual_types(finder.defs)
+    dual_of = dual_types(adt_definitions(f))
     tx = ForwardTransform(dual_of, {})
 
     def body_of(lifted):

@@ -63,7 +63,7 @@ from relayish.ad.lifted import (BP_TYPE, const_type, lifted_types, param_type, t
                                 zeros_of)
 from relayish.ad.rewrite import replace_node, with_checked_type
 from relayish.ad.structure import has_float, is_float_tensor, is_tensorish, map_structure
-from relayish.ad.twins import fresh_name
+from relayish.ad.twins import adt_definitions, fresh_name
 
 
 def _text(node, limit=200):
@@ -143,11 +143,8 @@ class ReverseAD:
 
     def register_adts(self, expr):
         """Make the ADTs of the constructors used in expr known (for inputs of ADT type)."""
-        seen = _Constructors()
-        run_deep(seen.visit, expr)
-        for c in seen.found:
-            if c.type_data is not None:
-                self.lifted_type.add_type_data(c.type_data)
+        for data in adt_definitions(expr).values():
+            self.lifted_type.add_type_data(data)
 
     def mark_inactive(self, v):
         self.inactive[id(v)] = v
@@ -674,20 +671,6 @@ class ReverseAD:
 
 def _unchanged(value, t):
     return value
-
-
-class _Constructors(ExprVisitor):
-    def __init__(self):
-        super().__init__()
-        self.found = []
-
-    def visit_Constructor(self, e):
-        self.found.append(e)
-
-    def visit_pattern(self, p):
-        if isinstance(p, PatternConstructor):
-            self.found.append(p.constructor)
-        super().visit_pattern(p)
 
 
 class _UseCounter(ExprVisitor):

@@ -22,11 +22,12 @@ in `created` for the caller.
 from __future__ import annotations
 
 from relayish.errors import GradientError, RelayishError
-from relayish.ir.expr import Constructor, TypeData
+from relayish.ir.analysis import walk
+from relayish.ir.expr import Constructor, PatternConstructor, TypeData
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, TypeCall,
                                TypeVar, substitute, walk_type)
 
-__all__ = ["TwinTypes"]
+__all__ = ["TwinTypes", "adt_definitions"]
 
 
 class TwinTypes:
@@ -209,6 +210,17 @@ class TwinTypes:
             if o.name_hint == c.name_hint:
                 return twin.constructors[k]
         raise GradientError(f"constructor {c.name_hint} is not one of {orig.header.name}'s")
+
+
+def adt_definitions(expr) -> dict:
+    """{GlobalTypeVar: TypeData} of the ADTs whose constructors `expr` builds or matches, in
+    order of first use: the definitions a transform of expr must know (inputs of ADT type)."""
+    defs = {}
+    for node in walk(expr):
+        c = node.constructor if isinstance(node, PatternConstructor) else node
+        if isinstance(c, Constructor) and c.type_data is not None:
+            defs.setdefault(c.type_data.header, c.type_data)
+    return defs
 
 
 def _type_calls(t):
