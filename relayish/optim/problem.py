@@ -26,6 +26,7 @@ class RelayishProblem:
         self.backend, self.device = backend, device
         record = registry.get(backend)
         registry.check_device(record, device)
+        self.to_numpy = record.to_numpy     # results (device arrays) -> numpy, for the methods
         self.nfev = self.ngev = self.nhev = 0
         self._warm = set()          # what warm_up compiled: (loop, history capacity)
         # the gradient program (rl.gradient of obj), derived here unless given (AutoProblem)
@@ -102,13 +103,13 @@ class RelayishProblem:
 
     def fun(self, x):
         self.nfev += 1
-        return _scalar(self._call(self._fun, x))
+        return self._scalar(self._call(self._fun, x))
 
     def value_and_grad(self, x):
         self.nfev += 1
         self.ngev += 1
         out = self._call(self._vg, x)
-        return _scalar(out[0]), _vector(out[1][0], self.n)
+        return self._scalar(out[0]), self._vector(out[1][0])
 
     def value_grad_hess(self, x):
         self.nfev += 1
@@ -125,19 +126,17 @@ class RelayishProblem:
             self.ngev -= 1
             H = self._call(self._hess, x)
         if p is not None:
-            p = _vector(p, self.n)
-        H = np.asarray(H, dtype=np.float64).reshape(self.n, self.n)
-        return _scalar(f), _vector(g, self.n), H, p
+            p = self._vector(p)
+        H = np.asarray(self.to_numpy(H), dtype=np.float64).reshape(self.n, self.n)
+        return self._scalar(f), self._vector(g), H, p
 
     def hvp(self, x, v):
         self.nhev += 1
-        return _vector(self._call(self._hvp, x, v), self.n)
+        return self._vector(self._call(self._hvp, x, v))
 
+    def _scalar(self, v):
+        v = float(np.asarray(self.to_numpy(v)))
+        return v if not math.isnan(v) else math.nan
 
-def _scalar(v):
-    v = float(np.asarray(v))
-    return v if not math.isnan(v) else math.nan
-
-
-def _vector(v, n):
-    return np.asarray(v, dtype=np.float64).reshape(n)
+    def _vector(self, v):
+        return np.asarray(self.to_numpy(v), dtype=np.float64).reshape(self.n)
