@@ -21,6 +21,7 @@ Function's type binders, a pattern's constructor) are in `_RULES`.
 """
 from __future__ import annotations
 
+import attrs
 import numpy as np
 
 from relayish.errors import RelayishError
@@ -29,8 +30,7 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Functio
 from relayish.ir.fields import CHILD_LISTS, ONE_CHILD, TYPE, TYPES, VAR, VARS, fields_of
 from relayish.ir.module import Module
 from relayish.ir.op import Op
-from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, Type,
-                               TypeCall, TypeVar)
+from relayish.ir.types import FuncType, Type, TypeCall, TypeVar
 
 
 class StructuralMismatch(RelayishError, AssertionError):
@@ -387,28 +387,28 @@ def types_equal(a, b, env=None) -> bool:
                     return False
             elif a != b:
                 return False
-        elif ta is TupleType:
-            if len(a.fields) != len(b.fields):
-                return False
-            stack.extend((x, y, env) for x, y in zip(a.fields, b.fields))
-        elif ta is FuncType:
-            if len(a.arg_types) != len(b.arg_types) or len(a.type_params) != len(b.type_params):
+            continue
+        if ta is FuncType:
+            if len(a.type_params) != len(b.type_params):
                 return False
             if a.type_params:
                 env = _TypeEnv.extend(env, a.type_params, b.type_params)
-            stack.append((a.ret_type, b.ret_type, env))
-            stack.extend((x, y, env) for x, y in zip(a.arg_types, b.arg_types))
-        elif ta is RefType:
-            stack.append((a.value, b.value, env))
-        elif ta is TypeCall:
-            if a.func != b.func or len(a.args) != len(b.args):
+        elif not attrs.has(ta):
+            if not (a is b or a == b):      # None, and whatever else compares as a value
                 return False
-            stack.extend((x, y, env) for x, y in zip(a.args, b.args))
-        elif ta is TensorType or ta is GlobalTypeVar:
-            if a != b:
+            continue
+        # through the declared fields: components pushed, data (shapes, dtypes, names) equal;
+        # a FuncType's type_params are binders, paired above
+        for name, kind in fields_of(ta):
+            x, y = getattr(a, name), getattr(b, name)
+            if kind == TYPE:
+                stack.append((x, y, env))
+            elif kind == TYPES:
+                if len(x) != len(y):
+                    return False
+                stack.extend((p, q, env) for p, q in zip(x, y))
+            elif not (ta is FuncType and name == "type_params") and x != y:
                 return False
-        elif not (a is b or a == b):       # None, and whatever else compares as a value
-            return False
     return True
 
 

@@ -664,21 +664,14 @@ class TypeChecker(ExprFunctor):
         r = self.resolve(t)
         if isinstance(r, IncompleteType):
             out = (r, True)
-        elif isinstance(r, TupleType):
-            parts = [self._final_type(f, cache) for f in r.fields]
-            out = (TupleType([p[0] for p in parts]), any(p[1] for p in parts))
-        elif isinstance(r, FuncType):
-            parts = [self._final_type(a, cache) for a in (*r.arg_types, r.ret_type)]
-            out = (FuncType([p[0] for p in parts[:-1]], parts[-1][0], r.type_params),
-                   any(p[1] for p in parts))
-        elif isinstance(r, RefType):
-            v, holes = self._final_type(r.value, cache)
-            out = (RefType(v), holes)
-        elif isinstance(r, TypeCall):
-            parts = [self._final_type(a, cache) for a in r.args]
-            out = (TypeCall(r.func, [p[0] for p in parts]), any(p[1] for p in parts))
         else:
-            out = (r, False)
+            holes = []
+
+            def final(component):
+                zonked, has_holes = self._final_type(component, cache)
+                holes.append(has_holes)
+                return zonked
+            out = (map_type(r, final), any(holes))
         cache[key] = out
         cache[id(r)] = out
         self._cache_keep.append(t)

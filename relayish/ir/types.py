@@ -307,16 +307,10 @@ def free_type_vars(t: Type) -> list:
         if isinstance(t, TypeVar):
             if t not in bound and t not in out:
                 out.append(t)
-        elif isinstance(t, TupleType):
-            stack.extend((f, bound) for f in reversed(t.fields))
-        elif isinstance(t, FuncType):
-            inner = bound | frozenset(t.type_params)
-            stack.append((t.ret_type, inner))
-            stack.extend((a, inner) for a in reversed(t.arg_types))
-        elif isinstance(t, RefType):
-            stack.append((t.value, bound))
-        elif isinstance(t, TypeCall):
-            stack.extend((a, bound) for a in reversed(t.args))
+            continue
+        if isinstance(t, FuncType) and t.type_params:
+            bound = bound | frozenset(t.type_params)
+        stack.extend((c, bound) for c in reversed(type_components(t)))
     return out
 
 
