@@ -1,7 +1,7 @@
 """The binary TreeLSTM of Tai et al. (examples/treelstm.py): value and gradient w.r.t. all
 parameters, per tree, on the relayish interpreter against PyTorch eager, HIPS autograd and jax.
 
-    python benchmarks/treelstm.py [--trees 20] [--rounds 3] [--seed 0] [--quick]
+    python benchmarks/treelstm.py [--trees 20] [--rounds 3] [--seed 0] [--quick] [--per-gate]
 
 Embedding 300, hidden 150, vocabulary 1000, 5 classes, random binary trees of 5-40 leaves,
 float32. Every implementation computes the same loss (cross-entropy of the root's h under a
@@ -15,6 +15,10 @@ linear classifier) with the same ops: one embedding row per leaf, one gate matmu
   a few trees only, it dispatches every op through jax's machinery).
 * jax.jit per tree shape: the tree's structure is static, its words an array argument; the
   first call's time (compile) and the steady time are printed per shape.
+* --per-gate: also the model written one matmul per gate (examples/treelstm.py GATES_TEXT: 3
+  matmuls at a leaf, 10 at a node), on relayish as written, on relayish after
+  rl.passes.merge_matmul (stacked weights again: 1 matmul at a leaf, 2 at a node), and in
+  PyTorch as written; same numbers (to_gate_params), so the same loss and gradients.
 
 Before timing, all gradients are checked against relayish's in float64 (assert). The timed
 competitors are interleaved tree by tree in one process; each runs on one thread
@@ -39,21 +43,67 @@ import relayish as rl  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples"))
 from treelstm import (CLASSES, PARAMS, VOCAB, init_params, random_tree,  # noqa: E402
-                      reference_loss, to_value, treelstm_module)
+                      reference_loss, to_gate_params, to_value, treelstm_gates_module,
+                      treelstm_module)
 
 ALL = tuple(range(len(PARAMS)))
 
 
 # ---- the competitors: each is make(params, trees) -> run(k) giving (loss, grads) for tree k ----
 
-def relayish_runner(params, trees, dtype):
-    mod = treelstm_module(dtype=dtype)
-    vg = rl.value_and_grad(mod, argnums=ALL)
+def relayish_runner(params, trees, dtype, model="stacked"):
+    """model: "stacked" (TEXT), "gates" (GATES_TEXT as written) or "gates+merge" (GATES_TEXT
+    after rl.passes.merge_matmul); gradients are returned in the stacked parameters' shapes."""
+    if model == "stacked":
+        mod, ps, regroup = treelstm_module(dtype=dtype), params, list
+    else:
+        mod, ps, regroup = treelstm_gates_module(dtype=dtype), to_gate_params(params), stack_gates
+        if model == "gates+merge":
+            mod = rl.passes.merge_matmul(mod)
+    vg = rl.value_and_grad(mod, argnums=tuple(range(len(ps))))
     values = [(to_value(mod, t), np.int32(y)) for t, y in trees]
-    rl.evaluate(vg, *params, *values[0])        # compiles the program once
+    rl.evaluate(vg, *ps, *values[0])        # compiles the program once
 
     def run(k):
-        return rl.evaluate(vg, *params, *values[k])
+        v, g = rl.evaluate(vg, *ps, *values[k])
+        return v, regroup(g)
+    return run
+
+
+def stack_gates(g):
+    """Per-gate gradients (GATE_PARAMS order) as the stacked parameters' (PARAMS order)."""
+    g = [np.asarray(x) for x in g]
+    U = np.concatenate([np.concatenate([ul, ur], axis=1) for ul, ur in zip(g[7:12], g[12:17])])
+    return [g[0], np.concatenate(g[1:4]), np.concatenate(g[4:7]), U, np.concatenate(g[17:22]),
+            g[22], g[23]]
+
+
+def torch_gates_runner(params, trees):
+    """PyTorch on the per-gate model as written (one matmul per gate and per child)."""
+    import torch
+    torch.set_num_threads(1)
+    ps = [torch.tensor(p, requires_grad=True) for p in to_gate_params(params)]
+    E, Wl, bl, Ul, Ur, bn, (Wo, bo) = ps[0], ps[1:4], ps[4:7], ps[7:12], ps[12:17], ps[17:22], \
+        ps[22:]
+
+    def cell(t):
+        if not isinstance(t, tuple):
+            x = E[t]
+            i, o, u = (W @ x + b for W, b in zip(Wl, bl))
+            c = torch.sigmoid(i) * torch.tanh(u)
+            return torch.sigmoid(o) * torch.tanh(c), c
+        (hl, cl), (hr, cr) = cell(t[0]), cell(t[1])
+        i, fl, fr, o, u = (L @ hl + R @ hr + b for L, R, b in zip(Ul, Ur, bn))
+        c = torch.sigmoid(i) * torch.tanh(u) + torch.sigmoid(fl) * cl + torch.sigmoid(fr) * cr
+        return torch.sigmoid(o) * torch.tanh(c), c
+
+    def run(k):
+        tree, y = trees[k]
+        for p in ps:
+            p.grad = None
+        loss = -torch.log_softmax(Wo @ cell(tree)[0] + bo, 0)[y]
+        loss.backward()
+        return loss.detach().numpy(), stack_gates([p.grad.numpy() for p in ps])
     return run
 
 
@@ -141,13 +191,19 @@ def jax_jit_for_shape(params, tree):
 
 # ---- checks and timing -------------------------------------------------------------------------
 
-def check_float64(rng, trees):
+def check_float64(rng, trees, per_gate=False):
     """All competitors' values and gradients agree with relayish's in float64 (asserts)."""
     import jax
     params = init_params(rng, dtype="float64")
     with jax.enable_x64(True):
         runners = {"PyTorch": torch_runner(params, trees), "autograd": autograd_runner(params, trees),
                    "jax eager": jax_eager_runner(params, trees)}
+        if per_gate:
+            runners.update({
+                "relayish per-gate": relayish_runner(params, trees, "float64", "gates"),
+                "relayish per-gate + merge_matmul": relayish_runner(params, trees, "float64",
+                                                                    "gates+merge"),
+                "PyTorch per-gate": torch_gates_runner(params, trees)})
         ours = relayish_runner(params, trees, "float64")
         for k in range(len(trees)):
             v0, g0 = ours(k)
@@ -163,8 +219,9 @@ def check_float64(rng, trees):
             for pname, a, b in zip(PARAMS, g, g0):
                 np.testing.assert_allclose(np.asarray(a), b, rtol=1e-7, atol=1e-12,
                                            err_msg=f"jax.jit: d{pname}")
-    print(f"float64 check: relayish, PyTorch, autograd, jax eager and jax.jit agree on "
-          f"{len(trees)} trees (rtol 1e-7)")
+    print(f"float64 check: relayish, PyTorch, autograd, jax eager and jax.jit"
+          f"{' (and the per-gate models)' if per_gate else ''} agree on {len(trees)} trees "
+          "(rtol 1e-7)")
 
 
 def leaves(tree):
@@ -178,13 +235,17 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true",
                         help="a short run: 4 trees, 2 rounds, 1 tree for jax eager and jax.jit")
+    parser.add_argument("--per-gate", action="store_true",
+                        help="also time the per-gate model: relayish as written, relayish after "
+                             "rl.passes.merge_matmul, PyTorch as written")
     args = parser.parse_args(argv)
     if args.quick:
         args.trees, args.rounds = 4, 2
     rng = np.random.default_rng(args.seed)
     trees = [(random_tree(rng, int(rng.integers(5, 41)), VOCAB), int(rng.integers(CLASSES)))
              for _ in range(args.trees)]
-    check_float64(np.random.default_rng(args.seed + 1), trees[:1 if args.quick else 2])
+    check_float64(np.random.default_rng(args.seed + 1), trees[:1 if args.quick else 2],
+                  args.per_gate)
 
     params = init_params(rng)
     sizes = [leaves(t) for t, _ in trees]
@@ -194,6 +255,12 @@ def main(argv=None):
     runners = {"relayish interpreter (one program)": relayish_runner(params, trees, "float32"),
                "PyTorch eager CPU": torch_runner(params, trees),
                "HIPS autograd": autograd_runner(params, trees)}
+    if args.per_gate:
+        runners.update({
+            "relayish per-gate model": relayish_runner(params, trees, "float32", "gates"),
+            "relayish per-gate + merge_matmul": relayish_runner(params, trees, "float32",
+                                                                "gates+merge"),
+            "PyTorch eager CPU, per-gate model": torch_gates_runner(params, trees)})
     for run in runners.values():        # warm-up: first-call costs are not steady state
         run(0)
     best = {name: float("inf") for name in runners}
