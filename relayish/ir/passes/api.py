@@ -1,9 +1,25 @@
 """`rl.passes`: the optimizing passes, each a Pass (Function or Module -> the same kind).
 
-It holds only passes that exist and are tested; `rl.passes.__all__` lists them. None exist yet:
-dead-code elimination, CSE, inlining, partial evaluation, simplification and the A-normal form
-conversion are the optimizing-passes issue's work (notes/passes.md), and relayish has no ANF
-conversion to wrap today. Write your own with `rl.Pass` or `rl.FunctionPass`.
-"""
+    dead_code    unused bindings whose values have no effect that matters (dead_code.py)
+    to_anf       A-normal form: every compound operand let-bound (anf.py); provides "anf"
+    from_anf     its inverse where safe: bound atoms and single-use pure values put back
+    merge_matmul matmuls sharing their right operand become one against stacked weights
+                 (merge_matmul.py; issue 16)
 
-__all__: list = []
+Each name is a Pass object: call it (`rl.passes.dead_code(f)`) or list it in
+`rl.optimize(x, passes=[rl.passes.to_anf, rl.passes.dead_code])`. The classes (DeadCode, ToANF,
+FromANF) make more instances, and `Effects` is the effect analysis the passes read. CSE,
+inlining, partial evaluation and simplification are issue 13's later work (notes/passes.md).
+Write your own with `rl.Pass` or `rl.FunctionPass`.
+"""
+from relayish.ir.passes.anf import FromANF, ToANF
+from relayish.ir.passes.dead_code import DeadCode
+from relayish.ir.passes.effects import Effects
+from relayish.ir.passes.merge_matmul import MergeMatmul, merge_matmul
+
+dead_code = DeadCode()
+to_anf = ToANF()
+from_anf = FromANF()
+
+__all__ = ["dead_code", "to_anf", "from_anf", "merge_matmul", "DeadCode", "ToANF", "FromANF",
+           "MergeMatmul", "Effects"]

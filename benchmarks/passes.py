@@ -1,0 +1,168 @@
+"""The optimizing passes (relayish/ir/passes/, issue 13): what they cost and what they remove.
+
+    python benchmarks/passes.py [--quick] [--sizes 1000 10000 100000]
+
+1. Cost of each pass against program size: a let-chain of n steps (`let %v = tanh(%u) * 0.5f
+   + %u`, a reference written every 100 steps, every tenth step unused), at n = 10^3, 10^4,
+   10^5 (--quick: 10^3, 10^4). Stages: the effect analysis (Effects), dead_code (eliminate),
+   to_anf, from_anf (of to_anf's output, 3n bindings). CPU time (process time: other processes
+   sharing the cores do not count) of one run, microseconds per step, and the growth exponent
+   between sizes (the log-log slope: 1.0 is linear).
+2. Size of AD output before and after dead-code elimination: `let`s as built (anywhere in the
+   program, closures and globals included), operations (the lets of its A-normal form: every
+   op call, tuple, projection, reference access and closure counts one, so nesting does not
+   hide work) and lines of text, of rl.grad of `y ** 5` at orders 1..3 (order 4 without
+   --quick), the gradient of a 2-layer MLP with weight parameters, and of benchmarks/ad.py's
+   20-layer MLP chain; beside them jax.make_jaxpr's equation count of the same nested jax.grad
+   (for `y ** 5`), the issue's yardstick. The optimized programs are evaluated and checked
+   against the raw ones.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import numpy as np
+
+import relayish as rl
+from relayish.ir.expr import Let
+from relayish.ir.passes.anf import from_anf_expr, to_anf_expr
+from relayish.ir.passes.dead_code import eliminate
+from relayish.ir.passes.effects import Effects
+from relayish.ir.passes.uses import operands
+from relayish.ir.visitor import build_let_chain
+
+F = "float64"
+
+
+def chain_program(n):
+    x = rl.var("x", shape=(), dtype=F)
+    r = rl.var("r", type=rl.RefType(rl.TensorType((), F)))
+    bindings, prev = [(r, rl.RefCreate(x))], x
+    for k in range(n):
+        v = rl.var(f"v{k}")
+        value = rl.tanh(prev) * rl.const(0.5, F) + prev
+        bindings.append((v, value))
+        if k % 10 == 9:                  # unused: dead code
+            bindings.append((rl.var(f"d{k}"), rl.exp(prev)))
+        if k % 100 == 99:
+            bindings.append((rl.var(f"w{k}"), rl.RefWrite(r, v)))
+        prev = v
+    return rl.Function([x], build_let_chain(bindings, rl.RefRead(r) + prev))
+
+
+def _cpu(fn, *args):
+    t0 = time.process_time()
+    out = fn(*args)
+    return time.process_time() - t0, out
+
+
+def cost_table(sizes):
+    stages = ["effects", "dead_code", "to_anf", "from_anf"]
+    rows = {s: [] for s in stages}
+    for n in sizes:
+        func = chain_program(n)
+        t, _ = _cpu(Effects, func)
+        rows["effects"].append(t)
+        t, _ = _cpu(eliminate, func)
+        rows["dead_code"].append(t)
+        t, anf = _cpu(to_anf_expr, func)
+        rows["to_anf"].append(t)
+        t, _ = _cpu(from_anf_expr, anf)
+        rows["from_anf"].append(t)
+    print("1. pass cost (CPU seconds, one run; us per step; growth exponent between sizes)")
+    print(f"{'stage':>10} " + " ".join(f"{n:>18,}" for n in sizes) + "   exponents")
+    for s in stages:
+        times = rows[s]
+        cells = " ".join(f"{t:8.3f}s {1e6 * t / n:6.1f}us" for t, n in zip(times, sizes))
+        slopes = [math.log(b / a) / math.log(m / n) if a > 0 and b > 0 else float("nan")
+                  for a, b, n, m in zip(times, times[1:], sizes, sizes[1:])]
+        print(f"{s:>10} {cells}   " + " ".join(f"{e:.2f}" for e in slopes))
+
+
+def bindings(program) -> int:
+    """The `let`s of a Function or Module, in every scope and global (each distinct node once)."""
+    roots = list(program.functions.values()) if isinstance(program, rl.Module) else [program]
+    seen, count, work = set(), 0, list(roots)
+    while work:
+        node = work.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        count += isinstance(node, Let)
+        work.extend(operands(node))
+    return count
+
+
+def lines(program) -> int:
+    return len(rl.astext(program).splitlines())
+
+
+def _power_grads(max_order):
+    y = rl.var("y", shape=(), dtype=F)
+    g = rl.Function([y], y ** rl.const(5.0, F))
+    for k in range(1, max_order + 1):
+        g = rl.grad(g)
+        yield f"y**5 order {k}", g, (np.float64(0.7),), _jaxpr_equations(k)
+
+
+def _jaxpr_equations(order):
+    try:
+        import jax
+    except ImportError:                 # the bench extra is not installed
+        return None
+    jax.config.update("jax_enable_x64", True)
+    f = lambda y: y ** 5                                            # noqa: E731
+    for _ in range(order):
+        f = jax.grad(f)
+    return len(jax.make_jaxpr(f)(0.7).jaxpr.eqns)
+
+
+def _mlp2():
+    x = rl.var("x", shape=(4,), dtype=F)
+    w1 = rl.var("w1", shape=(8, 4), dtype=F)
+    w2 = rl.var("w2", shape=(1, 8), dtype=F)
+    f = rl.Function([x, w1, w2], rl.sum(rl.matmul(w2, rl.tanh(rl.matmul(w1, x)))))
+    rng = np.random.default_rng(0)
+    return "mlp 2 layers", rl.gradient(f), (rng.normal(size=4), rng.normal(size=(8, 4)),
+                                            rng.normal(size=(1, 8))), None
+
+
+def _mlp20():
+    from ad import mlp_chain
+    f, args = mlp_chain()
+    return "mlp 20 layers", rl.gradient(f), tuple(args), None
+
+
+def _same(a, b):
+    if isinstance(a, tuple):
+        return all(_same(x, y) for x, y in zip(a, b)) and len(a) == len(b)
+    return np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True)
+
+
+def size_table(max_order):
+    print("\n2. AD output before and after dead_code: lets as built, operations (lets in A-normal"
+          " form, where each op, tuple, projection, ref access and closure is one), lines of text")
+    print(f"{'program':>15} {'lets':>11} {'operations':>13} {'lines':>13} {'jaxpr eqns':>11}")
+    cases = list(_power_grads(max_order)) + [_mlp2(), _mlp20()]
+    for name, g, args, eqns in cases:
+        dce = rl.optimize(g, passes=[rl.passes.dead_code], check=True)
+        assert _same(rl.evaluate(dce, *args), rl.evaluate(g, *args)), name
+        ops = [bindings(rl.passes.to_anf(p)) for p in (g, dce)]
+        print(f"{name:>15} {bindings(g):>5}->{bindings(dce):<5} {ops[0]:>6}->{ops[1]:<6} "
+              f"{lines(g):>6}->{lines(dce):<6} {'' if eqns is None else eqns:>11}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="sizes up to 10^4, orders up to 3")
+    ap.add_argument("--sizes", type=int, nargs="+", default=None)
+    args = ap.parse_args(argv)
+    sizes = args.sizes or ([1_000, 10_000] if args.quick else [1_000, 10_000, 100_000])
+    cost_table(sizes)
+    size_table(3 if args.quick else 4)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,276 @@
+"""A-normal form and back: the passes `to_anf` and `from_anf`, and the functions under them.
+
+    to_anf_expr(expr, effects)     every compound operand bound by a `let`, lets flattened
+    from_anf_expr(expr, effects)   single-use pure bindings and bound atoms put back in place
+
+A-normal form (Flanagan et al. 1993; TVM's ToANormalForm):
+
+    atom   ::= %var | @global | constant | op | constructor
+    simple ::= atom | (atom, ...) | atom.i | atom(atom, ...) | ref(atom) | !atom | atom := atom
+             | if (atom) { scope } else { scope } | match (atom) { pattern => scope, ... }
+             | fn (params) { scope }
+    scope  ::= let %v = simple; scope | simple
+
+Every operand is an atom, every let's value is simple (no let inside a let's value: nested
+lets are lifted out, `let %x = (let %y = a; b); c` becomes `let %y = a; let %x = b; c`), and each
+If branch, match clause and function body is a scope of its own. Bindings are emitted in
+evaluation order (the interpreter's: a call's callee, then its arguments left to right; an If's
+condition before either branch), so effects keep their order.
+
+Shared nodes. Programs are DAGs, and the interpreter evaluates a node shared at two places twice.
+A shared node that is pure (Effects: no read, write, allocation, unknown call or failure) is
+bound once, at its first occurrence, and later occurrences in the same scope (or one nested in
+it) use that variable; any other shared node is bound afresh at each occurrence, so a shared
+`!r` still reads twice and a shared `ref(0)` still makes two references.
+
+from_anf is the inverse direction (TVM's ToGraphNormalForm, done conservatively): a let whose
+value is an atom is substituted at every use (copy propagation), and a let used exactly once,
+whose value is pure and whose one use is in the same function (not inside a closure, where it
+would be computed once per call), is put in place of that use. A let whose Var is annotated
+stays (the annotation may be what lets the type checker infer the value: `let %l: List[float32]
+= Nil()`); to_anf's own Vars are not annotated. Everything else stays bound.
+to_anf followed by from_anf gives back a program of the input's shape for pure code; effectful
+bindings stay as lets.
+
+Both walk let-chains with loops; other nesting (deep `x * 2 * 2 ...` operands) recurses under
+`run_deep`'s large stack. Each node is converted once per scope it is used in.
+"""
+from __future__ import annotations
+
+from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, GlobalVar, If, Let,
+                              Match, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var)
+from relayish.ir.op import Op
+from relayish.ir.passes.base import ANF, Pass
+from relayish.ir.passes.effects import Effects
+from relayish.ir.passes.uses import operands, reference_counts
+from relayish.ir.visitor import ExprFunctor, ExprMutator, build_let_chain, no_gc, run_deep
+
+__all__ = ["ToANF", "FromANF", "to_anf_expr", "from_anf_expr", "is_atom"]
+
+_ATOMS = (Var, GlobalVar, Constant, Op, Constructor)
+
+
+def is_atom(expr) -> bool:
+    """Whether `expr` is an ANF atom: a Var, GlobalVar, Constant, Op or Constructor."""
+    return isinstance(expr, _ATOMS)
+
+
+def _hint(expr) -> str:
+    """A name hint for the variable binding `expr`: the op it calls, or what kind of node it is."""
+    if isinstance(expr, Call):
+        op = expr.op
+        if isinstance(op, (Op, Constructor, GlobalVar)):
+            return getattr(op, "name", None) or op.name_hint
+        return "call"
+    return {Tuple: "tup", TupleGetItem: "proj", Function: "fn", If: "if", Match: "match",
+            RefCreate: "ref", RefRead: "read", RefWrite: "write"}.get(type(expr), "t")
+
+
+class _ToANF(ExprFunctor):
+    """`scope(e)` is e in A-normal form; `visit(e)` emits e's bindings into the open scope and
+    returns e as a simple expression; `atom(e)` binds that if it is not an atom."""
+
+    def __init__(self, effects):
+        super().__init__()
+        self.effects = effects
+        self.bindings: list = []            # the open scope's (var, simple) pairs
+        self.bound: dict[int, Var] = {}     # id(pure node) -> its var, while its scope is open
+        self.opened: list = [[]]            # per open scope: the ids it added to `bound`
+
+    # no memo: a node is converted afresh where it occurs (see the module text for sharing)
+    def visit(self, expr):
+        return self.dispatch(expr)
+
+    def scope(self, expr):
+        saved = self.bindings
+        self.bindings = []
+        self.opened.append([])
+        tail = self.visit(expr)
+        for key in self.opened.pop():
+            del self.bound[key]
+        out = build_let_chain(self.bindings, tail)
+        self.bindings = saved
+        return out
+
+    def atom(self, expr):
+        if isinstance(expr, _ATOMS):
+            return expr
+        var = self.bound.get(id(expr))
+        if var is not None:
+            return var
+        simple = self.visit(expr)
+        if isinstance(simple, _ATOMS):      # a let-chain ending in an atom
+            return simple
+        var = Var(_hint(simple), None)
+        self.bindings.append((var, simple))
+        if self.effects.mask(expr) == 0:
+            self.bound[id(expr)] = var
+            self.opened[-1].append(id(expr))
+            self._keep.append(expr)
+        return var
+
+    # ---- simple expressions ------------------------------------------------------------------
+    def visit_Var(self, e): return e
+    def visit_GlobalVar(self, e): return e
+    def visit_Constant(self, e): return e
+    def visit_Op(self, e): return e
+    def visit_Constructor(self, e): return e
+
+    def visit_Tuple(self, e):
+        return Tuple([self.atom(f) for f in e.fields])
+
+    def visit_TupleGetItem(self, e):
+        return TupleGetItem(self.atom(e.tuple_value), e.index)
+
+    def visit_Call(self, e):
+        op = self.atom(e.op)                 # the callee first, as the interpreter runs it
+        return Call(op, [self.atom(a) for a in e.args], e.attrs)
+
+    def visit_Function(self, e):
+        return Function(e.params, self.scope(e.body), e.ret_type, e.type_params)
+
+    def visit_Let(self, e):
+        while isinstance(e, Let):           # flattened into the open scope, in order
+            value = e.value
+            known = self.bound.get(id(value))
+            self.bindings.append((e.var, known if known is not None else self.visit(value)))
+            if known is None and not isinstance(value, _ATOMS) and self.effects.mask(value) == 0:
+                self.bound[id(value)] = e.var     # the same pure node elsewhere reads %var
+                self.opened[-1].append(id(value))
+                self._keep.append(value)
+            e = e.body
+        return self.visit(e)
+
+    def visit_If(self, e):
+        cond = self.atom(e.cond)
+        return If(cond, self.scope(e.true_branch), self.scope(e.false_branch))
+
+    def visit_Match(self, e):
+        data = self.atom(e.data)
+        return Match(data, [Clause(c.lhs, self.scope(c.rhs)) for c in e.clauses], e.complete)
+
+    def visit_RefCreate(self, e):
+        return RefCreate(self.atom(e.value))
+
+    def visit_RefRead(self, e):
+        return RefRead(self.atom(e.ref))
+
+    def visit_RefWrite(self, e):
+        ref = self.atom(e.ref)
+        return RefWrite(ref, self.atom(e.value))
+
+
+def to_anf_expr(expr, effects=None):
+    """`expr` in A-normal form (the module text). `effects`: an Effects analysis covering `expr`
+    (and the module it calls into), made here when not given."""
+    if effects is None:
+        effects = Effects(expr)
+    convert = _ToANF(effects)
+    with no_gc():       # millions of new nodes that all stay alive: nothing for gc to free
+        return run_deep(convert.scope, expr)
+
+
+# ---- back: put single-use pure bindings in place ---------------------------------------------
+
+def _movable_uses(expr) -> set:
+    """The ids of the let-bound Vars of `expr` used exactly once, in the function that binds
+    them (not inside a closure) and not under a node that occurs at two places (a shared node is
+    evaluated at each: a value put there would be computed twice)."""
+    counts = reference_counts(expr)      # a Var's count is its uses
+    use_depth: dict[int, int] = {}       # id(Var) -> closure depth of (its last) use
+    bind_depth: dict[int, int] = {}      # id(let-bound Var) -> closure depth of its let
+    shared_uses: set[int] = set()
+    work, seen = [(expr, 0, False)], {id(expr)}
+    while work:
+        node, depth, shared = work.pop()
+        inner = depth + 1 if isinstance(node, Function) else depth
+        if isinstance(node, Let):
+            bind_depth[id(node.var)] = depth
+        for child in operands(node):
+            if isinstance(child, Var):
+                use_depth[id(child)] = inner
+                if shared:
+                    shared_uses.add(id(child))
+            elif id(child) not in seen:
+                seen.add(id(child))
+                work.append((child, inner, shared or counts[id(child)] > 1))
+    return {key for key, depth in bind_depth.items()
+            if counts.get(key) == 1 and use_depth[key] == depth and key not in shared_uses}
+
+
+class _FromANF(ExprMutator):
+    def __init__(self, effects, movable):
+        super().__init__()
+        self.effects = effects
+        self.movable = movable
+        self.replace: dict[int, object] = {}    # id(Var) -> what to put at its use
+
+    def visit_Var(self, e):
+        return self.replace.get(id(e), e)
+
+    def visit_Let(self, e):
+        chain = []
+        while isinstance(e, Let):
+            var, value = e.var, e.value
+            # an annotated let tells the type checker what it may not infer from the value
+            # alone (`let %l: List[float32] = Nil()`): it stays
+            if var.type_annotation is None and (isinstance(value, _ATOMS) or (
+                    id(var) in self.movable and not isinstance(value, Function)
+                    and self.effects.mask(value) == 0)):
+                # visited now: its own operands may be replaced in turn
+                self.replace[id(var)] = self.visit(value)
+            else:
+                chain.append((var, self.visit(value)))
+            e = e.body
+        return build_let_chain(chain, self.visit(e))
+
+
+def from_anf_expr(expr, effects=None):
+    """Put back in place the bindings of `expr` that A-normal form introduced and that are safe
+    to move (the module text): atoms everywhere, pure single-use values at their one use."""
+    if effects is None:
+        effects = Effects(expr)
+
+    def run():
+        return _FromANF(effects, _movable_uses(expr)).visit(expr)
+    with no_gc():
+        return run_deep(run)
+
+
+# ---- the passes ----------------------------------------------------------------------------
+
+class ToANF(Pass):
+    """`rl.passes.to_anf`: every global in A-normal form (provides "anf").
+
+        >>> print(rl.passes.to_anf(rl.parse_expr("fn (%x: float32) { exp(%x) * %x + 1f }")))
+        fn (%x: float32) {
+          let %exp = exp(%x);
+          let %multiply = multiply(%exp, %x);
+          add(%multiply, 1f)
+        }
+    """
+
+    name = "to_anf"
+    provides = frozenset([ANF])
+
+    def run(self, mod):
+        effects = Effects(mod)
+        out = mod.copy()
+        for gv, func in mod.functions.items():
+            out[gv] = to_anf_expr(func, effects)
+        return out
+
+
+class FromANF(Pass):
+    """`rl.passes.from_anf`: the inverse of to_anf where it is safe (anf.py's module text)."""
+
+    name = "from_anf"
+
+    def run(self, mod):
+        effects = Effects(mod)
+        out = mod.copy()
+        for gv, func in mod.functions.items():
+            new = from_anf_expr(func, effects)
+            if new is not func:
+                out[gv] = new
+        return out

@@ -1,0 +1,108 @@
+"""Dead-code elimination: `rl.passes.dead_code`, and `eliminate(func, effects)` under it.
+
+A `let %v = value; body` goes when %v is not used and `value` is droppable (effects.py: it at
+most reads or allocates a reference). It stays when the value writes a reference, calls a
+function the analysis does not know, or may fail (a partial match, an op declaring "fail", a
+call of a function that may do any of these), used or not. Relay's DCE dropped an unused
+`let %_ = %r := %v` (TVM issue #6803) because it looked only at uses; here the effects decide.
+
+Removal is transitive in one pass: a binding used only by removed bindings goes too, whatever
+the nesting (`let %a = f(%x); let %b = g(%a); %x` loses both). Globals stay: a Module's other
+globals are part of what it means (rl.optimize keeps them), so none is removed even if @main
+never calls it.
+
+Scheme (linear): reference counts on the program as a DAG. One walk counts, for every node, the
+edges into it from distinct nodes (a node shared at two places has two; a Var's count is its
+uses; binders are not uses). Then each let-chain is rebuilt from its end backwards: the body
+first, then each binding, whose fate is decided before its value is visited. A removed binding
+releases its value: the value's count drops, and a node whose count reaches zero releases its
+own children in turn (a loop with a stack), so the Vars it used lose those uses. A binding
+earlier in the chain (or in an enclosing chain, decided later) then sees every use that the
+removals took away. A node shared with code that stays keeps a count above zero, so nothing it
+uses is released. A let-bound function that calls only itself stays (a count never reaches zero
+around a cycle).
+"""
+from __future__ import annotations
+
+from relayish.ir.expr import Let, Var
+from relayish.ir.passes.base import Pass
+from relayish.ir.passes.effects import Effects
+from relayish.ir.passes.uses import operands, reference_counts
+from relayish.ir.visitor import ExprMutator, build_let_chain, no_gc, run_deep
+
+__all__ = ["DeadCode", "eliminate"]
+
+
+class _DeadCode(ExprMutator):
+    def __init__(self, effects, counts):
+        super().__init__()
+        self.effects = effects
+        self.counts = counts
+
+    def release(self, node):
+        """`node` loses one use; what only it used loses its uses in turn."""
+        counts = self.counts
+        work = [node]
+        while work:
+            node = work.pop()
+            key = id(node)
+            counts[key] -= 1
+            if counts[key] == 0 and not isinstance(node, Var):
+                work.extend(operands(node))
+
+    def visit_Let(self, e):
+        chain = [e]
+        node = e.body
+        # down the chain with a loop; a let shared with other code starts a chain of its own
+        while isinstance(node, Let) and self.counts.get(id(node), 1) == 1:
+            chain.append(node)
+            node = node.body
+        body = self.visit(node)
+        kept = []
+        for let in reversed(chain):
+            if self.counts.get(id(let.var), 0) == 0 and self.effects.droppable(let.value):
+                self.release(let.value)
+            else:
+                kept.append((let.var, self.visit(let.value)))
+        kept.reverse()
+        if len(kept) == len(chain) and all(
+                value is let.value for (_, value), let in zip(kept, chain)) and body is node:
+            return e
+        return build_let_chain(kept, body)
+
+
+def eliminate(func, effects=None):
+    """`func` (any expression) without its dead bindings (the module text); `effects` is an
+    Effects analysis covering it (made here when not given)."""
+    if effects is None:
+        effects = Effects(func)
+
+    def run():
+        return _DeadCode(effects, reference_counts(func)).visit(func)
+    with no_gc():       # the new chain's nodes all stay alive: nothing for gc to free
+        return run_deep(run)
+
+
+class DeadCode(Pass):
+    """`rl.passes.dead_code`: removes unused bindings whose values are droppable.
+
+        >>> f = rl.parse_expr("fn (%x: float32, %r: ref(float32)) { "
+        ...                   "let %a = exp(%x); let %w = %r := %x; %x }")
+        >>> print(rl.passes.dead_code(f))
+        fn (%x: float32, %r: ref(float32)) {
+          let %w = %r := %x;
+          %x
+        }
+    """
+
+    name = "dead_code"
+    requires = frozenset(["typed"])     # a `match` the checker passed is exhaustive: no failure
+
+    def run(self, mod):
+        effects = Effects(mod)
+        out = mod.copy()
+        for gv, func in mod.functions.items():
+            new = eliminate(func, effects)
+            if new is not func:
+                out[gv] = new
+        return out
