@@ -29,7 +29,7 @@ from relayish.ir.typecheck import infer_type, typeof
 from relayish.ir.prelude import Prelude
 from relayish.backend.values import (Closure, ConstructorValue, RefValue, from_list_value,
                                      list_value)
-from relayish.backend.interpreter import evaluate
+from relayish.backend.interp.api import evaluate
 from relayish.backend.api import compile  # noqa: A004  API name
 from relayish.ad.api import (derivative, grad, gradient, hessian, hvp, jacobian, jvp,
                              value_and_grad, vjp)

@@ -5,7 +5,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import relayish as rl
-from relayish.backend import interpreter as interp
+from relayish.backend.interp import api as interp_api
+from relayish.backend.interp.compiler import Program
+from relayish.backend.interp import run as interp_run
+from relayish.backend.interp.run import InterpreterClosure
 from relayish.ir.visitor import build_let_chain
 from strategies import CHAIN_LENGTHS
 
@@ -212,7 +215,7 @@ def test_local_closure_recursion_20000_deep_non_tail():
 
 
 def test_runaway_recursion_is_an_evaluation_error(monkeypatch):
-    monkeypatch.setattr(interp, "MAX_CALL_DEPTH", 500)
+    monkeypatch.setattr(interp_run, "MAX_CALL_DEPTH", 500)
     mod = rl.Module()
     loop = rl.GlobalVar("forever")
     n = i32("n")
@@ -512,9 +515,9 @@ def test_op_failure_is_an_evaluation_error_naming_the_call():
 def test_calling_a_non_function_value_is_an_evaluation_error():
     x = f64("x")
     # bypass type inference: the interpreter must still report the fault cleanly
-    code = interp._Program(None).compile_function(rl.Function([x], rl.Call(x, [x])), "fn")
+    code = Program(None).compile_function(rl.Function([x], rl.Call(x, [x])), "fn")
     with pytest.raises(rl.EvaluationError, match="cannot call"):
-        interp.InterpreterClosure(code, ())(1.0)
+        InterpreterClosure(code, ())(1.0)
 
 
 # ---- scale ------------------------------------------------------------------------------------
@@ -545,13 +548,13 @@ def test_compiled_code_is_cached_per_function_and_module():
     x = f64("x")
     f = rl.Function([x], x * c64(2.0))
     rl.evaluate(f, 1.0)
-    code = interp._FUNCTION_CACHE[f]
-    assert rl.evaluate(f, 2.0) == 4.0 and interp._FUNCTION_CACHE[f] is code
+    code = interp_api._FUNCTION_CACHE[f]
+    assert rl.evaluate(f, 2.0) == 4.0 and interp_api._FUNCTION_CACHE[f] is code
     mod = sum_to_module()
     rl.evaluate(mod, 3)
-    main = interp._MODULE_CACHE[mod][1]
+    main = interp_api._MODULE_CACHE[mod][1]
     rl.evaluate(mod, 4)
-    assert interp._MODULE_CACHE[mod][1] is main
+    assert interp_api._MODULE_CACHE[mod][1] is main
     m = i32("m")
     mod["main"] = rl.Function([m], m * rl.const(2))   # a changed module is compiled again
     assert rl.evaluate(mod, 4) == 8

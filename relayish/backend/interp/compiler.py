@@ -1,0 +1,445 @@
+"""The compiler: each Function becomes a Code (code.py) of basic blocks over frame slots.
+
+    program = Program(mod)                    # the module's globals, compiled on demand
+    code = program.compile_function(func, "fn"); program.drain()
+
+`FunctionCompiler.visit(e)` emits the steps computing `e` into the current block and returns the
+slot holding its value; tail positions (`compile_tail`) end blocks with TAILCALL / RETURN, and
+If / Match / calls open new blocks. Vars are compiled away into slot indices: each slot is
+written at most once per frame (there are no backward jumps), so `let y = x` aliases x's slot,
+constants and globals live in the frame template, and a projection of a tuple built in the
+same frame is its field's slot. The compiler does not memoize: a node shared by two branches is
+computed on each path, and an effectful node (`!r`) shared at two places runs twice.
+
+Let-chains, else-if chains and last match clauses in tail position are loops; other deep
+nesting runs under run_deep (api.py). What a fn literal captures comes from one FreeVars table
+per Program (a walk per literal was quadratic in the nesting depth of closures).
+Every step records its node and slot (code.Step) and every slot the name of its Var
+(Code.slot_names), for a debugger.
+"""
+from __future__ import annotations
+
+from operator import itemgetter
+
+from relayish.errors import EvaluationError
+from relayish.ir.expr import Call, Constant, Constructor, Function, If, Let, Match, RefRead, Var
+from relayish.ir.op import Op
+from relayish.ir.types import TensorType
+from relayish.ir.analysis import FreeVars
+from relayish.ir.visitor import ExprFunctor
+from relayish.ops._common import numpy_fast_impl, static_type
+from relayish.backend.values import ConstructorValue
+from relayish.backend.runtime.args import Parameters
+from relayish.backend.runtime.bindings import compile_pattern
+from relayish.backend.runtime.describe import node_text
+from relayish.backend.interp.code import (BRANCH, CALL, JUMP, MATCH, RETURN, TAILCALL, Block,
+                                          Code, Step)
+from relayish.backend.interp.run import InterpreterClosure
+from relayish.backend.interp.closures import ConstructorClosure, value_checker
+from relayish.backend.interp.steps import (accumulate_step, closure_step, constructor_step,
+                                           getitem_step, move_step, op_step, ref_create_step,
+                                           ref_read_step, ref_write_step, shared_zeros,
+                                           take_accumulate_step, tuple_step)
+
+__all__ = ["Program", "FunctionCompiler"]
+
+MAX_EXTRA_CAPTURES = 16            # tuple fields a closure may capture besides its free vars
+
+
+class Program:
+    """The compile context of one evaluation target: the module's globals as closures."""
+
+    def __init__(self, mod):
+        self.mod = mod
+        self.globals = {}       # name -> InterpreterClosure (its Code filled by drain())
+        self.pending = []
+        # what each fn literal captures, found in one walk of the outermost function that holds
+        # it (a walk per literal was quadratic in the nesting depth of closures)
+        self.free_vars = FreeVars()
+
+    def global_closure(self, gv):
+        name = gv.name_hint
+        clo = self.globals.get(name)
+        if clo is None:
+            if self.mod is None or name not in self.mod:
+                where = "no module was given" if self.mod is None else "the module does not define it"
+                raise EvaluationError(f"the program refers to the global @{name}, but {where}")
+            func = self.mod[name]
+            code = Code("@" + name, func)
+            clo = InterpreterClosure(code, ())
+            self.globals[name] = clo
+            self.pending.append((code, func))
+        return clo
+
+    def compile_function(self, func, name, captures=(), ncaptures=None, tuple_fields=None):
+        code = Code(name, func)
+        FunctionCompiler(self, code, func.params, captures, ncaptures,
+                          tuple_fields).compile_body(func.body)
+        return code
+
+    def drain(self):
+        while self.pending:
+            code, func = self.pending.pop()
+            FunctionCompiler(self, code, func.params, ()).compile_body(func.body)
+
+
+class FunctionCompiler(ExprFunctor):
+    """Compiles one function body into the blocks of `code`.
+
+    `visit(e)` emits the code computing `e` into the current block and returns the slot holding
+    its value. It does NOT memoize: a node shared by two branches must be computed on each path,
+    and an effectful node (`!r`) shared at two places must run twice.
+    """
+
+    def __init__(self, program, code, params, captures, ncaptures=None, tuple_fields=None):
+        """`captures`: the captured Vars, then (up to `ncaptures`) captured tuple fields that
+        `tuple_fields` ({capture index: [capture indices of its fields]}) describes."""
+        super().__init__()
+        self.program = program
+        self.code = code
+        self.env = {}                    # id(Var) -> slot
+        self.template = []               # initial frame contents
+        self.atoms = {}                  # id(Constant/GlobalVar/...) -> slot holding its value
+        self.keep = []                   # keeps nodes keyed by id alive while compiling
+        self.tuple_fields = {}           # slot of a tuple built in this frame -> its field slots
+        self.names = []                  # per slot: the name_hint of its Var (Code.slot_names)
+        for p in params:
+            self.env[id(p)] = self.new_slot(name=p.name_hint)
+        for v in captures:
+            self.env[id(v)] = self.new_slot(name=v.name_hint)
+        ncaptures = len(captures) if ncaptures is None else ncaptures
+        while len(self.template) < len(params) + ncaptures:
+            self.new_slot()
+        base = len(params)
+        for i, fields in (tuple_fields or {}).items():
+            self.tuple_fields[base + i] = [base + j for j in fields]
+        code.nparams = len(params)
+        code.ncaptures = ncaptures
+        code.params = Parameters(code.name, params, value_checker())
+        self.block = code.entry = Block(code)
+
+    # ---- helpers -----------------------------------------------------------------------------
+    def visit(self, expr):
+        cls = expr.__class__
+        if cls is Var:                      # the commonest operands, without dispatch
+            slot = self.env.get(id(expr))
+            return self.visit_Var(expr) if slot is None else slot
+        if cls is Constant:
+            slot = self.atoms.get(id(expr))
+            return self.visit_Constant(expr) if slot is None else slot
+        return self.dispatch(expr)
+
+    def new_slot(self, value=None, name=None):
+        self.template.append(value)
+        self.names.append(name)
+        return len(self.template) - 1
+
+    def atom_slot(self, node, value):
+        slot = self.atoms.get(id(node))
+        if slot is None:
+            slot = self.atoms[id(node)] = self.new_slot(value)
+            self.keep.append(node)
+        return slot
+
+    def emit(self, step, node, dst):
+        """Append `step` (computing `node` into slot `dst`) to the current block."""
+        block = self.block
+        block.steps.append(step)
+        block.info.append(Step(step, node, dst, block))
+
+    def new_block(self):
+        return Block(self.code)
+
+    def end_block(self, kind, node, **fields):
+        block = self.block
+        block.kind = kind
+        block.node = node
+        for name, value in fields.items():
+            setattr(block, name, value)
+        if len(block.args) >= 2:
+            block.gather = itemgetter(*block.args)
+
+    def compile_body(self, body):
+        self.compile_tail(body)
+        code = self.code
+        start = code.nparams + code.ncaptures
+        code.rest = self.template[start:]
+        code.nslots = len(self.template)
+        code.slot_names = self.names
+        seal(code)
+
+    # ---- bindings ------------------------------------------------------------------------------
+    def bind(self, var, value):
+        if isinstance(value, Function):
+            slot = self.env[id(var)] = self.new_slot()     # before compiling: it may recurse
+            self.compile_closure(value, slot, "%" + var.name_hint)
+        else:
+            slot = self.env[id(var)] = self.visit(value)
+        if self.names[slot] is None:
+            self.names[slot] = var.name_hint
+        self.keep.append(var)
+
+    def compile_closure(self, func, dst, name="fn"):
+        captures = self.program.free_vars(func)
+        srcs = [self.visit_Var(v) for v in captures]
+        # A captured tuple built in this frame also passes its fields, so that projections of it
+        # inside the closure (the backpropagators of reverse AD read `%d.1`) cost nothing.
+        inner_fields = {}
+        i = 0
+        while i < len(srcs) and len(srcs) <= len(captures) + MAX_EXTRA_CAPTURES:
+            fields = self.tuple_fields.get(srcs[i])
+            if fields is not None and len(fields) <= MAX_EXTRA_CAPTURES:
+                inner_fields[i] = list(range(len(srcs), len(srcs) + len(fields)))
+                srcs.extend(fields)
+            i += 1
+        code = self.program.compile_function(func, name, captures, len(srcs), inner_fields)
+        self.emit(closure_step(code, dst, srcs), func, dst)
+
+    # ---- tail position: a loop down let-chains, else-branches and last match clauses -----------
+    def compile_tail(self, e):
+        while True:
+            if isinstance(e, Let):
+                self.bind(e.var, e.value)
+                e = e.body
+            elif isinstance(e, If):
+                cond = self.visit(e.cond)
+                then_b, else_b = self.new_block(), self.new_block()
+                self.end_block(BRANCH, e, src=cond, target=then_b, other=else_b)
+                self.block = then_b
+                self.compile_tail(e.true_branch)
+                self.block = else_b
+                e = e.false_branch
+            elif isinstance(e, Match) and e.clauses:
+                heads = self.compile_match_head(e)
+                for clause, (block, bindings) in list(zip(e.clauses, heads))[:-1]:
+                    self.block = block
+                    self.env.update(bindings)
+                    self.compile_tail(clause.rhs)
+                self.block, bindings = heads[-1]
+                self.env.update(bindings)
+                e = e.clauses[-1].rhs
+            elif isinstance(e, Call) and not isinstance(e.op, (Op, Constructor)):
+                fn = self.visit(e.op)
+                args = tuple(self.visit(a) for a in e.args)
+                self.end_block(TAILCALL, e, src=fn, args=args)
+                return
+            else:
+                self.end_block(RETURN, e, src=self.visit(e))
+                return
+
+    def compile_match_head(self, e):
+        """MATCH on the data; returns one (block, bindings) per clause.
+
+        The same Var may be bound by the patterns of two clauses; each clause body is compiled
+        with its own pattern's slots (`self.env.update(bindings)` before it).
+        """
+        data = self.visit(e.data)
+        clauses, heads = [], []
+        for clause in e.clauses:
+            bindings = {}
+
+            def bind(var, bindings=bindings):
+                slot = bindings[id(var)] = self.new_slot(name=var.name_hint)
+                self.keep.append(var)
+                return slot
+            matcher = compile_pattern(clause.lhs, bind)
+            block = self.new_block()
+            clauses.append((matcher, block))
+            heads.append((block, bindings))
+        self.end_block(MATCH, e, src=data, clauses=tuple(clauses))
+        return heads
+
+    # ---- value position ------------------------------------------------------------------------
+    def visit_Var(self, e):
+        slot = self.env.get(id(e))
+        if slot is None:
+            raise EvaluationError(f"free variable %{e.name_hint} in {self.code.name}: "
+                                  "evaluate needs a closed program")
+        return slot
+
+    def visit_GlobalVar(self, e):
+        return self.atom_slot(e, self.program.global_closure(e))
+
+    def visit_Constant(self, e):
+        return self.atom_slot(e, e.data)
+
+    def visit_Constructor(self, e):
+        # as the type checker has it: a bare nullary constructor is a value (`Nil`), any other
+        # constructor used as a value is a function
+        if not e.inputs:
+            return self.atom_slot(e, ConstructorValue(e, []))
+        return self.atom_slot(e, ConstructorClosure(e))
+
+    def visit_Tuple(self, e):
+        srcs = [self.visit(f) for f in e.fields]
+        if not srcs:
+            return self.atom_slot(e, ())
+        dst = self.new_slot()
+        self.emit(tuple_step(e, dst, srcs), e, dst)
+        self.tuple_fields[dst] = srcs
+        return dst
+
+    def visit_TupleGetItem(self, e):
+        src = self.visit(e.tuple_value)
+        fields = self.tuple_fields.get(src)
+        if fields is not None and 0 <= e.index < len(fields):
+            # a projection of a tuple built in this frame is its field's slot: slots are written
+            # once per frame and the tuple's step dominates every use of its variable
+            return fields[e.index]
+        dst = self.new_slot()
+        self.emit(getitem_step(e, dst, src, e.index), e, dst)
+        return dst
+
+    def visit_Function(self, e):
+        dst = self.new_slot()
+        self.compile_closure(e, dst)
+        return dst
+
+    def visit_Call(self, e):
+        op = e.op
+        if isinstance(op, Op):
+            srcs = [self.visit(a) for a in e.args]
+            dst = self.new_slot()
+            self.emit(op_step(e, dst, srcs), e, dst)
+            return dst
+        if isinstance(op, Constructor):
+            if len(e.args) != len(op.inputs):
+                raise EvaluationError(f"constructor {op.name_hint} takes {len(op.inputs)} field(s), "
+                                      f"got {len(e.args)} in {node_text(e)}")
+            srcs = [self.visit(a) for a in e.args]
+            dst = self.new_slot()
+            self.emit(constructor_step(op, dst, srcs), e, dst)
+            return dst
+        fn = self.visit(op)
+        args = tuple(self.visit(a) for a in e.args)
+        dst = self.new_slot()
+        after = self.new_block()
+        self.end_block(CALL, e, src=fn, args=args, dst=dst, target=after)
+        self.block = after
+        return dst
+
+    def visit_Let(self, e):
+        while isinstance(e, Let):
+            self.bind(e.var, e.value)
+            e = e.body
+        return self.visit(e)
+
+    def visit_If(self, e):
+        cond = self.visit(e.cond)
+        dst = self.new_slot()
+        then_b, else_b, join = self.new_block(), self.new_block(), self.new_block()
+        self.end_block(BRANCH, e, src=cond, target=then_b, other=else_b)
+        for block, branch in ((then_b, e.true_branch), (else_b, e.false_branch)):
+            self.block = block
+            self.emit(move_step(dst, self.visit(branch)), e, dst)
+            self.end_block(JUMP, e, target=join)
+        self.block = join
+        return dst
+
+    def visit_Match(self, e):
+        dst = self.new_slot()
+        join = self.new_block()
+        heads = self.compile_match_head(e)
+        for clause, (block, bindings) in zip(e.clauses, heads):
+            self.block = block
+            self.env.update(bindings)
+            self.emit(move_step(dst, self.visit(clause.rhs)), e, dst)
+            self.end_block(JUMP, e, target=join)
+        self.block = join
+        return dst
+
+    def visit_RefCreate(self, e):
+        v = e.value
+        if (isinstance(v, Call) and isinstance(v.op, Op) and v.op.name == "zeros" and not v.args
+                and numpy_fast_impl(v.op, v.attrs) is not None):
+            # `ref(zeros(..))` (reverse AD's fresh gradient references): the shared read-only
+            # zero tensor, so that the first accumulation into it can be a plain write
+            dst = self.new_slot()
+            self.emit(ref_create_step(dst, self.atom_slot(
+                e, shared_zeros(v.attrs["shape"], v.attrs["dtype"]))), e, dst)
+            return dst
+        src = self.visit(e.value)
+        dst = self.new_slot()
+        self.emit(ref_create_step(dst, src), e, dst)
+        return dst
+
+    def visit_RefRead(self, e):
+        src = self.visit(e.ref)
+        dst = self.new_slot()
+        self.emit(ref_read_step(e, dst, src), e, dst)
+        return dst
+
+    def visit_RefWrite(self, e):
+        step = self.accumulate_step(e)
+        if step is not None:
+            return step
+        ref = self.visit(e.ref)
+        src = self.visit(e.value)
+        dst = self.new_slot()
+        self.emit(ref_write_step(e, dst, ref, src), e, dst)
+        return dst
+
+    def accumulate_step(self, e):
+        """`r := !r + g` (reverse AD's gradient accumulation) with `r` and `g` variables or
+        constants: one step instead of a read, an add and a write. None for anything else."""
+        v = e.value
+        step = self.take_accumulate_step(e)
+        if step is not None:
+            return step
+        if not (isinstance(v, Call) and isinstance(v.op, Op) and v.op.name == "add"
+                and len(v.args) == 2 and isinstance(v.args[0], RefRead)
+                and isinstance(v.args[1], (Var, Constant))):
+            return None
+        ref_expr = e.ref
+        if not (isinstance(ref_expr, Var) and v.args[0].ref is ref_expr):
+            return None
+        t = getattr(v, "_checked_type", None)
+        add = numpy_fast_impl(v.op, v.attrs, t if isinstance(t, TensorType) else None)
+        if add is None:
+            return None
+        ref = self.visit(ref_expr)
+        src = self.visit(v.args[1])
+        dst = self.new_slot()
+        tg = static_type(v.args[1])
+        overwrite = (isinstance(t, TensorType) and isinstance(tg, TensorType)
+                     and tg.shape == t.shape and tg.dtype == t.dtype)
+        self.emit(accumulate_step(e, v, dst, ref, src, add,
+                                  isinstance(t, TensorType) and len(t.shape) >= 1, overwrite),
+                  e, dst)
+        return dst
+
+    def take_accumulate_step(self, e):
+        """`r := !r + take_backward(g, idx, like)` (reverse AD's gradient of take, left inline
+        by the transform) with atoms as arguments and one float type throughout: one in-place
+        scatter-add step. None for anything else."""
+        v = e.value
+        if not (isinstance(v, Call) and isinstance(v.op, Op) and v.op.name == "add"
+                and len(v.args) == 2 and isinstance(v.args[0], RefRead)
+                and isinstance(e.ref, Var) and v.args[0].ref is e.ref):
+            return None
+        tb = v.args[1]
+        if not (isinstance(tb, Call) and isinstance(tb.op, Op) and tb.op.name == "take_backward"
+                and all(isinstance(a, (Var, Constant)) for a in tb.args)):
+            return None
+        t, tt = getattr(v, "_checked_type", None), getattr(tb, "_checked_type", None)
+        tl, tg = static_type(tb.args[2]), static_type(tb.args[0])
+        if not (isinstance(t, TensorType) and t == tt and t == tl and t.dtype.startswith("float")
+                and isinstance(tg, TensorType) and tg.dtype == t.dtype):
+            return None
+        axis = tb.attrs["axis"]
+        ref = self.visit(e.ref)
+        gs, ids = self.visit(tb.args[0]), self.visit(tb.args[1])
+        dst = self.new_slot()
+        self.emit(take_accumulate_step(e, dst, ref, gs, ids,
+                                       None if axis is None else axis % len(t.shape)), e, dst)
+        return dst
+
+    def visit_default(self, node):
+        raise EvaluationError(f"the interpreter cannot evaluate a {type(node).__name__} node")
+
+
+def seal(code):
+    """Turn every block's step lists into tuples (faster to iterate)."""
+    for block in code.blocks:
+        block.steps = tuple(block.steps)
+        block.info = tuple(block.info)
