@@ -28,11 +28,11 @@ from relayish.ir.expr import (Call, Constant, Function, GlobalVar, Let, Tuple, T
                               const)
 from relayish.ir.module import Module
 from relayish.ir.op import make_call
-from relayish.ir.types import TensorType
 from relayish.ir.visitor import run_deep
 from relayish.ad import forward
 from relayish.ad.reverse import ReverseAD
 from relayish.ad.reverse_entry import build_entry
+from relayish.ad.structure import is_float_tensor
 
 __all__ = ["gradient", "grad", "value_and_grad", "vjp", "hessian", "hvp", "jvp", "jacobian",
            "derivative", "hvp_forward_over_reverse", "hvp_reverse", "hessian_forward"]
@@ -189,7 +189,7 @@ def jacobian(f, mod=None):
     """
     func, src, x_t = _one_vector_input(f, mod, "jacobian")
     out_t = func.checked_type.ret_type
-    if not (isinstance(out_t, TensorType) and out_t.is_float):
+    if not is_float_tensor(out_t):
         raise GradientError(f"jacobian needs a function returning a float tensor; this one "
                             f"returns {out_t}")
     shape = tuple(out_t.shape) + tuple(x_t.shape)
@@ -226,7 +226,7 @@ def derivative(f, order=1, mod=None):
         raise GradientError(f"derivative: order must be an int of at least 1, got {order!r}")
     func, src, x_t = _one_vector_input(f, mod, "derivative")
     out_t = func.checked_type.ret_type
-    if not (isinstance(out_t, TensorType) and out_t.is_float and out_t.shape == ()):
+    if not (is_float_tensor(out_t) and out_t.shape == ()):
         raise GradientError(f"derivative needs a function returning a float scalar; this one "
                             f"returns {out_t}")
     d = grad(f, mod=mod)
@@ -253,14 +253,15 @@ def _one_vector_input(f, mod, what):
                             f"{len(func.params)}")
     p = func.params[0]
     t = getattr(p, "_checked_type", None) or p.type_annotation
-    if not (isinstance(t, TensorType) and t.is_float):
+    if not is_float_tensor(t):
         raise GradientError(f"{what} needs a function of one float tensor; its parameter "
                             f"%{p.name_hint} has type {t}")
     return func, src, t
 
 
 def _prepare(f, mod):
-    """Type-check f; return (the Function, its source module or None, whether it came as a Module)."""
+    """Type-check f; return (the Function, its source module or None, whether it came as a
+    Module)."""
     from relayish.ir.typecheck import infer_type
     if isinstance(f, Module):
         if mod is not None:
@@ -340,7 +341,8 @@ def _infer(x):
 
 def _check_function(func, what):
     if not isinstance(func, Function):
-        raise RelayishError(f"{what} takes a relayish Function or Module, got {type(func).__name__}")
+        raise RelayishError(f"{what} takes a relayish Function or Module, got "
+                            f"{type(func).__name__}")
 
 
 def _with_module(f, mod):
@@ -376,25 +378,24 @@ def _hvp_module(mod):
     types = main.checked_type.arg_types
     xs = [Var(p.name_hint, t) for p, t in zip(main.params, types)]
     vs = [Var("v_" + p.name_hint, t) for p, t in zip(main.params, types)]
-    grads_tangent = TupleGetItem(TupleGetItem(Call(GlobalVar("main_grad_jvp_entry"), xs + vs), 1), 1)
-    out["main"] = Function(xs + vs, TupleGetItem(grads_tangent, 0) if len(xs) == 1 else grads_tangent)
+    entry = Call(GlobalVar("main_grad_jvp_entry"), xs + vs)
+    grads_tangent = TupleGetItem(TupleGetItem(entry, 1), 1)
+    out["main"] = Function(xs + vs, TupleGetItem(grads_tangent, 0) if len(xs) == 1
+                           else grads_tangent)
     return out
-
-
-def _is_float(t):
-    return isinstance(t, TensorType) and t.is_float
 
 
 def _check_scalar_objective(f):
     ft = f.checked_type
-    if not (_is_float(ft.ret_type) and ft.ret_type.shape == ()):
+    if not (is_float_tensor(ft.ret_type) and ft.ret_type.shape == ()):
         raise GradientError(f"the function must return a float scalar to have a Hessian; "
                             f"it returns {ft.ret_type}")
 
 
 def _hessian_param(f):
     ft = f.checked_type
-    if len(ft.arg_types) != 1 or not _is_float(ft.arg_types[0]) or len(ft.arg_types[0].shape) > 1:
+    if len(ft.arg_types) != 1 or not is_float_tensor(ft.arg_types[0]) \
+            or len(ft.arg_types[0].shape) > 1:
         shown = ", ".join(str(t) for t in ft.arg_types)
         raise GradientError(f"hessian takes a function of one float vector or scalar, "
                             f"fn(Tensor[(n), float]) -> float; got fn({shown})")

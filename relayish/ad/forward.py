@@ -1,6 +1,6 @@
 """Forward-mode AD: dual numbers through the IR, closure-preserving.
 
-    jvp : (fn(T1..Tn) -> R)  ->  fn(T1..Tn, T1..Tn) -> (R, R)        x1..xn, v1..vn -> (f(x), J(x) v)
+    jvp : (fn(T1..Tn) -> R)  ->  fn(T1..Tn, T1..Tn) -> (R, R)     x1..xn, v1..vn -> (f(x), J(x) v)
 
 Every value of type T becomes a value of its dual type D(T):
 
@@ -20,10 +20,14 @@ tangent:
 
 Variables, tuples, closures, refs, constructors, match, if and calls of functions and globals
 (recursion included) map structurally; branches test primal values. A let-bound function may
-call itself (`let %f = fn (..) { .. %f(..) .. }`): its dual binder is bound before its value. The output is an ordinary
-relayish program, so it prints, parses, type-checks, runs on every backend and can be
-differentiated again: `jvp(gradient(f))` is forward-over-reverse and gives Hessian-vector
-products.
+call itself (`let %f = fn (..) { .. %f(..) .. }`): its dual binder is bound before its value.
+The output is an ordinary relayish program, so it prints, parses, type-checks, runs on every
+backend and can be differentiated again: `jvp(gradient(f))` is forward-over-reverse and gives
+Hessian-vector products.
+
+Converting between a value and its dual (`split_dual`, `make_dual`, zeros of a value) is the
+structure map of structure.py; the op call in a tangent rule's result is replaced by its
+variable with rewrite.py's `replace_node`.
 
 This module is the transform only (`transform_function`, `transform_module`); the entry points
 (`rl.jvp`, `hvp`, `hessian_forward`, ...) are in api.py, which imports this module and never the
@@ -75,10 +79,6 @@ def _type_of(e):
     return t
 
 
-def _is_float(t):
-    return isinstance(t, TensorType) and t.is_float
-
-
 class ForwardTransform(ExprFunctor):
     """e : T  ~>  e' : D(T). Binders map through `env`; helper bindings go to the open scope.
 
@@ -118,9 +118,10 @@ class ForwardTransform(ExprFunctor):
         return self.emit(name, e)
 
     def bind_var(self, var):
-        t = var.type_annotation if getattr(var, "_checked_type", None) is None else var._checked_type
+        t = getattr(var, "_checked_type", None) or var.type_annotation
         if t is None:
-            raise GradientError(f"jvp: the program must be type-checked first; no type for %{var.name_hint}")
+            raise GradientError(f"jvp: the program must be type-checked first; no type for "
+                                f"%{var.name_hint}")
         new = Var(var.name_hint, self.dual_type(t))
         new._checked_type = self.dual_type(t)
         self.env[id(var)] = new
