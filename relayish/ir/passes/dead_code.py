@@ -7,9 +7,13 @@ call of a function that may do any of these), used or not. Relay's DCE dropped a
 `let %_ = %r := %v` (TVM issue #6803) because it looked only at uses; here the effects decide.
 
 Removal is transitive in one pass: a binding used only by removed bindings goes too, whatever
-the nesting (`let %a = f(%x); let %b = g(%a); %x` loses both). Globals stay: a Module's other
-globals are part of what it means (rl.optimize keeps them), so none is removed even if @main
-never calls it.
+the nesting (`let %a = f(%x); let %b = g(%a); %x` loses both). Unused parameters of let-bound
+closures go with their arguments: in `let %f = fn (%a, %b) {..}` whose %f is only ever called
+(never passed, stored or returned), a parameter the body does not use is removed, and with it
+the argument at every call, when each of those arguments is droppable (so `%f(x, exp(y))`
+becomes `%f(x)` and what only `exp(y)` used may go too). Globals stay: a Module's other globals
+are part of what it means (rl.optimize keeps them), so none is removed even if @main never
+calls it, and their parameters stay (a global's signature is its interface).
 
 Scheme (linear): reference counts on the program as a DAG. One walk counts, for every node, the
 edges into it from distinct nodes (a node shared at two places has two; a Var's count is its
@@ -24,20 +28,24 @@ around a cycle).
 """
 from __future__ import annotations
 
-from relayish.ir.expr import Let, Var
+from relayish.ir.analysis import walk
+from relayish.ir.expr import Call, Function, Let, Var
 from relayish.ir.passes.base import Pass
 from relayish.ir.passes.effects import Effects
 from relayish.ir.passes.uses import operands, reference_counts
+from relayish.ir.types import FuncType
 from relayish.ir.visitor import ExprMutator, build_let_chain, no_gc, run_deep
 
 __all__ = ["DeadCode", "eliminate"]
 
 
 class _DeadCode(ExprMutator):
-    def __init__(self, effects, counts):
+    def __init__(self, effects, counts, calls):
         super().__init__()
         self.effects = effects
         self.counts = counts
+        self.calls = calls              # id(Var) -> the distinct Call nodes that call it
+        self.narrowed: dict = {}        # id(let-bound Var) -> (its new Var, parameters kept)
 
     def release(self, node):
         """`node` loses one use; what only it used loses its uses in turn."""
@@ -50,6 +58,33 @@ class _DeadCode(ExprMutator):
             if counts[key] == 0 and not isinstance(node, Var):
                 work.extend(operands(node))
 
+    def narrow(self, let):
+        """For `let %f = fn (...) {...}` whose %f is only ever called (it never escapes): the
+        parameters its body never uses and whose arguments are droppable at every call go, and
+        %f is renamed so that its calls are rebuilt without those arguments."""
+        func, var = let.value, let.var
+        calls = self.calls.get(id(var), ())
+        if not calls or len(calls) != self.counts.get(id(var), 0):
+            return
+        keep = [k for k, p in enumerate(func.params) if self.counts.get(id(p), 0) > 0
+                or not all(self.effects.droppable(call.args[k]) for call in calls)]
+        if len(keep) == len(func.params):
+            return
+        t = var.type_annotation
+        if isinstance(t, FuncType):
+            t = FuncType([t.arg_types[k] for k in keep], t.ret_type, t.type_params)
+        self.narrowed[id(var)] = (Var(var.name_hint, t), keep)
+
+    def visit_Call(self, e):
+        narrowed = self.narrowed.get(id(e.op)) if isinstance(e.op, Var) else None
+        if narrowed is None:
+            return super().visit_Call(e)
+        var, keep = narrowed
+        for k, arg in enumerate(e.args):
+            if k not in keep:
+                self.release(arg)
+        return Call(var, [self.visit(e.args[k]) for k in keep])
+
     def visit_Let(self, e):
         chain = [e]
         node = e.body
@@ -57,18 +92,35 @@ class _DeadCode(ExprMutator):
         while isinstance(node, Let) and self.counts.get(id(node), 1) == 1:
             chain.append(node)
             node = node.body
+        for let in chain:               # before any call of them is rebuilt
+            if isinstance(let.value, Function):
+                self.narrow(let)
         body = self.visit(node)
         kept = []
         for let in reversed(chain):
+            narrowed = self.narrowed.get(id(let.var))
             if self.counts.get(id(let.var), 0) == 0 and self.effects.droppable(let.value):
                 self.release(let.value)
+            elif narrowed is not None:
+                var, keep = narrowed
+                func = let.value
+                kept.append((var, Function([func.params[k] for k in keep], self.visit(func.body),
+                                           func.ret_type, func.type_params)))
             else:
                 kept.append((let.var, self.visit(let.value)))
         kept.reverse()
-        if len(kept) == len(chain) and all(
-                value is let.value for (_, value), let in zip(kept, chain)) and body is node:
+        if all(var is let.var and value is let.value for (var, value), let in zip(kept, chain)) \
+                and len(kept) == len(chain) and body is node:
             return e
         return build_let_chain(kept, body)
+
+
+def _calls_of_vars(expr) -> dict:
+    calls: dict = {}
+    for node in walk(expr):
+        if isinstance(node, Call) and isinstance(node.op, Var):
+            calls.setdefault(id(node.op), []).append(node)
+    return calls
 
 
 def eliminate(func, effects=None):
@@ -78,7 +130,7 @@ def eliminate(func, effects=None):
         effects = Effects(func)
 
     def run():
-        return _DeadCode(effects, reference_counts(func)).visit(func)
+        return _DeadCode(effects, reference_counts(func), _calls_of_vars(func)).visit(func)
     with no_gc():       # the new chain's nodes all stay alive: nothing for gc to free
         return run_deep(run)
 
