@@ -23,11 +23,10 @@ import time
 import numpy as np
 
 from relayish.errors import CompileError, EvaluationError, RelayishError
-from relayish.ir.expr import (Constructor, Function, Let, PatternConstructor, PatternTuple,
-                              PatternVar, PatternWildcard, _short_text)
+from relayish.ir.expr import Constructor, Function, _short_text
 from relayish.ir.op import Op
 from relayish.ir.analysis import FreeVars
-from relayish.backend.values import ConstructorValue
+from relayish.backend.runtime.bindings import bind_pattern, is_recursive, let_chain
 from relayish.backend.jax.batching import batched_calls
 from relayish.backend.jax.joins import select_tree, switch, tensor_contents
 from relayish.backend.jax.limits import MAX_ACTIVATIONS_UNDER_JOIN, TRACE_LIMITS
@@ -43,6 +42,19 @@ class _Unsplit(Exception):
     def __init__(self, union):
         super().__init__()
         self.union = union
+
+
+def _split(subst):
+    """The `resolve` hook of bind_pattern (runtime/bindings.py) inside a match: a joined value
+    is read as the alternative `subst` chose for it; one not chosen yet stops the match
+    (_Unsplit), which then runs once per alternative under a switch."""
+    def resolve(v):
+        if isinstance(v, JUnion):
+            if id(v) not in subst:
+                raise _Unsplit(v)
+            return subst[id(v)]
+        return v
+    return resolve
 
 
 def _captured(func, cache):
@@ -261,24 +273,22 @@ class TraceEvaluator:
         return out
 
     def visit_Let(self, e, env, tail):
-        while isinstance(e, Let):           # a loop down the chain, never recursion
-            value = e.value
-            if isinstance(value, Function):
-                if any(v is e.var for v in _captured(value, self.captured)):    # let rec
-                    closure = JClosure(value, {}, "%" + e.var.name_hint, next_serial())
-                    env[e.var] = closure
-                    for v in _captured(value, self.captured):
-                        closure.env[v] = env[v] if v in env else None
-                        if v not in env:
-                            raise CompileError(f"unbound variable %{v.name_hint} in "
-                                               f"{_short_text(value)}")
-                    e = e.body
-                    continue
-                env[e.var] = self.visit_Function(value, env, False, name="%" + e.var.name_hint)
+        bindings, body = let_chain(e)       # a loop down the chain, never recursion
+        for var, value in bindings:
+            if is_recursive(var, value, self.captured):
+                # the closure exists before its environment is gathered: it captures itself
+                closure = JClosure(value, {}, "%" + var.name_hint, next_serial())
+                env[var] = closure
+                for v in _captured(value, self.captured):
+                    if v not in env:
+                        raise CompileError(f"unbound variable %{v.name_hint} in "
+                                           f"{_short_text(value)}")
+                    closure.env[v] = env[v]
+            elif isinstance(value, Function):
+                env[var] = self.visit_Function(value, env, False, name="%" + var.name_hint)
             else:
-                env[e.var] = self.eval(value, env)
-            e = e.body
-        return self.eval(e, env, tail)
+                env[var] = self.eval(value, env)
+        return self.eval(body, env, tail)
 
     def visit_If(self, e, env, tail):
         cond = self.eval(e.cond, env)
@@ -302,10 +312,11 @@ class TraceEvaluator:
         return self._match(e, data, env, tail, {} if subst is None else subst)
 
     def _match(self, e, data, env, tail, subst):
+        resolve = _split(subst)
         for clause in e.clauses:
             bound = {}
             try:
-                ok = self._bind(clause.lhs, data, bound, subst)
+                ok = bind_pattern(clause.lhs, data, bound, resolve)
             except _Unsplit as split:
                 u = split.union
                 if tail:
@@ -325,29 +336,6 @@ class TraceEvaluator:
                                f"may produce ({describe(data)}); the jax backend cannot report "
                                f"this at run time: use rl.evaluate")
         raise EvaluationError(f"no clause of {text} matches the value {describe(data)}")
-
-    def _bind(self, p, v, out, subst):
-        if isinstance(p, PatternWildcard):
-            return True
-        if isinstance(p, PatternVar):
-            out[p.var] = v
-            return True
-        if isinstance(v, JUnion):
-            if id(v) not in subst:
-                raise _Unsplit(v)
-            v = subst[id(v)]
-        if isinstance(p, PatternTuple):
-            if not isinstance(v, tuple) or len(v) != len(p.patterns):
-                raise CompileError(f"tuple pattern against a {describe(v)}")
-            return all(self._bind(sp, sv, out, subst) for sp, sv in zip(p.patterns, v))
-        if isinstance(p, PatternConstructor):
-            if not isinstance(v, ConstructorValue):
-                raise CompileError(f"constructor pattern {p.constructor.name_hint} against a "
-                                   f"{describe(v)}")
-            if v.constructor is not p.constructor:
-                return False
-            return all(self._bind(sp, sv, out, subst) for sp, sv in zip(p.patterns, v.fields))
-        raise CompileError(f"unknown pattern {type(p).__name__}")
 
     def visit_RefCreate(self, e, env, tail):
         return JRef(self.zeros.stored(self.eval(e.value, env)), next_serial())
