@@ -55,7 +55,7 @@ class Backend:
     to_numpy: Callable = np.asarray
     jax_traceable: bool = False
     setup_cost: Callable | None = None
-    device_aliases: dict = attrs.field(factory=dict)
+    device_aliases: dict = attrs.field(factory=dict, hash=False)
 
     def device_name(self, device):
         """The registered name `device` spells (None: the default), or None if it is not one."""

@@ -41,8 +41,8 @@ loops; other nesting recurses under `run_deep`.
 """
 from __future__ import annotations
 
-from relayish.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, Match,
-                              RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var)
+from relayish.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, RefCreate,
+                              RefRead, RefWrite, Tuple, TupleGetItem, Var)
 from relayish.ir.fields import children, map_children
 from relayish.ir.op import Op, get_op, make_call
 from relayish.ir.passes.base import TYPED, Pass
@@ -51,17 +51,16 @@ from relayish.ir.visitor import ExprMutator, ExprVisitor, build_let_chain, run_d
 
 __all__ = ["MergeMatmul", "merge_matmul"]
 
-# nodes whose children run unconditionally, in order, when the node does
+# nodes whose children run unconditionally, in order, when the node does; the others (Let,
+# Function, If, Match) open scopes of their own, merged where they are
 _STRAIGHT = (Call, Tuple, TupleGetItem, RefCreate, RefRead, RefWrite)
-# nodes that open scopes of their own (their insides are merged where they are)
-_SCOPES = (Let, Function, If, Match)
 
 
 class MergeMatmul(Pass):
     """`rl.passes.merge_matmul`: matmuls sharing their right operand become one (module text).
 
         >>> f = rl.parse_expr('''fn (%a: Tensor[(2, 3), float32], %b: Tensor[(4, 3), float32],
-        ...                        %x: Tensor[(3), float32]) { (%a @ %x, %b @ %x) }''')
+        ...     %x: Tensor[(3), float32]) { (matmul(%a, %x), matmul(%b, %x)) }''')
         >>> print(rl.passes.merge_matmul(f))   # one matmul against concatenate((%a, %b)), sliced
     """
 
@@ -260,7 +259,7 @@ def _replace_straight(expr, replace):
     """expr with the nodes in `replace` (by id) swapped, looking only where step 1 looked."""
     if id(expr) in replace:
         return replace[id(expr)]
-    if not isinstance(expr, _STRAIGHT) or isinstance(expr, _SCOPES):
+    if not isinstance(expr, _STRAIGHT):
         return expr
     return map_children(expr, lambda child: _replace_straight(child, replace)
                         if not isinstance(child, Op) else child)
