@@ -41,13 +41,15 @@ lifted binder is put in scope before its value is lifted (`bind_recursive_functi
 uses only ordinary IR nodes, so it type-checks, prints, parses, runs anywhere and can be
 differentiated again.
 
-This module is the expression transform (`ReverseAD`: `visit(e)` gives the lifted atom of e);
-the lifted type map and the constants it builds from are lifted.py's. The function the user
-gets (`bp := fn () { () }`, the inputs lifted with fresh zero references, the lifted body, the
-output seeded, `(!bp)()`, the input references read back) is built by reverse_entry.py. Every
-conversion that follows a value's type (an op's primal arguments, an op result paired with
-fresh references, reading those back, adding a cotangent in) is the one structure map of
-structure.py with its own action at a tensor.
+This module is the expression transform (`ReverseAD`: `visit(e)` gives the lifted atom of e,
+the visit_<Node> rules, op calls and their backward steps, globals). It emits through
+reverse_scopes.py (scopes, segments, deferred pairs); the lifted type map and the constants it
+builds from are lifted.py's. The function the user gets (`bp := fn () { () }`, the inputs lifted
+with fresh zero references, the lifted body, the output seeded, `(!bp)()`, the input
+references read back) is built by reverse_entry.py. Every conversion that follows a value's
+type (an op's primal arguments, an op result paired with fresh references, reading those back,
+adding a cotangent in) is the one structure map of structure.py with its own action at a
+tensor.
 """
 from __future__ import annotations
 
@@ -58,9 +60,9 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, Glo
                               Var, _short_text)
 from relayish.ir.module import Module
 from relayish.ir.op import Op, gradient_rule, make_call
-from relayish.ir.visitor import ExprVisitor, build_let_chain, run_deep
 from relayish.ad.lifted import (BP_TYPE, const_type, lifted_types, param_type, type_of,
                                 zeros_of)
+from relayish.ad.reverse_scopes import Deferred, ScopedEmitter
 from relayish.ad.rewrite import replace_node, with_checked_type
 from relayish.ad.structure import has_float, is_float_tensor, is_tensorish, map_structure
 from relayish.ad.twins import adt_definitions, fresh_name
@@ -72,41 +74,7 @@ def _text(node, limit=200):
 
 # ---- the transform ---------------------------------------------------------------------------
 
-class _Scope:
-    """A let-chain being built: its bindings, the keys it added to the memo (ReverseAD.memo),
-    the bp in effect, and the backward steps of its op calls not yet pushed onto bp (see
-    ReverseAD.flush)."""
-    __slots__ = ("bindings", "memo_keys", "bp", "pending", "segment", "produced")
-
-    def __init__(self, bp):
-        self.bindings = []
-        self.memo_keys = []
-        self.bp = bp
-        self.pending = []
-        self.segment = 0        # bumped by each flush
-        self.produced = []      # the deferred pairs of the pending segment
-
-
-class _Deferred:
-    """The lifted value `(z, ref)` of a float op result (or constant), not built yet.
-
-    Most op results are used only by later op calls of the same straight-line segment: their
-    gradient then flows through a local variable of the segment's backpropagator, and the pair
-    and its reference are never built. Any other use (a tuple field, a call argument, a result,
-    a use from an inner scope, a use after the segment's flush) builds the pair (`force`)."""
-    __slots__ = ("z", "t", "home", "segment", "remaining", "pair", "ref", "contribs", "inactive",
-                 "hint")
-
-    def __init__(self, z, t, home, remaining, inactive, hint):
-        self.z, self.t, self.home, self.segment = z, t, home, home.segment
-        self.remaining = remaining    # uses still to come in the original program
-        self.pair = self.ref = None
-        self.contribs = []            # cotangents from consumers in the same segment
-        self.inactive = inactive      # a constant: no gradient wanted
-        self.hint = hint
-
-
-class ReverseAD:
+class ReverseAD(ScopedEmitter):
     """Lifts expressions, functions and globals of a type-checked module (see module docstring).
 
     `out_mod` receives the lifted globals (`<name>_ad`), ADT twins and conversion helpers.
@@ -118,17 +86,11 @@ class ReverseAD:
         self.lifted_type = lifted_types(out_mod)
         for data in src_mod.type_definitions.values():
             self.lifted_type.add_type_data(data)
+        super().__init__()
         self.env: dict = {}            # original Var -> lifted atom
-        # ids of lifted values known to carry constants, and of fresh vars renamed after a
-        # user's let binder; the dicts keep the objects alive so that their ids stay unique
-        self.inactive: dict = {}
+        # ids of fresh vars renamed after a user's let binder (the dict keeps them alive, so
+        # that their ids stay unique)
         self.named: dict = {}
-        self.scopes: list = []
-        # what is already lifted (shared subexpressions, projections) in the open scopes: one
-        # dict for all of them, each scope removing its own keys when it closes, so that a
-        # lookup costs the same at any nesting depth (a dict per scope, searched innermost
-        # first, made nested programs quadratic)
-        self.memo: dict = {}
         # name (or (name, indices of constant parameters)) -> lifted GlobalVar
         self.lifted_globals: dict = {}
         self.todo_globals: list = []   # (original GlobalVar, constant parameters) to build
@@ -137,8 +99,6 @@ class ReverseAD:
         # again (vjp). A gradient program runs its backpropagator once per forward run (every
         # run creates fresh references), so it skips the resets.
         self.reset = True
-        self._keep = []
-        self.uses: dict = {}           # id(original node) -> number of references to it
         self.tuple_fields: dict = {}   # id(lifted tuple var) -> (var, its field atoms)
 
     def register_adts(self, expr):
@@ -146,94 +106,17 @@ class ReverseAD:
         for data in adt_definitions(expr).values():
             self.lifted_type.add_type_data(data)
 
-    def mark_inactive(self, v):
-        self.inactive[id(v)] = v
-
-    # -- scopes and emission ---------------------------------------------------------------
-    @property
-    def scope(self) -> _Scope:
-        return self.scopes[-1]
-
-    def emit(self, value, hint="t", t=None) -> Var:
-        v = Var(hint)
-        if t is not None:
-            v._checked_type = t
-        self.scope.bindings.append((v, value))
-        return v
-
-    def project(self, a, i, hint="f", t=None):
-        """`a.i`, bound once per scope (projections of lifted values repeat a lot)."""
-        key = ("proj", id(a), i)
-        hit = self.memo.get(key)
-        if hit is not None:
-            return hit
-        v = self.emit(TupleGetItem(a, i), hint, t)
-        self.remember(key, v)
-        self._keep.append(a)
-        return v
-
-    def remember(self, key, value):
-        """Memoize in the current scope: visible there and in the scopes it opens."""
-        self.memo[key] = value
-        self.scope.memo_keys.append(key)
-
-    def in_scope(self, fn, bp=None):
-        """Run fn() in a fresh scope; return the let-chain of what it emitted around its result."""
-        self.scopes.append(_Scope(self.scope.bp if bp is None and self.scopes else bp))
-        try:
-            result = fn()
-            self.flush()
-            bindings = self.scope.bindings
-            if bindings and bindings[-1][0] is result and result.type_annotation is None:
-                result = bindings.pop()[1]      # `let v = e; v` is just `e`
-            return build_let_chain(bindings, result)
-        finally:
-            memo = self.memo
-            for key in self.scopes.pop().memo_keys:
-                memo.pop(key, None)
-
-    def flush(self):
-        """Push the pending backward steps of this scope onto bp as one closure.
-
-        Consecutive op calls share one backpropagator closure (their steps run in reverse order
-        inside it): fewer closures, reads and writes of bp. Anything that may extend bp itself
-        (a call of a function, a branch, the end of a scope) flushes first, so the chain of
-        closures still runs every step after the steps of the values' later uses."""
-        scope = self.scope
-        for v in scope.produced:        # values used after this point keep a real reference
-            if v.remaining > 0 and v.pair is None:
-                self.materialize(v)
-        scope.produced = []
-        scope.segment += 1
-        steps = scope.pending
-        if not steps:
-            return
-        scope.pending = []
-        bp = scope.bp
-        old = Var("prev")
-        emitted = []
-
-        def backward():
-            for step in reversed(steps):
-                step()
-            emitted.append(bool(self.scope.bindings))
-            return Call(old, [])
-        body = self.in_scope(backward)
-        if emitted[0]:                  # steps whose results nobody used emit nothing
-            self.scope.bindings.append((old, RefRead(bp)))
-            self.emit(RefWrite(bp, Function([], body)), "u")
-
     # -- dispatch (the visit_<Node> idiom, memoized per scope) ------------------------------
     def visit(self, e):
         """The lifted atom of e (a Var, a non-float Constant, a lifted GlobalVar)."""
         v = self.deferrable(e)
-        if isinstance(v, _Deferred):
+        if isinstance(v, Deferred):
             v.remaining -= 1
             return self.force(v)
         return v
 
     def deferrable(self, e):
-        """Like visit, but float op results and constants may come back as _Deferred.
+        """Like visit, but float op results and constants may come back as Deferred.
 
         The caller consumes the value: it decrements `remaining` once it has used it (until
         then a flush keeps the value's reference, see flush)."""
@@ -248,35 +131,6 @@ class ReverseAD:
                 self.remember(key, result)
                 self._keep.append(e)
         return result
-
-    def force(self, v):
-        if not isinstance(v, _Deferred):
-            return v
-        if v.pair is None:
-            self.materialize(v)
-        return v.pair
-
-    def materialize(self, v):
-        """Build `(z, ref(zeros))` for a deferred value, in the scope that computed it."""
-        home = v.home
-        r = Var("r")
-        d = Var(v.hint if v.hint else "d")
-        home.bindings.append((r, RefCreate(zeros_of(v.t))))
-        home.bindings.append((d, Tuple([v.z, r])))
-        v.pair, v.ref = d, r
-        if v.inactive:
-            self.mark_inactive(d)
-
-    def deferred(self, z, t, node, inactive, hint=None):
-        v = _Deferred(z, t, self.scope, self.uses.get(id(node), 1), inactive, hint)
-        if not inactive:
-            self.scope.produced.append(v)
-        self._keep.append(v)
-        return v
-
-    def count_uses(self, func):
-        counter = _UseCounter(self.uses)
-        run_deep(counter.visit, func)
 
     def visit_Var(self, e):
         try:
@@ -353,7 +207,7 @@ class ReverseAD:
             n = len(self.scope.bindings)
             value = self.deferrable(e.value)
             bindings = self.scope.bindings
-            if isinstance(value, _Deferred):
+            if isinstance(value, Deferred):
                 # the let consumes the value once; its variable's references will use it
                 value.remaining += self.uses.get(id(e.var), 1) - 1 - 1   # binder, let
                 if value.hint is None or value.hint == "c":
@@ -458,11 +312,11 @@ class ReverseAD:
         args, consts = [], []
         for i, a in enumerate(e.args):
             v = self.deferrable(a)
-            if isinstance(v, _Deferred):
+            if isinstance(v, Deferred):
                 v.remaining -= 1
             if i < len(ptypes) and is_float_tensor(ptypes[i]) and self.is_inactive(v):
                 consts.append(i)
-                v = v.z if isinstance(v, _Deferred) else self.project(v, 0, "p", ptypes[i])
+                v = v.z if isinstance(v, Deferred) else self.project(v, 0, "p", ptypes[i])
             args.append(self.force(v))
         callee = self.lifted_global(e.op, tuple(consts))
         self.flush()
@@ -476,11 +330,11 @@ class ReverseAD:
         out_type = type_of(call)
         # a deferred argument from another scope, or from a segment already flushed, needs
         # its reference: its gradient is read by a closure pushed earlier
-        args = [a if not isinstance(a, _Deferred) or a.inactive or a.pair is not None
+        args = [a if not isinstance(a, Deferred) or a.inactive or a.pair is not None
                 or (a.home is self.scope and a.segment == self.scope.segment) else self.force(a)
                 for a in args]
         for a in args:
-            if isinstance(a, _Deferred):
+            if isinstance(a, Deferred):
                 a.remaining -= 1
         prims = [self.primal_atom(a, t) for a, t in zip(args, arg_types)]
         z = self.emit(with_checked_type(Call(op, prims, call.attrs), out_type),
@@ -529,7 +383,7 @@ class ReverseAD:
                 if (isinstance(gi, Call) and isinstance(gi.op, Op)
                         and gi.op.name == "take_backward"
                         and is_float_tensor(arg_types[i])
-                        and not (isinstance(args[i], _Deferred) and args[i].pair is None)):
+                        and not (isinstance(args[i], Deferred) and args[i].pair is None)):
                     # `r := !r + take_backward(..)` stays one expression: the interpreter
                     # scatters the rows into the reference in place (no dense gradient)
                     self.accumulate(args[i], arg_types[i], gi)
@@ -541,15 +395,10 @@ class ReverseAD:
         self.scope.pending.append(backward)
         return result
 
-    def is_inactive(self, a):
-        if isinstance(a, _Deferred):
-            return a.inactive
-        return id(a) in self.inactive
-
     def cotangent(self, out, t):
         """In a backward step: the cotangent of an op's result of type t (None when it is zero);
-        `out` is the result's _Deferred or the references of pair_with_fresh_refs."""
-        if isinstance(out, _Deferred):
+        `out` is the result's Deferred or the references of pair_with_fresh_refs."""
+        if isinstance(out, Deferred):
             if out.pair is not None:
                 return self.read_and_reset(out.ref, out.t)
             if not out.contribs:
@@ -564,7 +413,7 @@ class ReverseAD:
     # structure.py with its own action at a tensor (ops take and return tensors and tuples).
     def primal_atom(self, a, t):
         """The primal value of a lifted argument a (of original type t) of an op call."""
-        if isinstance(a, _Deferred):
+        if isinstance(a, Deferred):
             return a.z
 
         def tensor(a, t):
@@ -604,7 +453,7 @@ class ReverseAD:
 
     def accumulate(self, a, t, g):
         """Add the cotangent g into the references of the lifted value a (of original type t)."""
-        if isinstance(a, _Deferred):
+        if isinstance(a, Deferred):
             if a.inactive:
                 return
             if a.pair is None:
@@ -671,15 +520,3 @@ class ReverseAD:
 
 def _unchanged(value, t):
     return value
-
-
-class _UseCounter(ExprVisitor):
-    """How often each node is referenced (a Var: its binder counts once too)."""
-
-    def __init__(self, counts):
-        super().__init__()
-        self.counts = counts
-
-    def visit(self, expr):
-        self.counts[id(expr)] = self.counts.get(id(expr), 0) + 1
-        return super().visit(expr)
