@@ -177,8 +177,9 @@ class JaxFunction:
             # checked before XLA sees it: XLA's compiler segfaults on very deep programs
             raise CompileError(
                 f"the traced program is a chain of {depth} dependent operations ({entry.ops} "
-                f"in all, unrolling {entry.unrolled or 'the program'}), deeper than XLA compiles safely (limit "
-                f"{self.limits['max_depth']}; deeper chains crash XLA's compiler). Run it with "
+                f"in all, unrolling {entry.unrolled or 'the program'}), deeper than XLA compiles "
+                f"safely (limit {self.limits['max_depth']}; deeper chains crash XLA's compiler). "
+                "Run it with "
                 "rl.evaluate or rl.compile(..., backend=\"interpreter\"), or raise the bound at "
                 "your own risk: rl.compile(..., limits={\"max_depth\": ...})")
         entry.traced = True

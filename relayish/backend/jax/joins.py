@@ -369,7 +369,8 @@ class _Joiner:
             self.memo[key] = out
             out[3] = [(var, self.export(x, i)) for var, x in v.env.items()]
         elif isinstance(v, JUnion):
-            index = self.export(v.index, i) if not isinstance(v.index, np.ndarray) else _Same(v.index)
+            index = (_Same(v.index) if isinstance(v.index, np.ndarray)
+                     else self.export(v.index, i))
             out = ("union", index, [self.export(a, i) for a in v.alts])
         else:
             out = _Same(v)

@@ -1,7 +1,8 @@
 """Bounds on tracing for XLA: what the jax backend refuses before it hangs or XLA crashes.
 
-    TRACE_LIMITS            per process (assign to the dict) or per call:
-    trace_limits(limits)    rl.compile(f, limits={"max_depth": ..., "max_ops": ..., "max_seconds": ...})
+    TRACE_LIMITS            the bounds for the process (assign to the dict)
+    trace_limits(limits)    per call: rl.compile(f, limits={"max_depth": ..., "max_ops": ...,
+                            "max_seconds": ...})
     chain_depth(jaxpr)      the longest chain of dependent equations, checked before XLA compiles
 
 MAX_SWITCH_NESTING and MAX_ACTIVATIONS_UNDER_JOIN bound joins (joins.py, trace.py). Each bound

@@ -23,16 +23,18 @@ import time
 import numpy as np
 
 from relayish.errors import CompileError, EvaluationError, RelayishError
-from relayish.ir.expr import Constructor, Function, _short_text
+from relayish.ir.expr import Constructor, Function
 from relayish.ir.op import Op
 from relayish.ir.analysis import FreeVars
 from relayish.backend.runtime.bindings import bind_pattern, is_recursive, let_chain
+from relayish.backend.runtime.describe import node_text
 from relayish.backend.jax.batching import batched_calls
 from relayish.backend.jax.joins import select_tree, switch, tensor_contents
 from relayish.backend.jax.limits import MAX_ACTIVATIONS_UNDER_JOIN, TRACE_LIMITS
-from relayish.backend.jax.values import (POISON, Frame, JAdt, JClosure, JConstructorFn, JRef, JUnion,
-                                         Restart, TailCall, closure_name, describe, is_tensor,
-                                         is_traced, next_serial, same_tree_type, serial_of)
+from relayish.backend.jax.values import (POISON, Frame, JAdt, JClosure, JConstructorFn, JRef,
+                                         JUnion, Restart, TailCall, closure_name, describe,
+                                         is_tensor, is_traced, next_serial, same_tree_type,
+                                         serial_of)
 from relayish.backend.jax.zeros import ZeroTracker
 
 
@@ -95,7 +97,7 @@ class TraceEvaluator:
             method = getattr(self, "visit_" + type(expr).__name__, None)
             if method is None:
                 raise CompileError(f"the jax backend cannot evaluate {type(expr).__name__} nodes: "
-                                   f"{_short_text(expr)}")
+                                   f"{node_text(expr, 80)}")
             self._dispatch[type(expr)] = method
         return method(expr, env, tail)
 
@@ -115,7 +117,8 @@ class TraceEvaluator:
         if isinstance(callee, JClosure):
             func = callee.func
             if len(args) != len(func.params):
-                raise CompileError(f"{closure_name(callee)} takes {len(func.params)} argument(s), got "
+                raise CompileError(f"{closure_name(callee)} takes {len(func.params)} "
+                                   f"argument(s), got "
                                    f"{len(args)}")
             env = dict(callee.env)
             for p, a in zip(func.params, args):
@@ -213,7 +216,7 @@ class TraceEvaluator:
         value = self.eval(e.tuple_value, env)
         if not isinstance(value, tuple) or not 0 <= e.index < len(value):
             raise CompileError(f"cannot project field {e.index} of a {describe(value)} in "
-                               f"{_short_text(e)}")
+                               f"{node_text(e, 80)}")
         return value[e.index]
 
     def visit_Function(self, e, env, tail, name=None):
@@ -222,7 +225,8 @@ class TraceEvaluator:
             try:
                 captured[v] = env[v]
             except KeyError:
-                raise CompileError(f"unbound variable %{v.name_hint} in {_short_text(e)}") from None
+                raise CompileError(f"unbound variable %{v.name_hint} in "
+                                   f"{node_text(e, 80)}") from None
         return JClosure(e, captured, name, next_serial())   # name: None = its text, lazily
 
     def visit_Constructor(self, e, env, tail):
@@ -264,7 +268,7 @@ class TraceEvaluator:
             raise
         except Exception as exc:  # noqa: BLE001 - an impl fault names the call
             kind = EvaluationError if concrete else CompileError
-            raise kind(f"operator '{op.name}' failed in {_short_text(where, 200)}: "
+            raise kind(f"operator '{op.name}' failed in {node_text(where)}: "
                        f"{type(exc).__name__}: {exc}") from None
         if concrete:
             if not isinstance(out, np.ndarray):
@@ -282,7 +286,7 @@ class TraceEvaluator:
                 for v in _captured(value, self.captured):
                     if v not in env:
                         raise CompileError(f"unbound variable %{v.name_hint} in "
-                                           f"{_short_text(value)}")
+                                           f"{node_text(value, 80)}")
                     closure.env[v] = env[v]
             elif isinstance(value, Function):
                 env[var] = self.visit_Function(value, env, False, name="%" + var.name_hint)
@@ -295,7 +299,7 @@ class TraceEvaluator:
         if not is_traced(cond):
             if not is_tensor(cond) or np.shape(cond) != ():
                 raise CompileError(f"the condition of an if must be a bool scalar, got "
-                                   f"{describe(cond)} in {_short_text(e)}")
+                                   f"{describe(cond)} in {node_text(e, 80)}")
             return self.eval(e.true_branch if bool(cond) else e.false_branch, env, tail)
         import jax.numpy as jnp
         index = jnp.asarray(cond).astype(jnp.int32)
@@ -330,7 +334,7 @@ class TraceEvaluator:
             if ok:
                 env.update(bound)
                 return self.eval(clause.rhs, env, tail)
-        text = _short_text(e, 200)
+        text = node_text(e)
         if self.join_depth:
             raise CompileError(f"no clause of {text} matches a value that a traced condition "
                                f"may produce ({describe(data)}); the jax backend cannot report "

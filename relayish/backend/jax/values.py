@@ -26,7 +26,7 @@ import threading
 import numpy as np
 
 from relayish.backend.values import ConstructorValue
-from relayish.ir.expr import _short_text
+from relayish.backend.runtime.describe import node_text
 
 
 def load_jax():
@@ -150,7 +150,7 @@ class Frame:
 
 def closure_name(closure):
     if closure.name is None:
-        closure.name = _short_text(closure.func, 60)
+        closure.name = node_text(closure.func, 60)
     return closure.name
 
 
