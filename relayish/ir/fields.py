@@ -4,6 +4,7 @@ the model), and the generic walks that read them.
     node_field(kind, **attrs_kwargs)   an attrs field declared to hold `kind`
     fields_of(cls) -> ((name, kind), ...)
     iter_fields(node) -> (name, kind, value), ...
+    child_fields(cls) -> ((name, kind), ...)      only the fields that hold child nodes
     children(node) -> [child nodes]               expressions, bound Vars, patterns, clauses
     map_children(node, fn, type_fn=None) -> node  rebuilt only when a child changed
 
@@ -71,14 +72,28 @@ def iter_fields(node):
         yield name, kind, getattr(node, name)
 
 
+def child_fields(cls) -> tuple:
+    """`((name, kind), ...)`: the fields of a node class that hold child nodes (kinds
+    ONE_CHILD and CHILD_LISTS), in order."""
+    found = _CHILD_FIELDS.get(cls)
+    if found is None:
+        found = _CHILD_FIELDS[cls] = tuple(
+            (name, kind) for name, kind in fields_of(cls)
+            if kind in ONE_CHILD or kind in CHILD_LISTS)
+    return found
+
+
+_CHILD_FIELDS: dict = {}
+
+
 def children(node) -> list:
     """The nodes directly inside `node`, in field order: child expressions, bound Vars,
     patterns and clauses (types and plain data are not children)."""
     out = []
-    for name, kind in fields_of(type(node)):
+    for name, kind in child_fields(type(node)):
         if kind in ONE_CHILD:
             out.append(getattr(node, name))
-        elif kind in CHILD_LISTS:
+        else:
             out.extend(getattr(node, name))
     return out
 

@@ -233,40 +233,58 @@ class _Comparer:
     def fields(self, a, b, path, env, skip, stack):
         """Compare `a` and `b` field by field, as their class declares its fields: plain data
         and types now, binders paired now, children pushed (to pop in field order)."""
-        try:
-            declared = fields_of(type(a))
-        except RelayishError:
-            raise _Mismatch(path, a, b, f"cannot compare {type(a).__name__} values") from None
-        cls = type(a).__name__
+        plan = _PLANS.get(type(a))
+        if plan is None:
+            plan = _plan(type(a))
+            if plan is None:
+                raise _Mismatch(path, a, b, f"cannot compare {type(a).__name__} values")
         later = []
-        for name, kind in declared:
+        for name, kind, step, reason in plan:
             if name in skip:
                 continue
             x, y = getattr(a, name), getattr(b, name)
-            where = (path, "." + name)
             if kind in ONE_CHILD:
                 if kind == VAR:
-                    self.bind(x, y, where, env)
+                    self.bind(x, y, (path, step), env)
                 else:
-                    later.append((x, y, where, env))
+                    later.append((x, y, (path, step), env))
             elif kind in CHILD_LISTS:
                 if len(x) != len(y):
-                    raise _Mismatch(path, a, b, _REASONS.get((cls, name),
-                                                             f"different numbers of {name}"))
+                    raise _Mismatch(path, a, b, reason)
                 for k, (xk, yk) in enumerate(zip(x, y)):
                     if kind == VARS:
-                        self.bind(xk, yk, (path, f".{name}[{k}]"), env)
+                        self.bind(xk, yk, (path, f"{step}[{k}]"), env)
                     else:
-                        later.append((xk, yk, (path, f".{name}[{k}]"), env))
+                        later.append((xk, yk, (path, f"{step}[{k}]"), env))
             elif kind == TYPE or kind == TYPES:
+                if x is y and env is None:
+                    continue
                 same = (types_equal(x, y, env) if kind == TYPE
                         else _types_equal_lists(x, y, env))
                 if not same:
-                    raise _Mismatch(path, a, b, _REASONS.get((cls, name), f"different {name}"))
-            elif not _data_equal(x, y):
-                reason = _REASONS.get((cls, name), f"different {name}")
+                    raise _Mismatch(path, a, b, reason)
+            elif x is not y and not _data_equal(x, y):
                 raise _Mismatch(path, a, b, reason.format(x=x, y=y))
-        stack.extend(reversed(later))
+        if later:
+            later.reverse()
+            stack.extend(later)
+
+
+_PLANS: dict = {}       # node class -> ((field, kind, path step, mismatch reason), ...)
+
+
+def _plan(cls):
+    """The comparison plan of a node class, from its declared fields (None: not a node)."""
+    try:
+        declared = fields_of(cls)
+    except RelayishError:
+        return None
+    plan = []
+    for name, kind in declared:
+        default = f"different numbers of {name}" if kind in CHILD_LISTS else f"different {name}"
+        plan.append((name, kind, "." + name, _REASONS.get((cls.__name__, name), default)))
+    _PLANS[cls] = plan = tuple(plan)
+    return plan
 
 
 # What a mismatch in a field is called, where the generic "different <field>" says less.

@@ -25,7 +25,7 @@ import numpy as np
 from relayish.errors import RelayishError
 from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, GlobalVar, If, Let,
                               Pattern, Tuple, TypeData, Var, provide)
-from relayish.ir.fields import CHILD_LISTS, ONE_CHILD, VAR, VARS, fields_of
+from relayish.ir.fields import ONE_CHILD, VAR, VARS, child_fields
 from relayish.ir.module import Module
 from relayish.ir.op import Op
 from relayish.ir.structural import attr_equal
@@ -211,13 +211,8 @@ def _scan(root):
         used[id(root)] = root
     while stack:
         e = stack.pop()
-        for name, kind in fields_of(type(e)):
-            if kind in ONE_CHILD:
-                items = (getattr(e, name),)
-            elif kind in CHILD_LISTS:
-                items = getattr(e, name)
-            else:
-                continue
+        for name, kind in child_fields(type(e)):
+            items = (getattr(e, name),) if kind in ONE_CHILD else getattr(e, name)
             if kind == VAR or kind == VARS:
                 bound.update(id(v) for v in items)
                 continue
