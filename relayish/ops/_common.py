@@ -239,11 +239,6 @@ def scalar_like(value, expr):
 
 # ---- numpy fast paths (the interpreter; an Op record's fast_impl) ---------------------------
 
-def numpy_fast_impl(op, attrs, out_type=None):
-    """The direct numpy function for a call of `op` with `attrs`, or None."""
-    return op.numpy_fast(attrs, out_type)
-
-
 def fixed_fast(fn):
     """A fast path ignoring attrs and types: `fast_impl=fixed_fast(np.add)`."""
     return lambda attrs, out_type: fn

@@ -27,7 +27,7 @@ from relayish.ir.op import Op
 from relayish.ir.types import TensorType
 from relayish.ir.analysis import FreeVars
 from relayish.ir.visitor import ExprFunctor
-from relayish.ops._common import numpy_fast_impl, static_type
+from relayish.ops._common import static_type
 from relayish.backend.values import ConstructorValue
 from relayish.backend.runtime.args import Parameters
 from relayish.backend.runtime.bindings import compile_pattern
@@ -350,8 +350,8 @@ class FunctionCompiler(ExprFunctor):
 
     def visit_RefCreate(self, e):
         v = e.value
-        if (isinstance(v, Call) and isinstance(v.op, Op) and v.op.name == "zeros" and not v.args
-                and numpy_fast_impl(v.op, v.attrs) is not None):
+        if (isinstance(v, Call) and isinstance(v.op, Op) and v.op.fills_zeros and not v.args
+                and v.op.numpy_fast(v.attrs) is not None):     # (not while a user's impl runs)
             # `ref(zeros(..))` (reverse AD's fresh gradient references): the shared read-only
             # zero tensor, so that the first accumulation into it can be a plain write
             dst = self.new_slot()
@@ -386,7 +386,7 @@ class FunctionCompiler(ExprFunctor):
         step = self.take_accumulate_step(e)
         if step is not None:
             return step
-        if not (isinstance(v, Call) and isinstance(v.op, Op) and v.op.name == "add"
+        if not (isinstance(v, Call) and isinstance(v.op, Op) and v.op.accumulates
                 and len(v.args) == 2 and isinstance(v.args[0], RefRead)
                 and isinstance(v.args[1], (Var, Constant))):
             return None
@@ -394,7 +394,7 @@ class FunctionCompiler(ExprFunctor):
         if not (isinstance(ref_expr, Var) and v.args[0].ref is ref_expr):
             return None
         t = getattr(v, "_checked_type", None)
-        add = numpy_fast_impl(v.op, v.attrs, t if isinstance(t, TensorType) else None)
+        add = v.op.numpy_fast(v.attrs, t if isinstance(t, TensorType) else None)
         if add is None:
             return None
         ref = self.visit(ref_expr)
@@ -413,7 +413,7 @@ class FunctionCompiler(ExprFunctor):
         by the transform) with atoms as arguments and one float type throughout: one in-place
         scatter-add step. None for anything else."""
         v = e.value
-        if not (isinstance(v, Call) and isinstance(v.op, Op) and v.op.name == "add"
+        if not (isinstance(v, Call) and isinstance(v.op, Op) and v.op.accumulates
                 and len(v.args) == 2 and isinstance(v.args[0], RefRead)
                 and isinstance(e.ref, Var) and v.args[0].ref is e.ref):
             return None

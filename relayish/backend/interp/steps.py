@@ -23,7 +23,6 @@ import numpy as np
 
 from relayish.errors import EvaluationError
 from relayish.ir.types import TensorType
-from relayish.ops._common import numpy_fast_impl
 from relayish.backend.values import ConstructorValue, RefValue
 from relayish.backend.runtime.describe import node_text, value_type_text
 from relayish.backend.interp.run import InterpreterClosure
@@ -61,7 +60,7 @@ def op_step(node, dst, srcs):
     xp = np
     t = getattr(node, "_checked_type", None)
     never_scalar = isinstance(t, TensorType) and len(t.shape) >= 1   # numpy gives an ndarray
-    fast = numpy_fast_impl(op, attrs, t if isinstance(t, TensorType) else None)
+    fast = op.numpy_fast(attrs, t if isinstance(t, TensorType) else None)
     if fast is not None:
         return _fast_op_step(node, fast, dst, srcs, never_scalar)
     if not attrs and len(srcs) == 2 and never_scalar:
@@ -120,7 +119,7 @@ def op_step(node, dst, srcs):
 
 
 def _fast_op_step(node, fn, dst, srcs, never_scalar):
-    """An op step calling the op's direct numpy function (relayish.ops._common.numpy_fast):
+    """An op step calling the op's direct numpy function (its record's fast_impl):
     `s[dst] = fn(s[a], s[b])`, no impl wrapper, no attrs to pass."""
     n = len(srcs)
     if n == 2 and never_scalar:
