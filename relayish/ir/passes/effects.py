@@ -46,6 +46,7 @@ from relayish.ir.expr import (Call, Constructor, Expr, Function, GlobalVar, Let,
 from relayish.ir.module import Module
 from relayish.ir.op import FAIL as OP_FAIL
 from relayish.ir.op import Op
+from relayish.ir.passes.uses import operands
 from relayish.ir.typecheck import uncovered_cases
 from relayish.ir.visitor import ExprFunctor, ExprVisitor, no_gc, run_deep
 
@@ -184,21 +185,20 @@ class _Bits(ExprFunctor):
         super().__init__()
         self.analysis = analysis
 
+    def visit_default(self, node):
+        # a node with no effect of its own (a tuple, a projection, an if, and any new node
+        # class): the union of what its operands do
+        mask = 0
+        for child in operands(node):
+            mask |= self.visit(child)
+        return mask
+
     def visit_Var(self, e): return 0
     def visit_GlobalVar(self, e): return 0
     def visit_Constant(self, e): return 0
     def visit_Op(self, e): return 0
     def visit_Constructor(self, e): return 0
     def visit_Function(self, e): return 0        # building a closure runs nothing
-
-    def visit_Tuple(self, e):
-        mask = 0
-        for f in e.fields:
-            mask |= self.visit(f)
-        return mask
-
-    def visit_TupleGetItem(self, e):
-        return self.visit(e.tuple_value)
 
     def visit_Call(self, e):
         op = e.op
@@ -225,23 +225,17 @@ class _Bits(ExprFunctor):
             self._keep.append(let)
         return mask
 
-    def visit_If(self, e):
-        return self.visit(e.cond) | self.visit(e.true_branch) | self.visit(e.false_branch)
-
     def visit_Match(self, e):
-        mask = self.visit(e.data) | _match_mask(e)
-        for c in e.clauses:
-            mask |= self.visit(c.rhs)
-        return mask
+        return self.visit_default(e) | _match_mask(e)
 
     def visit_RefCreate(self, e):
-        return self.visit(e.value) | _ALLOC
+        return self.visit_default(e) | _ALLOC
 
     def visit_RefRead(self, e):
-        return self.visit(e.ref) | _READ
+        return self.visit_default(e) | _READ
 
     def visit_RefWrite(self, e):
-        return self.visit(e.ref) | self.visit(e.value) | _WRITE
+        return self.visit_default(e) | _WRITE
 
 
 class Effects:
