@@ -21,7 +21,10 @@ Shared nodes. Programs are DAGs, and the interpreter evaluates a node shared at 
 A shared node that is pure (Effects: no read, write, allocation, unknown call or failure) is
 bound once, at its first occurrence, and later occurrences in the same scope (or one nested in
 it) use that variable; any other shared node is bound afresh at each occurrence, so a shared
-`!r` still reads twice and a shared `ref(0)` still makes two references.
+`!r` still reads twice and a shared `ref(0)` still makes two references. A shared let-chain
+flattened a second time binds fresh copies of its Vars (one scope never binds a Var twice:
+from_anf and the printer rely on that), and no pure node inside it reuses a variable of the
+first copy, whose value may depend on the Vars bound anew.
 
 from_anf is the inverse direction (TVM's ToGraphNormalForm, done conservatively): a let whose
 value is an atom is substituted at every use (copy propagation), and a let used exactly once,
@@ -76,6 +79,9 @@ class _ToANF(ExprFunctor):
         self.bindings: list = []            # the open scope's (var, simple) pairs
         self.bound: dict[int, Var] = {}     # id(pure node) -> its var, while its scope is open
         self.opened: list = [[]]            # per open scope: the ids it added to `bound`
+        self.emitted: set[int] = set()      # the let-bound Vars flattened so far
+        self.renamed: dict[int, Var] = {}   # id(Var) -> the fresh Var of its latest re-binding
+        self.replaying = 0                  # > 0 while a let-chain is flattened a second time
 
     # no memo: a node is converted afresh where it occurs (see the module text for sharing)
     def visit(self, expr):
@@ -92,10 +98,18 @@ class _ToANF(ExprFunctor):
         self.bindings = saved
         return out
 
+    def remember(self, expr, var):
+        """Later occurrences of the pure node `expr` in this scope read `var`."""
+        if self.replaying or isinstance(expr, _ATOMS) or self.effects.mask(expr) != 0:
+            return
+        self.bound[id(expr)] = var
+        self.opened[-1].append(id(expr))
+        self._keep.append(expr)
+
     def atom(self, expr):
         if isinstance(expr, _ATOMS):
-            return expr
-        var = self.bound.get(id(expr))
+            return self.visit(expr)
+        var = None if self.replaying else self.bound.get(id(expr))
         if var is not None:
             return var
         simple = self.visit(expr)
@@ -103,14 +117,11 @@ class _ToANF(ExprFunctor):
             return simple
         var = Var(_hint(simple), None)
         self.bindings.append((var, simple))
-        if self.effects.mask(expr) == 0:
-            self.bound[id(expr)] = var
-            self.opened[-1].append(id(expr))
-            self._keep.append(expr)
+        self.remember(expr, var)
         return var
 
     # ---- simple expressions ------------------------------------------------------------------
-    def visit_Var(self, e): return e
+    def visit_Var(self, e): return self.renamed.get(id(e), e)
     def visit_GlobalVar(self, e): return e
     def visit_Constant(self, e): return e
     def visit_Op(self, e): return e
@@ -130,16 +141,31 @@ class _ToANF(ExprFunctor):
         return Function(e.params, self.scope(e.body), e.ret_type, e.type_params)
 
     def visit_Let(self, e):
+        # A let node shared at two places (not pure, or it would be bound once) is flattened at
+        # each: its Vars get fresh copies the second time, so that one chain never binds a Var
+        # twice, and no pure node inside it reuses a variable of the first copy (its value may
+        # depend on the rebound Vars): `bound` is neither read nor written meanwhile.
+        replay = id(e.var) in self.emitted
+        self.replaying += replay
         while isinstance(e, Let):           # flattened into the open scope, in order
+            old = e.var
+            var = old
+            if id(old) in self.emitted:
+                var = Var(old.name_hint, old.type_annotation)
+            self.emitted.add(id(old))
+            if isinstance(e.value, Function):
+                self.renamed[id(old)] = var     # before the value: a let-bound fn may recurse
             value = e.value
-            known = self.bound.get(id(value))
-            self.bindings.append((e.var, known if known is not None else self.visit(value)))
-            if known is None and not isinstance(value, _ATOMS) and self.effects.mask(value) == 0:
-                self.bound[id(value)] = e.var     # the same pure node elsewhere reads %var
-                self.opened[-1].append(id(value))
-                self._keep.append(value)
+            known = None if self.replaying else self.bound.get(id(value))
+            simple = known if known is not None else self.visit(value)
+            self.renamed[id(old)] = var
+            self.bindings.append((var, simple))
+            if known is None:
+                self.remember(value, var)       # the same pure node elsewhere reads %var
             e = e.body
-        return self.visit(e)
+        tail = self.visit(e)
+        self.replaying -= replay
+        return tail
 
     def visit_If(self, e):
         cond = self.atom(e.cond)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from relayish.ir.analysis import walk
 from relayish.ir.expr import Call, Function, Let, Var
-from relayish.ir.passes.base import Pass
+from relayish.ir.passes.base import ANF, TYPED, Pass
 from relayish.ir.passes.effects import Effects
 from relayish.ir.passes.uses import operands, reference_counts
 from relayish.ir.types import FuncType
@@ -148,7 +148,8 @@ class DeadCode(Pass):
     """
 
     name = "dead_code"
-    requires = frozenset(["typed"])     # a `match` the checker passed is exhaustive: no failure
+    requires = frozenset([TYPED])       # a `match` the checker passed is exhaustive: no failure
+    preserves = frozenset([ANF])        # it only removes bindings and atoms passed as arguments
 
     def run(self, mod):
         effects = Effects(mod)
