@@ -271,8 +271,8 @@ class ToANF(Pass):
         >>> print(rl.passes.to_anf(rl.parse_expr("fn (%x: float32) { exp(%x) * %x + 1f }")))
         fn (%x: float32) {
           let %exp = exp(%x);
-          let %multiply = multiply(%exp, %x);
-          add(%multiply, 1f)
+          let %multiply = %exp * %x;
+          %multiply + 1f
         }
     """
 
@@ -288,7 +288,12 @@ class ToANF(Pass):
 
 
 class FromANF(Pass):
-    """`rl.passes.from_anf`: the inverse of to_anf where it is safe (anf.py's module text)."""
+    """`rl.passes.from_anf`: the inverse of to_anf where it is safe (anf.py's module text).
+
+        >>> anf = rl.passes.to_anf(rl.parse_expr("fn (%x: float32) { exp(%x) * %x + 1f }"))
+        >>> print(rl.passes.from_anf(anf))
+        fn (%x: float32) { exp(%x) * %x + 1f }
+    """
 
     name = "from_anf"
 
