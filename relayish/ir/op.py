@@ -33,6 +33,12 @@ An op's record (`register_op` fills it; the families in relayish/ops/ register t
                                              interpreter may add in place into an owned buffer
     fills_zeros = False                      no arguments, all zeros of attrs shape and dtype: the
                                              interpreter may share one read-only zero array
+    identity_in = {}                         two-argument ops: argument position -> the fill value
+                                             that makes the op give back its other argument
+                                             (add: {0: 0, 1: 0}; subtract: {1: 0}; multiply:
+                                             {0: 1, 1: 1}; divide: {1: 1}); simplify reads it
+    involution = False                       one-argument ops: op(op(x)) is x, bit for bit
+                                             (negative, logical_not); simplify reads it
 
 Defaults say nothing, so most ops name only their type rule, impl and doc. Adding an op is
 one `register_op` call plus its rules (notes/ops.md walks through one). `unregister` and
@@ -109,6 +115,8 @@ class Op(Primitive):
     bilinear: bool = False
     accumulates: bool = False
     fills_zeros: bool = False
+    identity_in: dict = field(factory=dict)
+    involution: bool = False
     _fast_impl_of: Callable | None = field(default=None, init=False)   # the impl fast_impl stands for
     _checked_type: object = field(default=None, init=False)
 
@@ -142,7 +150,8 @@ def registry_generation() -> int:
 def register_op(name, num_inputs, *, attrs=None, type_rule=None, impl=None, differentiable=True,
                 normalize_attrs=None, doc="", fast_impl=None, constant_in=(), infix=None,
                 prefix=None, effects=frozenset(), result_dtype=_ARG0, linear_in=(),
-                bilinear=False, accumulates=False, fills_zeros=False) -> Op:
+                bilinear=False, accumulates=False, fills_zeros=False, identity_in=None,
+                involution=False) -> Op:
     """Add (or update) the op `name` in the registry and return it (the fields: the module
     docstring). Updating keeps the gradient and tangent rules and resets everything else."""
     effects = frozenset(effects)
@@ -178,6 +187,8 @@ def register_op(name, num_inputs, *, attrs=None, type_rule=None, impl=None, diff
     op.bilinear = bilinear
     op.accumulates = accumulates
     op.fills_zeros = fills_zeros
+    op.identity_in = dict(identity_in or {})
+    op.involution = involution
     return op
 
 

@@ -49,7 +49,7 @@ _logical("logical_or", "logical_or", "x or y (bool tensors)")
 
 register_op("logical_not", 1, type_rule=unary_rule("logical_not", ("bool",), "bool"),
             impl=lambda xp, x: as_array(xp, xp.logical_not(x)), differentiable=False,
-            result_dtype=fixed_dtype("bool"),
+            result_dtype=fixed_dtype("bool"), involution=True,
             doc="not x (bool tensor)")
 register_gradient("logical_not")(zero_grads)
 register_tangent("logical_not")(zero_tangent)

@@ -65,7 +65,7 @@ def elementwise_derivative(name):
 register_op("add", 2, type_rule=binary_rule("add"),
             impl=lambda xp, x, y: as_array(xp, xp.add(x, y)),
             infix=Infix("+", "add"), fast_impl=fixed_fast(np.add), linear_in=(0, 1),
-            accumulates=True,
+            accumulates=True, identity_in={0: 0, 1: 0},
             doc="x + y")
 
 
@@ -83,7 +83,7 @@ def add_tangent(orig, ts):
 register_op("subtract", 2, type_rule=binary_rule("subtract"),
             impl=lambda xp, x, y: as_array(xp, xp.subtract(x, y)),
             infix=Infix("-", "add"), fast_impl=fixed_fast(np.subtract), linear_in=(0, 1),
-            doc="x - y")
+            identity_in={1: 0}, doc="x - y")
 
 
 @register_gradient("subtract")
@@ -100,7 +100,7 @@ def subtract_tangent(orig, ts):
 register_op("multiply", 2, type_rule=binary_rule("multiply"),
             impl=lambda xp, x, y: as_array(xp, xp.multiply(x, y)),
             infix=Infix("*", "mul"), fast_impl=fixed_fast(np.multiply), bilinear=True,
-            doc="x * y")
+            identity_in={0: 1, 1: 1}, doc="x * y")
 
 
 @register_gradient("multiply")
@@ -127,7 +127,7 @@ def _divide_impl(xp, x, y):
 
 
 register_op("divide", 2, type_rule=binary_rule("divide"), impl=_divide_impl,
-            infix=Infix("/", "mul"), linear_in=(0,),
+            infix=Infix("/", "mul"), linear_in=(0,), identity_in={1: 1},
             doc="x / y (floor division for integer tensors)")
 
 
@@ -256,7 +256,7 @@ def minimum_tangent(orig, ts):
 register_op("negative", 1, type_rule=unary_rule("negative", NUMERIC, "numeric"),
             impl=lambda xp, x: as_array(xp, xp.negative(x)),
             prefix="-", fast_impl=fixed_fast(np.negative), linear_in=(0,),
-            doc="-x")
+            involution=True, doc="-x")
 
 
 @elementwise_derivative("negative")
