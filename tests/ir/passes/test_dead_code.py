@@ -189,3 +189,13 @@ def test_long_dead_chains_go_in_one_pass(n):
     func = rl.Function([x], build_let_chain(bindings, rl.RefRead(r)))
     out = eliminate(func)
     assert _bound(out) == ["r", "w"]
+
+
+def test_misuse_is_a_relayish_error():
+    with pytest.raises(rl.RelayishError, match="takes a Function or a Module"):
+        rl.passes.dead_code(rl.const(1.0))
+    with pytest.raises(rl.RelayishError, match="takes a Function or a Module"):
+        rl.passes.to_anf("fn (%x: float32) { %x }")
+    ill_typed = rl.parse_expr("fn (%x: float32) { let %a = %x + 1f64; %x }")
+    with pytest.raises(rl.TypeCheckError):       # dead_code requires a typed program
+        rl.passes.dead_code(ill_typed)
