@@ -5,21 +5,28 @@
     from_anf     its inverse where safe: bound atoms and single-use pure values put back
     merge_matmul matmuls sharing their right operand become one against stacked weights
                  (merge_matmul.py; issue 16)
+    cse          common-subexpression elimination of pure values, scoped by dominance (cse.py)
+    simplify     AD's zeros and ones, constant folding, unwritten reference reads (simplify.py)
 
 Each name is a Pass object: call it (`rl.passes.dead_code(f)`) or list it in
 `rl.optimize(x, passes=[rl.passes.to_anf, rl.passes.dead_code])`. The classes (DeadCode, ToANF,
-FromANF) make more instances, and `Effects` is the effect analysis the passes read. CSE,
-inlining, partial evaluation and simplification are issue 13's later work (notes/passes.md).
+FromANF) make more instances, and `Effects` is the effect analysis the passes read. Inlining
+and partial evaluation are issue 13's later work (notes/passes.md).
 Write your own with `rl.Pass` or `rl.FunctionPass`.
 """
 from relayish.ir.passes.anf import FromANF, ToANF
+from relayish.ir.passes.cse import CSE
 from relayish.ir.passes.dead_code import DeadCode
 from relayish.ir.passes.effects import Effects
 from relayish.ir.passes.merge_matmul import MergeMatmul, merge_matmul
+from relayish.ir.passes.simplify import Simplify
 
 dead_code = DeadCode()
 to_anf = ToANF()
 from_anf = FromANF()
+cse = CSE()
+simplify = Simplify()
 
 __all__ = ["dead_code", "to_anf", "from_anf", "merge_matmul", "DeadCode", "ToANF", "FromANF",
-           "MergeMatmul", "Effects"]
+           "MergeMatmul", "Effects", "cse", "CSE",
+           "simplify", "Simplify"]
