@@ -17,9 +17,6 @@ tensors into a List of (tensor, ref) pairs is a recursive function) gives a Modu
 """
 from __future__ import annotations
 
-import contextlib
-import gc
-
 import numpy as np
 
 from relayish.errors import GradientError, RelayishError
@@ -28,7 +25,7 @@ from relayish.ir.expr import (Call, Constant, Function, GlobalVar, Let, Tuple, T
                               const)
 from relayish.ir.module import Module
 from relayish.ir.op import make_call
-from relayish.ir.visitor import run_deep
+from relayish.ir.visitor import no_gc, run_deep
 from relayish.ad import forward
 from relayish.ad.reverse import ReverseAD
 from relayish.ad.reverse_entry import build_entry
@@ -282,21 +279,9 @@ def _prepare(f, mod):
     return f, mod, False
 
 
-@contextlib.contextmanager
-def _gc_paused():
-    """A transform allocates many small long-lived nodes and frees none: the cyclic collector
-    would rescan the growing heap again and again (quadratic time on long programs), so it waits."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _run_transform(fn, *args):
-    with _gc_paused():
+    # a transform allocates many small long-lived nodes and frees none
+    with no_gc():
         return run_deep(fn, *args)
 
 
