@@ -5,9 +5,10 @@
 1. Cost of each pass against program size: a let-chain of n steps (`let %v = tanh(%u) * 0.5f
    + %u`, a reference written every 100 steps, every tenth step unused), at n = 10^3, 10^4,
    10^5 (--quick: 10^3, 10^4). Stages: the effect analysis (Effects), dead_code (eliminate),
-   to_anf, from_anf (of to_anf's output, 3n bindings). CPU time (process time: other processes
-   sharing the cores do not count) of one run, microseconds per step, and the growth exponent
-   between sizes (the log-log slope: 1.0 is linear).
+   to_anf, from_anf (of to_anf's output, 3n bindings), and the passes cse and simplify called
+   as users call them (a type check, and for cse to_anf and from_anf, included). CPU time
+   (process time: other processes sharing the cores do not count) of one run, microseconds
+   per step, and the growth exponent between sizes (the log-log slope: 1.0 is linear).
 2. Size of AD output before and after dead-code elimination: `let`s as built (anywhere in the
    program, closures and globals included), operations (the lets of its A-normal form: every
    op call, tuple, projection, reference access and closure counts one, so nesting does not
@@ -43,13 +44,13 @@ def chain_program(n):
     r = rl.var("r", type=rl.RefType(rl.TensorType((), F)))
     bindings, prev = [(r, rl.RefCreate(x))], x
     for k in range(n):
-        v = rl.var(f"v{k}")
+        v = rl.var(f"v{k}", dtype=F)
         value = rl.tanh(prev) * rl.const(0.5, F) + prev
         bindings.append((v, value))
         if k % 10 == 9:                  # unused: dead code
-            bindings.append((rl.var(f"d{k}"), rl.exp(prev)))
+            bindings.append((rl.var(f"d{k}", dtype=F), rl.exp(prev)))
         if k % 100 == 99:
-            bindings.append((rl.var(f"w{k}"), rl.RefWrite(r, v)))
+            bindings.append((rl.Var(f"w{k}", None), rl.RefWrite(r, v)))   # ()
         prev = v
     return rl.Function([x], build_let_chain(bindings, rl.RefRead(r) + prev))
 
@@ -61,7 +62,7 @@ def _cpu(fn, *args):
 
 
 def cost_table(sizes):
-    stages = ["effects", "dead_code", "to_anf", "from_anf"]
+    stages = ["effects", "dead_code", "to_anf", "from_anf", "cse", "simplify"]
     rows = {s: [] for s in stages}
     for n in sizes:
         func = chain_program(n)
@@ -73,6 +74,9 @@ def cost_table(sizes):
         rows["to_anf"].append(t)
         t, _ = _cpu(from_anf_expr, anf)
         rows["from_anf"].append(t)
+        for name in ("cse", "simplify"):    # the whole pass: its type check included
+            t, _ = _cpu(getattr(rl.passes, name), func)
+            rows[name].append(t)
     print("1. pass cost (CPU seconds, one run; us per step; growth exponent between sizes)")
     print(f"{'stage':>10} " + " ".join(f"{n:>18,}" for n in sizes) + "   exponents")
     for s in stages:
