@@ -27,7 +27,8 @@ from relayish.ir.expr import (Clause, Constructor, Expr, Function, Let, PatternC
 from relayish.ir.module import Module
 from relayish.ir.op import Op, not_a_value_message
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, Type,
-                               TypeCall, TypeVar, map_type, substitute, walk_type)
+                               TypeCall, TypeVar, map_type, substitute, type_components,
+                               walk_type)
 from relayish.ir.visitor import ExprFunctor, deep
 
 __all__ = ["infer_type", "typeof", "IncompleteType"]
@@ -646,14 +647,9 @@ class TypeChecker(ExprFunctor):
                 if isinstance(t, IncompleteType):
                     if inside:
                         self.subst[t] = TupleType([])
-                elif isinstance(t, TypeCall):
-                    stack.extend((a, True) for a in t.args)
-                elif isinstance(t, TupleType):
-                    stack.extend((f, inside) for f in t.fields)
-                elif isinstance(t, FuncType):
-                    stack.extend((a, inside) for a in (*t.arg_types, t.ret_type))
-                elif isinstance(t, RefType):
-                    stack.append((t.value, inside))
+                else:       # a type call's arguments are inside an ADT value
+                    inner = inside or isinstance(t, TypeCall)
+                    stack.extend((c, inner) for c in type_components(t))
 
     def _final_type(self, t, cache):
         """(zonked t, whether it has holes), memoized by type object: nodes share their types."""
