@@ -18,7 +18,7 @@ def list_module():
 def test_codec_of_a_long_list_is_iterative():
     # encode (trace-time result -> descriptor), decode (descriptor -> host value) and the
     # argument rebuild at 3 x 10^4 levels, in the caller's thread (no run_deep stack)
-    mod, p, lt = list_module()
+    mod, _, _ = list_module()
     n = 30_000
     items = [np.asarray(i, "float32") for i in range(n)]
     value = rl.list_value(mod, items)
