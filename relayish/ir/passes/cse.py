@@ -213,8 +213,12 @@ class CSE(Pass):
 
     def run(self, mod):
         out = mod.copy()
+        effects = Effects(mod)
         for gv, func in mod.functions.items():
-            anf = to_anf_expr(func, Effects(func, mod))
-            merged = eliminate_common(anf, Effects(anf, mod), mod)
-            out[gv] = from_anf_expr(merged, Effects(merged, mod))
+            anf = to_anf_expr(func, effects)
+            # the analysis of the A-normal form also answers for the merged program: its new
+            # nodes are asked about on demand, and its let-bound functions keep their Vars
+            anf_effects = Effects(anf, mod)
+            merged = eliminate_common(anf, anf_effects, mod)
+            out[gv] = from_anf_expr(merged, anf_effects)
         return out
