@@ -34,6 +34,8 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from relayish.errors import RelayishError
+from relayish.ir.op import get_op, list_ops, registry_generation
+from relayish.ir.text.lexer import Source, tokenize
 
 PREC_BLOCK = 0      # fn, if, match, let blocks: parenthesized as operands or callees
 PREC_ASSIGN = 1     # a := b
@@ -66,7 +68,6 @@ REF_WRITE = Infix(":=", None, PREC_ASSIGN, PREC_EQUALITY, PREC_EQUALITY)
 
 
 def _one_token(symbol) -> bool:
-    from relayish.ir.text.lexer import Source, tokenize
     try:
         toks = [t for t in tokenize(Source(symbol)) if t[0] != "eof"]
     except RelayishError:
@@ -76,10 +77,9 @@ def _one_token(symbol) -> bool:
 
 def _build():
     """The four tables from the registry's records (an alias is its target's entry)."""
-    from relayish.ir.op import _REGISTRY
     by_symbol, by_op = {REF_WRITE.symbol: REF_WRITE}, {}
     prefix_by_symbol, prefix_by_op = {}, {}
-    for op in {id(op): op for op in _REGISTRY.values()}.values():
+    for op in {id(op): op for op in map(get_op, list_ops())}.values():   # aliases once
         if op.infix is not None:
             spec = op.infix
             prec = LEVELS.get(spec.precedence)
@@ -117,7 +117,6 @@ class _Tables:
         self.tables = ({}, {}, {}, {})
 
     def get(self, which):
-        from relayish.ir.op import registry_generation
         gen = registry_generation()
         if gen != self.generation:
             self.tables = _build()
