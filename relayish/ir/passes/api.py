@@ -19,6 +19,7 @@ from relayish.ir.passes.cse import CSE
 from relayish.ir.passes.dead_code import DeadCode
 from relayish.ir.passes.effects import Effects
 from relayish.ir.passes.merge_matmul import MergeMatmul, merge_matmul
+from relayish.ir.passes.partial_eval import PartialEval
 from relayish.ir.passes.simplify import Simplify
 
 dead_code = DeadCode()
@@ -26,7 +27,9 @@ to_anf = ToANF()
 from_anf = FromANF()
 cse = CSE()
 simplify = Simplify()
+partial_eval = PartialEval()
 
 __all__ = ["dead_code", "to_anf", "from_anf", "merge_matmul", "DeadCode", "ToANF", "FromANF",
            "MergeMatmul", "Effects", "cse", "CSE",
-           "simplify", "Simplify"]
+           "simplify", "Simplify",
+           "partial_eval", "PartialEval"]

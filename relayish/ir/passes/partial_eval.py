@@ -1,0 +1,549 @@
+"""Partial evaluation and constant folding: `rl.passes.partial_eval`, `partially_evaluate(func)`.
+
+An online partial evaluator in the manner of Relay's (transform/partial_eval.cc): the program is
+run with what is known now, and what is not known is left as residual code. Each expression
+evaluates to a partially static value:
+
+    constant      a tensor known now (a Constant of the program, or an op call folded)
+    tuple         a tuple whose fields are partially static values
+    constructor   an ADT value: its constructor known, its fields partially static
+    closure       a Function literal and the values of its free variables
+    reference     a reference made by `ref(v)` here; its contents live in the store
+    dynamic       nothing known: only the residual atom (a Var) that holds it at run time
+
+What flows: static values through lets, projections of known tuples (`%t.0`), a `match` on a
+known constructor or tuple (the first clause that matches is evaluated, its pattern variables
+bound to the fields), an `if` on a known condition, calls of known closures (the body is
+evaluated in place with the arguments' values: inlined, with fresh binders) and references whose
+contents are known: the store maps each reference made here to its last written value, so `!r`
+is static after `r := v`. Ops whose arguments are constants (or sit in the record's
+`constant_in` positions, where only their type counts) are folded by running the op's numpy impl,
+when the result has at most FOLD_LIMIT elements; an op declaring "fail" folds only when it runs
+without error now (otherwise it stays, and fails at run time as before).
+
+Residual code is emitted in evaluation order into let-lists (the program is put in A-normal
+form first: anf.py), so effects keep their order: an op call, a read of an unknown reference, an
+`if`/`match` on a dynamic value and a call of an unknown function are emitted where they run.
+Tuples, ADT values, closures and references are residualized lazily: each reserves a slot in the
+let-list where it was made, filled only if its atom is ever needed (it is passed to unknown code,
+stored where nothing static follows it, returned...). A closure filled that way gets its body
+partially evaluated then, with its parameters dynamic and an empty store (it may run at any time).
+
+References and escape. A reference escapes when its atom is needed by residual code (anything but
+the target of a write); only then can code the evaluator does not see (an unknown call, a
+residual closure, a write through an unknown reference) touch it. So a read sees the store's
+value unless the reference had escaped before the last unknown call after that value was written
+(a clock orders writes, escapes and unknown calls). Writes to references made here are
+deferred: at the end, the writes to references that escaped are put in their slots (a fixpoint:
+filling one may make more escape), and the others are dropped, with the reference itself: on
+the AD output of first-order code, every gradient reference and the backpropagator chain are
+static, and what remains is the arithmetic (dead_code removes what that left unused). A write
+to a reference that escaped stays; so does a write through an unknown reference.
+
+Branches. An `if` or `match` on a dynamic value evaluates each branch with a copy of the store
+and continues with the entries all branches left the same (the same value object).
+
+Fuel (recursion is never unrolled without bound). A known closure is inlined while its Function
+has fewer than UNROLL activations on the stack of inlined calls, and while the pass's budget of
+inlined calls (INLINE_BUDGET, plus 4 per node of the program) lasts; past either, the call is
+residual (the closure is filled in and called), which counts as an unknown call. Globals are
+not inlined here (that is rl.passes.inline). Polymorphic Function literals (type parameters) are
+never inlined. A match whose static value no clause matches stays residual (it fails at run time).
+
+Binders: every let, parameter and pattern variable of the output is a fresh Var with the
+original's name and annotation, so a body inlined twice binds distinct Vars. Types: the output is
+type-checked again by the pass manager (it preserves no property). Let-chains are loops; nested
+scopes and inlined calls recurse under `run_deep`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from relayish.errors import RelayishError
+from relayish.ir.analysis import FreeVars, walk
+from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Function, If, Let,
+                              Match, PatternConstructor, PatternTuple, PatternVar, PatternWildcard,
+                              RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var, describe)
+from relayish.ir.module import Module
+from relayish.ir.op import Op
+from relayish.ir.passes.anf import to_anf_expr
+from relayish.ir.passes.base import TYPED, Pass
+from relayish.ir.passes.effects import Effects
+from relayish.ir.typecheck import infer_type
+from relayish.ir.types import TensorType
+from relayish.ir.visitor import build_let_chain, no_gc, run_deep
+
+__all__ = ["PartialEval", "partially_evaluate", "FOLD_LIMIT", "UNROLL", "INLINE_BUDGET"]
+
+FOLD_LIMIT = 16          # a folded constant has at most this many elements (printed in full)
+UNROLL = 8               # activations of one Function on the stack of inlined calls
+INLINE_BUDGET = 10_000   # inlined calls per pass run, plus 4 per node of the program
+
+# kinds of partially static values
+_CONST, _TUPLE, _CTOR, _CLOSURE, _REF, _DYN = range(6)
+
+
+class _Slot:
+    """A binding reserved in a let-list: `value` is an Expr, a thunk building one, or None (the
+    binding is left out)."""
+    __slots__ = ("var", "value")
+
+    def __init__(self, var, value=None):
+        self.var = var
+        self.value = value
+
+
+class _Scope:
+    """A let-list under construction (a function body, a branch, a clause)."""
+    __slots__ = ("slots",)
+
+    def __init__(self):
+        self.slots: list = []
+
+    def reserve(self, var, value=None) -> _Slot:
+        slot = _Slot(var, value)
+        self.slots.append(slot)
+        return slot
+
+    def build(self, result):
+        bindings = []
+        for slot in self.slots:
+            value = slot.value
+            if value is None:
+                continue
+            bindings.append((slot.var, value if isinstance(value, Expr) else value()))
+        return build_let_chain(bindings, result)
+
+
+class _PV:
+    """A partially static value: its kind, what is known (`data`), its residual atom once it
+    has one, and for lazy values the slot reserved for it."""
+    __slots__ = ("kind", "data", "atom", "slot", "extra")
+
+    def __init__(self, kind, data=None, atom=None, slot=None, extra=None):
+        self.kind = kind
+        self.data = data
+        self.atom = atom
+        self.slot = slot
+        self.extra = extra
+
+
+def _unit():
+    return _PV(_TUPLE, [], Tuple([]))
+
+
+def _fresh(var):
+    return Var(var.name_hint, var.type_annotation)
+
+
+def _hinted(hint, fallback):
+    return _fresh(hint) if hint is not None else Var(fallback, None)
+
+
+class _PartialEvaluator:
+    def __init__(self, budget):
+        self.local: dict = {}          # id(Var) -> _PV: parameters and lets of the current body
+        self.captured: dict = {}       # id(Var) -> _PV: the current closure's free variables
+        self.store: dict = {}          # ref key -> (_PV, time written)
+        self.scope = _Scope()
+        self.free = FreeVars()
+        self.clock = 0
+        self.last_unknown = -1         # time of the last unknown call (or write through one)
+        self.escaped: dict = {}        # ref key -> time it escaped
+        self.refs = 0
+        self.pending: list = []        # deferred writes: (slot, ref _PV, value _PV)
+        self.active: dict = {}         # id(Function) -> activations on the inline stack
+        self.budget = budget
+
+    # ---- environment, clock and store -------------------------------------------------------
+    def lookup(self, var):
+        pv = self.local.get(id(var))
+        if pv is None:
+            pv = self.captured.get(id(var))
+            if pv is None:
+                raise RelayishError(f"partial_eval: {describe(var)} is used outside the scope of "
+                                    "any binder of it")
+        return pv
+
+    def tick(self):
+        self.clock += 1
+        return self.clock
+
+    def unknown_code_runs(self):
+        """Code the evaluator does not see runs now: it may touch any escaped reference."""
+        self.last_unknown = self.tick()
+
+    def read(self, ref):
+        entry = self.store.get(ref.data)
+        if entry is None:
+            return None
+        pv, written = entry
+        escaped = self.escaped.get(ref.data)
+        if escaped is not None and self.last_unknown > max(written, escaped):
+            return None
+        return pv
+
+    # ---- residual atoms ---------------------------------------------------------------------
+    def atom(self, pv):
+        """The residual expression holding `pv`, filling in its slot on first use."""
+        if pv.kind == _REF and pv.data not in self.escaped:
+            self.escaped[pv.data] = self.tick()
+        if pv.atom is not None:
+            return pv.atom
+        slot = pv.slot
+        if pv.kind == _CLOSURE:
+            pv.atom = slot.var          # set first: a recursive closure's body names itself
+            slot.value = self.residual_function(pv)
+            return pv.atom
+        if pv.kind == _TUPLE:
+            value = Tuple([self.atom(f) for f in pv.data])
+        elif pv.kind == _CTOR:
+            value = Call(pv.data[0], [self.atom(f) for f in pv.data[1]])
+        else:                           # _REF
+            value = RefCreate(self.atom(pv.extra))
+        slot.value = value
+        pv.atom = slot.var
+        return pv.atom
+
+    def emit(self, value, hint, fallback) -> _PV:
+        var = _hinted(hint, fallback)
+        self.scope.reserve(var, value)
+        return _PV(_DYN, atom=var)
+
+    def lazy(self, kind, data, hint, fallback, extra=None) -> _PV:
+        slot = self.scope.reserve(_hinted(hint, fallback))
+        return _PV(kind, data, slot=slot, extra=extra)
+
+    # ---- scopes -----------------------------------------------------------------------------
+    def eval_scope(self, expr):
+        """Evaluate a let-chain into the current let-list (a loop down the chain)."""
+        while isinstance(expr, Let):
+            var, value = expr.var, expr.value
+            if isinstance(value, Function):
+                pv = self.closure(value, var)
+            else:
+                pv = self.eval(value, var)
+                if pv.kind == _CONST and pv.data.size > FOLD_LIMIT and \
+                        isinstance(pv.atom, Constant):
+                    # a large constant stays bound once rather than printed at every use
+                    pv = _PV(_CONST, pv.data, self.emit(pv.atom, var, "c").atom)
+            self.local[id(var)] = pv
+            expr = expr.body
+        return self.eval(expr, None)
+
+    def in_scope(self, expr, store, bind=()):
+        """Evaluate `expr` as a nested let-list with `store`; returns (scope, atom, store)."""
+        saved = self.scope, self.store
+        self.scope, self.store = _Scope(), store
+        try:
+            for var, pv in bind:
+                self.local[id(var)] = pv
+            result = self.atom(self.eval_scope(expr))
+            return self.scope, result, self.store
+        finally:
+            self.scope, self.store = saved
+
+    def merge(self, stores):
+        """The entries every branch left the same: the same value, or equal constants (then
+        with the earliest time written, so no unknown call after it is missed)."""
+        merged = {}
+        for k, entry in stores[0].items():
+            for other in stores[1:]:
+                found = other.get(k)
+                if found is entry:
+                    continue
+                if found is None or not _same_constant(found[0], entry[0]):
+                    break
+                entry = (entry[0], min(entry[1], found[1]))
+            else:
+                merged[k] = entry
+        return merged
+
+    # ---- expressions ------------------------------------------------------------------------
+    def eval(self, e, hint):
+        cls = type(e)
+        if cls is Var:
+            return self.lookup(e)
+        if cls is Constant:
+            return _PV(_CONST, e.data, e)
+        if cls is Let:
+            return self.eval_scope(e)
+        method = getattr(self, "eval_" + cls.__name__, None)
+        if method is None:          # GlobalVar, Op, Constructor: atoms known by name
+            return _PV(_DYN, atom=e)
+        return method(e, hint)
+
+    def eval_Tuple(self, e, hint):
+        return self.lazy(_TUPLE, [self.eval(f, None) for f in e.fields], hint, "t")
+
+    def eval_TupleGetItem(self, e, hint):
+        t = self.eval(e.tuple_value, None)
+        if t.kind == _TUPLE:
+            return t.data[e.index]
+        return self.emit(TupleGetItem(self.atom(t), e.index), hint, "p")
+
+    def eval_Function(self, e, hint):
+        return self.closure(e, hint)
+
+    def closure(self, func, var):
+        pv = self.lazy(_CLOSURE, (func, {}), var, "f")
+        if var is not None:
+            self.local[id(var)] = pv            # a let-bound closure may call itself
+        captured = pv.data[1]
+        for v in self.free(func):
+            captured[id(v)] = self.lookup(v)
+        return pv
+
+    def eval_RefCreate(self, e, hint):
+        init = self.eval(e.value, None)
+        self.refs += 1
+        pv = self.lazy(_REF, self.refs, hint, "r", extra=init)
+        self.store[pv.data] = (init, self.tick())
+        return pv
+
+    def eval_RefRead(self, e, hint):
+        ref = self.eval(e.ref, None)
+        if ref.kind == _REF:
+            known = self.read(ref)
+            if known is not None:
+                return known
+        return self.emit(RefRead(self.atom(ref)), hint, "v")
+
+    def eval_RefWrite(self, e, hint):
+        ref = self.eval(e.ref, None)
+        value = self.eval(e.value, None)
+        if ref.kind == _REF:
+            self.store[ref.data] = (value, self.tick())
+            self.pending.append((self.scope.reserve(Var("u", None)), ref, value))
+        else:       # through an unknown reference: any escaped one may be it
+            self.scope.reserve(Var("u", None), RefWrite(self.atom(ref), self.atom(value)))
+            self.unknown_code_runs()
+        return _unit()
+
+    def eval_If(self, e, hint):
+        cond = self.eval(e.cond, None)
+        if cond.kind == _CONST:
+            return self.eval_scope(e.true_branch if bool(cond.data) else e.false_branch)
+        c = self.atom(cond)
+        then = self.in_scope(e.true_branch, dict(self.store))
+        other = self.in_scope(e.false_branch, dict(self.store))
+        self.store = self.merge([then[2], other[2]])
+        return self.emit(lambda: If(c, then[0].build(then[1]), other[0].build(other[1])),
+                         hint, "if")
+
+    def eval_Match(self, e, hint):
+        data = self.eval(e.data, None)
+        for clause in e.clauses:
+            bound = _match(clause.lhs, data)
+            if bound is _UNKNOWN:
+                break
+            if bound is not None:
+                for var, pv in bound:
+                    self.local[id(var)] = pv
+                return self.eval_scope(clause.rhs)
+        d = self.atom(data)
+        arms = []
+        for clause in e.clauses:
+            pattern, bind = _fresh_pattern(clause.lhs)
+            arms.append((pattern, self.in_scope(clause.rhs, dict(self.store), bind)))
+        if arms:
+            self.store = self.merge([arm[2] for _, arm in arms])
+
+        def build():
+            return Match(d, [Clause(p, arm[0].build(arm[1])) for p, arm in arms], e.complete)
+        return self.emit(build, hint, "m")
+
+    def eval_Call(self, e, hint):
+        callee = self.eval(e.op, None)
+        args = [self.eval(a, None) for a in e.args]
+        op = e.op
+        if isinstance(op, Op):
+            value = _fold(e, args)
+            if value is not None:
+                return _PV(_CONST, value, Constant(value))
+            return self.emit(Call(op, [self.atom(a) for a in args], e.attrs), hint, op.name)
+        if isinstance(op, Constructor):
+            return self.lazy(_CTOR, (op, args), hint, op.name_hint.lower())
+        if callee.kind == _CLOSURE and self.can_inline(callee.data[0]):
+            return self.inline(callee, args)
+        f = self.atom(callee)
+        result = self.emit(Call(f, [self.atom(a) for a in args]), hint, "call")
+        self.unknown_code_runs()
+        return result
+
+    # ---- inlining known closures ------------------------------------------------------------
+    def can_inline(self, func):
+        return (not func.type_params and self.budget > 0
+                and self.active.get(id(func), 0) < UNROLL)
+
+    def inline(self, closure, args):
+        func, captured = closure.data
+        self.budget -= 1
+        self.active[id(func)] = self.active.get(id(func), 0) + 1
+        saved = self.local, self.captured
+        self.local = {id(p): a for p, a in zip(func.params, args)}
+        self.captured = captured
+        try:
+            return self.eval_scope(func.body)
+        finally:
+            self.local, self.captured = saved
+            self.active[id(func)] -= 1
+
+    def residual_function(self, closure):
+        """A thunk building the Function a closure residualizes to: its body evaluated now with
+        its parameters dynamic and an empty store (it may be called at any time)."""
+        func, captured = closure.data
+        params = [_fresh(p) for p in func.params]
+        saved = self.local, self.captured
+        self.local, self.captured = {}, captured
+        try:
+            scope, result, _ = self.in_scope(
+                func.body, {}, [(p, _PV(_DYN, atom=q)) for p, q in zip(func.params, params)])
+        finally:
+            self.local, self.captured = saved
+        return lambda: Function(params, scope.build(result), func.ret_type, func.type_params)
+
+    # ---- the end: writes to escaped references ----------------------------------------------
+    def settle_writes(self):
+        """Fill in the deferred writes to references that escaped; filling one may make others
+        escape (its value's atom), so repeat until nothing changes. The rest are dropped."""
+        changed = True
+        while changed:
+            changed = False
+            for k, entry in enumerate(self.pending):
+                if entry is None:
+                    continue
+                slot, ref, value = entry
+                if ref.data in self.escaped:
+                    slot.value = RefWrite(self.atom(ref), self.atom(value))
+                    self.pending[k] = None
+                    changed = True
+        self.pending = [entry for entry in self.pending if entry is not None]
+
+    def run(self, func):
+        params = [_fresh(p) for p in func.params]
+        for p, q in zip(func.params, params):
+            self.local[id(p)] = _PV(_DYN, atom=q)
+        result = self.atom(self.eval_scope(func.body))
+        self.settle_writes()
+        return Function(params, self.scope.build(result), func.ret_type, func.type_params)
+
+
+_UNKNOWN = object()
+
+
+def _same_constant(a, b) -> bool:
+    return (a.kind == _CONST and b.kind == _CONST and a.data.dtype == b.data.dtype
+            and a.data.shape == b.data.shape and a.data.tobytes() == b.data.tobytes())
+
+
+def _match(pattern, pv):
+    """The (pattern Var, value) bindings if `pv` matches, None if it does not, _UNKNOWN if that
+    is not known now."""
+    bound, work = [], [(pattern, pv)]
+    while work:
+        p, v = work.pop()
+        if isinstance(p, PatternWildcard):
+            continue
+        if isinstance(p, PatternVar):
+            bound.append((p.var, v))
+        elif isinstance(p, PatternConstructor):
+            if v.kind != _CTOR:
+                return _UNKNOWN
+            if v.data[0] is not p.constructor:
+                return None
+            work.extend(zip(p.patterns, v.data[1]))
+        elif isinstance(p, PatternTuple):
+            if v.kind != _TUPLE:
+                return _UNKNOWN
+            work.extend(zip(p.patterns, v.data))
+        else:
+            return _UNKNOWN
+    return bound
+
+
+def _fresh_pattern(pattern):
+    """A copy of `pattern` binding fresh Vars, and (old Var, dynamic value) for each."""
+    bind = []
+
+    def copy(p):
+        if isinstance(p, PatternVar):
+            var = _fresh(p.var)
+            bind.append((p.var, _PV(_DYN, atom=var)))
+            return PatternVar(var)
+        if isinstance(p, PatternConstructor):
+            return PatternConstructor(p.constructor, [copy(q) for q in p.patterns])
+        if isinstance(p, PatternTuple):
+            return PatternTuple([copy(q) for q in p.patterns])
+        return PatternWildcard()
+    return copy(pattern), bind
+
+
+def _fold(call, args):
+    """The value of an op call whose arguments are known (or sit where only their type counts),
+    run with the op's numpy impl; None when it cannot be folded."""
+    op = call.op
+    out_type = getattr(call, "_checked_type", None)
+    if op.impl is None or not isinstance(out_type, TensorType) or \
+            any(not isinstance(d, int) for d in out_type.shape) or \
+            int(np.prod(out_type.shape, dtype=np.int64)) > FOLD_LIMIT:
+        return None
+    arrays = []
+    for k, a in enumerate(args):
+        if a.kind == _CONST:
+            arrays.append(a.data)
+            continue
+        t = getattr(call.args[k], "_checked_type", None)
+        if k not in op.constant_in or not isinstance(t, TensorType) or \
+                any(not isinstance(d, int) for d in t.shape):
+            return None
+        arrays.append(np.zeros(t.shape, t.dtype))       # only its shape and dtype count
+    try:
+        with np.errstate(all="ignore"):     # IEEE values, as the interpreter computes them
+            value = np.asarray(op.impl(np, *arrays, **call.attrs))
+    except Exception:  # noqa: BLE001 - it fails (or cannot run) now: left to run time
+        return None
+    if value.shape != tuple(out_type.shape) or value.dtype != np.dtype(out_type.dtype):
+        return None
+    return value
+
+
+def _size(mod) -> int:
+    return sum(sum(1 for _ in walk(f)) for f in mod.functions.values())
+
+
+def partially_evaluate(mod: Module) -> Module:
+    """`mod` partially evaluated: every global (the module text); a new Module."""
+    effects = Effects(mod)
+    anf = mod.copy()
+    for gv, func in mod.functions.items():
+        anf[gv] = to_anf_expr(func, effects)
+    infer_type(anf)          # the folds read the checked types of the calls
+    budget = INLINE_BUDGET + 4 * _size(anf)
+
+    def run():
+        out = mod.copy()
+        for gv, func in anf.functions.items():
+            out[gv] = _PartialEvaluator(budget).run(func)
+        return out
+    with no_gc():
+        return run_deep(run)
+
+
+class PartialEval(Pass):
+    """`rl.passes.partial_eval`: constant folding and partial evaluation (the module text).
+
+        >>> f = rl.parse_expr("fn (%x: float32) { let %r = ref(2f); %r := !%r * 3f; "
+        ...                   "let %t = (%x, !%r); %t.0 + %t.1 }")
+        >>> print(rl.passes.partial_eval(f))
+        fn (%x: float32) {
+          let %add = add(%x, 6f);
+          %add
+        }
+    """
+
+    name = "partial_eval"
+    requires = frozenset([TYPED])
+
+    def run(self, mod):
+        return partially_evaluate(mod)

@@ -1,0 +1,195 @@
+"""Partial evaluation (relayish/ir/passes/partial_eval.py): static values flow through lets,
+tuples, ADT values, closures and references; ops on constants fold; effects stay in order; and
+on AD output the references and the backpropagator closures go."""
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+import relayish as rl
+from relayish.ir.analysis import walk
+from relayish.ir.expr import Call, Function, Let, RefCreate, RefRead, RefWrite
+from relayish.ir.passes.partial_eval import UNROLL
+from strategies import CHAIN_LENGTHS, f32, programs
+
+from .test_properties import _check, assert_same_value
+
+PIPELINE = [rl.passes.partial_eval, rl.passes.dead_code]
+
+
+def _pe(text, passes=PIPELINE):
+    f = rl.parse_expr(text)
+    return f, rl.optimize(f, passes=passes, check=True)
+
+
+def _count(func, cls):
+    return sum(isinstance(n, cls) for n in walk(func))
+
+
+def test_constants_fold_through_lets_tuples_and_references():
+    f, g = _pe("""fn (%x: float32) {
+        let %r = ref(2f); %r := !%r * 3f; let %t = (%x, !%r); %t.0 + %t.1 }""")
+    rl.assert_structural_equal(g, rl.parse_expr("fn (%x: float32) { let %add = %x + 6f; %add }"))
+    assert rl.evaluate(g, 1.0) == rl.evaluate(f, 1.0) == np.float32(7.0)
+
+
+def test_a_match_on_a_known_constructor_and_an_if_on_a_known_condition():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    h, x = f32("h"), f32("x")
+    lst = p.Cons(x * 2.0, p.Cons(rl.const(1.0), p.Nil()))
+    head = rl.Match(lst, [rl.Clause(rl.PatternConstructor(
+        p.Cons, [rl.PatternVar(h), rl.PatternWildcard()]), h)], complete=False)
+    mod["main"] = rl.Function([x], rl.If(rl.const(1.0) < rl.const(2.0), head, x))
+    out = rl.optimize(mod, passes=PIPELINE, check=True)
+    assert _count(out["main"], rl.Match) == _count(out["main"], rl.If) == 0
+    assert rl.evaluate(out, 3.0) == rl.evaluate(mod, 3.0) == np.float32(6.0)
+
+
+def test_a_known_closure_is_called_in_place_with_fresh_binders():
+    f, g = _pe("""fn (%x: float32) {
+        let %f = fn (%a: float32) { let %b = %a * %a; %b + 1f };
+        %f(%x) + %f(2f) }""")
+    assert _count(g, Function) == 1 and _count(g, Call) == 3      # x*x, +1, +5
+    assert rl.evaluate(g, 3.0) == rl.evaluate(f, 3.0)
+    bound = [n.var for n in walk(g) if isinstance(n, Let)]
+    assert len({id(v) for v in bound}) == len(bound)
+
+
+def test_an_escaping_reference_keeps_its_writes_and_reads():
+    """The reference goes to an unknown function: its write before the call stays, and the
+    read after it is not static (the callee may have written it)."""
+    f, g = _pe("""fn (%k: fn (ref(float32)) -> ()) {
+        let %r = ref(1f); %r := 2f; %k(%r); !%r }""")
+    assert _count(g, RefWrite) == 1 and _count(g, RefRead) == 1 and _count(g, RefCreate) == 1
+    k = rl.parse_expr("fn (%s: ref(float32)) { %s := !%s * 10f }")
+    args = (rl.evaluate(rl.Function([], k)),)
+    assert rl.evaluate(g, *args) == rl.evaluate(f, *args) == np.float32(20.0)
+
+
+def test_an_unknown_call_leaves_a_reference_that_did_not_escape_known():
+    f, g = _pe("""fn (%k: fn () -> float32) {
+        let %r = ref(1f); %r := 2f; let %a = %k(); !%r + %a }""")
+    assert _count(g, RefCreate) == _count(g, RefWrite) == _count(g, RefRead) == 0
+    assert _count(g, Call) == 2         # %k() and the add of 2f
+    args = (rl.evaluate(rl.parse_expr("fn () { fn () { 5f } }")),)
+    assert rl.evaluate(g, *args) == rl.evaluate(f, *args) == np.float32(7.0)
+
+
+def test_an_unknown_call_stays_even_when_unused():
+    f, g = _pe("""fn (%k: fn () -> float32, %x: float32) { let %a = %k(); %x }""")
+    assert _count(g, Call) == 1
+
+
+def test_branches_on_a_dynamic_condition_keep_what_both_leave():
+    f, g = _pe("""fn (%c: bool, %x: float32) {
+        let %r = ref(1f); let %s = ref(1f);
+        let %u = if (%c) { %r := %x; %s := 3f } else { %s := 3f };
+        (!%r, !%s) }""")
+    assert _count(g, RefRead) == 1 and _count(g, RefCreate) == 1    # %r read; !%s is 3f
+    for c in (True, False):
+        assert_same_value(rl.evaluate(g, c, 4.0), rl.evaluate(f, c, 4.0))
+
+
+def test_inlining_keeps_the_order_of_effects():
+    """The argument `(!%r)` is read before the body writes: bound once, in order."""
+    f, g = _pe("""fn (%r: ref(float32)) {
+        let %f = fn (%a: float32) { %r := 5f; %a + !%r };
+        %f(!%r) }""")
+    r = rl.RefValue(np.float32(1.0))
+    assert rl.evaluate(g, r) == np.float32(6.0)
+    assert rl.evaluate(f, rl.RefValue(np.float32(1.0))) == np.float32(6.0)
+
+
+def test_an_op_that_fails_at_fold_time_stays_and_fails_at_run_time():
+    f, g = _pe("""fn () { let %a = take(ones(shape=[2]), 5); 1f }""")
+    assert [n.op.name for n in walk(g) if isinstance(n, Call)] == ["take"]   # ones(..) folded
+    for program in (f, g):
+        with pytest.raises(rl.EvaluationError):
+            rl.evaluate(program)
+    f, g = _pe("""fn () { take(ones(shape=[2]), 1) }""")
+    assert _count(g, Call) == 0 and rl.evaluate(g) == np.float32(1.0)
+
+
+def test_recursion_is_unrolled_a_bounded_number_of_times():
+    f, g = _pe("""fn () {
+        let %f = fn (%n: int32) -> int32 { if (%n > 0) { %f(%n - 1) + 1 } else { 0 } };
+        %f(1000) }""", passes=[rl.passes.partial_eval])
+    assert rl.evaluate(g) == rl.evaluate(f) == np.int32(1000)
+    assert _count(g, Function) >= 2 and _count(g, rl.If) >= 1       # a residual call remains
+    f, g = _pe("""fn () {
+        let %f = fn (%n: int32) -> int32 { if (%n > 0) { %f(%n - 1) + 1 } else { 0 } };
+        %f(%d) }""".replace("%d", str(UNROLL - 2)), passes=[rl.passes.partial_eval])
+    rl.assert_structural_equal(g, rl.parse_expr(f"fn () {{ {UNROLL - 2} }}"))
+
+
+def _y5_derivative(order):
+    y = rl.var("y", dtype="float64")
+    f = rl.Function([y], y ** 5.0)
+    for _ in range(order):
+        f = rl.derivative(f)
+    return f
+
+
+@pytest.mark.parametrize("order, at_most", [(1, 4), (2, 8), (3, 16)])
+def test_ad_output_of_y5_loses_its_references_and_closures(order, at_most):
+    f = _y5_derivative(order)
+    g = rl.optimize(f, passes=PIPELINE, check=True)
+    assert _count(g, Let) <= at_most
+    assert _count(g, RefCreate) == _count(g, Function) - 1 == 0
+    for y in (0.5, 1.5, -2.0):
+        np.testing.assert_allclose(rl.evaluate(g, y), rl.evaluate(f, y), rtol=1e-12)
+    np.testing.assert_allclose(rl.evaluate(rl.grad(g), 1.5), rl.evaluate(rl.grad(f), 1.5),
+                               rtol=1e-12)
+
+
+def test_ad_output_of_an_mlp_loses_its_references_and_closures():
+    rng = np.random.default_rng(0)
+    x, w1, w2 = (rl.var("x", shape=(4,), dtype="float64"),
+                 rl.var("w1", shape=(8, 4), dtype="float64"),
+                 rl.var("w2", shape=(8,), dtype="float64"))
+    f = rl.Function([x, w1, w2], rl.sum(rl.tanh(w1 @ x) * w2))
+    g = rl.gradient(f)
+    h = rl.optimize(g, passes=PIPELINE, check=True)
+    assert _count(h, RefCreate) == _count(h, Function) - 1 == 0
+    assert _count(h, Let) <= _count(g, Let) // 2
+    args = (rng.normal(size=4), rng.normal(size=(8, 4)), rng.normal(size=8))
+    assert_same_value(rl.evaluate(h, *args), rl.evaluate(g, *args))
+
+
+@pytest.mark.parametrize("n", CHAIN_LENGTHS)
+def test_long_let_chains(n):
+    x = f32("x")
+    body = x
+    r = rl.var("r", type=rl.RefType(rl.TensorType((), "float32")))
+    bindings = [(r, rl.RefCreate(rl.const(0.0)))]
+    for k in range(n):
+        v = f32(f"v{k}")
+        bindings.append((v, rl.tanh(body) * 0.5 + body))
+        body = v
+        if k % 100 == 0:
+            bindings.append((rl.var(f"w{k}", type=rl.TupleType([])), rl.RefWrite(r, v)))
+    from relayish.ir.visitor import build_let_chain
+    f = rl.Function([x], build_let_chain(bindings, rl.Tuple([body, rl.RefRead(r)])))
+    start = time.process_time()
+    g = rl.passes.partial_eval(f)
+    took = time.process_time() - start
+    assert _count(g, RefCreate) == 0
+    assert_same_value(rl.evaluate(g, 0.25), rl.evaluate(f, 0.25))
+    assert took < 2.0 * n / 10_000 + 1.0
+
+
+@given(programs(max_depth=4))
+def test_partial_evaluation_keeps_the_values_of_random_programs(prog):
+    _check(prog.mod, prog.args, [rl.passes.partial_eval])
+    _check(prog.mod, prog.args, PIPELINE)
+
+
+@settings(max_examples=10)
+@given(programs(differentiable=True))
+def test_partially_evaluated_programs_differentiate_to_the_same_gradient(prog):
+    want = rl.evaluate(rl.gradient(prog.mod), *prog.args)
+    out = _check(prog.mod, prog.args, PIPELINE)
+    got = rl.evaluate(rl.gradient(out), *prog.args)
+    assert_same_value(got, want)
