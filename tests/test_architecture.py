@@ -10,6 +10,20 @@ from import_graph import describe_cycles, module_files, module_graph, strongly_c
 
 MAX_LINES = 1000
 
+# The layer map of notes/architecture.md: which of relayish's parts each part may import.
+# ad and backend sit side by side and never import each other (AD output is an ordinary
+# program; a backend runs any program); ad reads op records through ir's registry, not ops/.
+MAY_IMPORT = {
+    "errors": set(),
+    "ir": {"errors"},
+    "ops": {"ir", "errors"},
+    "ad": {"ir", "errors"},
+    "backend": {"ops", "ir", "errors"},
+    "optim": {"backend", "ad", "ops", "ir", "errors"},
+    "debug": {"backend", "ad", "ops", "ir", "errors"},
+    "eager": {"optim", "backend", "ad", "ops", "ir", "errors"},
+}
+
 
 def test_relayish_has_no_import_cycle():
     graph = module_graph("relayish")
@@ -17,6 +31,19 @@ def test_relayish_has_no_import_cycle():
     assert {"relayish.ir.expr", "relayish.ad.api", "relayish.optim.minimize",
             "relayish.backend.api", "relayish.cli"} <= graph.keys()
     assert not strongly_connected(graph), "import cycles:\n" + describe_cycles(graph)
+
+
+def _part(module):
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def test_imports_run_down_the_layer_map():
+    upward = sorted(f"{a} imports {b}" for a, bs in module_graph("relayish").items()
+                    for b in bs
+                    if _part(a) in MAY_IMPORT and _part(b) not in (_part(a), None)
+                    and _part(b) not in MAY_IMPORT[_part(a)])
+    assert not upward, "imports against the layer map:\n" + "\n".join(upward)
 
 
 def test_no_module_is_over_a_thousand_lines():
