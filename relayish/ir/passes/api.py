@@ -18,6 +18,7 @@ from relayish.ir.passes.anf import FromANF, ToANF
 from relayish.ir.passes.cse import CSE
 from relayish.ir.passes.dead_code import DeadCode
 from relayish.ir.passes.effects import Effects
+from relayish.ir.passes.inline import Inline
 from relayish.ir.passes.merge_matmul import MergeMatmul, merge_matmul
 from relayish.ir.passes.partial_eval import PartialEval
 from relayish.ir.passes.simplify import Simplify
@@ -28,8 +29,9 @@ from_anf = FromANF()
 cse = CSE()
 simplify = Simplify()
 partial_eval = PartialEval()
+inline = Inline()
 
 __all__ = ["dead_code", "to_anf", "from_anf", "merge_matmul", "DeadCode", "ToANF", "FromANF",
            "MergeMatmul", "Effects", "cse", "CSE",
            "simplify", "Simplify",
-           "partial_eval", "PartialEval"]
+           "partial_eval", "PartialEval", "inline", "Inline"]

@@ -135,7 +135,7 @@ def _y5_derivative(order):
 @pytest.mark.parametrize("order, at_most", [(1, 4), (2, 8), (3, 16)])
 def test_ad_output_of_y5_loses_its_references_and_closures(order, at_most):
     f = _y5_derivative(order)
-    g = rl.optimize(f, passes=PIPELINE, check=True)
+    g = rl.optimize(f, passes=[rl.passes.inline] + PIPELINE, check=True)
     assert _count(g, Let) <= at_most
     assert _count(g, RefCreate) == _count(g, Function) - 1 == 0
     for y in (0.5, 1.5, -2.0):
@@ -151,7 +151,7 @@ def test_ad_output_of_an_mlp_loses_its_references_and_closures():
                  rl.var("w2", shape=(8,), dtype="float64"))
     f = rl.Function([x, w1, w2], rl.sum(rl.tanh(w1 @ x) * w2))
     g = rl.gradient(f)
-    h = rl.optimize(g, passes=PIPELINE, check=True)
+    h = rl.optimize(g, passes=[rl.passes.inline] + PIPELINE, check=True)
     assert _count(h, RefCreate) == _count(h, Function) - 1 == 0
     assert _count(h, Let) <= _count(g, Let) // 2
     args = (rng.normal(size=4), rng.normal(size=(8, 4)), rng.normal(size=8))
@@ -190,6 +190,6 @@ def test_partial_evaluation_keeps_the_values_of_random_programs(prog):
 @given(programs(differentiable=True))
 def test_partially_evaluated_programs_differentiate_to_the_same_gradient(prog):
     want = rl.evaluate(rl.gradient(prog.mod), *prog.args)
-    out = _check(prog.mod, prog.args, PIPELINE)
+    out = _check(prog.mod, prog.args, [rl.passes.inline] + PIPELINE)
     got = rl.evaluate(rl.gradient(out), *prog.args)
     assert_same_value(got, want)
