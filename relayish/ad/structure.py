@@ -35,6 +35,7 @@ __all__ = ["map_structure", "has_float", "is_tensorish", "is_float_tensor"]
 
 def map_structure(t, value, tensor, *, field=None, pack=None, adt=None, other=None, keep=None):
     """The converter given by the callbacks applied to `value` of type t (module docstring)."""
+    # Not map_type: each kind of type calls its own callback on a value, no type is rebuilt.
     if isinstance(t, TensorType):
         return tensor(value, t)
     if isinstance(t, TupleType):
@@ -57,6 +58,8 @@ def is_float_tensor(t) -> bool:
 
 def has_float(t) -> bool:
     """Whether a value of type `t` (tensors and tuples of them) carries any float tensor."""
+    # Tuples only, not walk_type: a float inside a function or reference type is no float the
+    # value carries.
     stack = [t]
     while stack:
         t = stack.pop()

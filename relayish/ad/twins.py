@@ -25,7 +25,7 @@ from relayish.errors import GradientError, RelayishError
 from relayish.ir.analysis import walk
 from relayish.ir.expr import Constructor, PatternConstructor, TypeData
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, TypeCall,
-                               TypeVar, substitute, walk_type)
+                               TypeVar, map_type, substitute, walk_type)
 
 __all__ = ["TwinTypes", "adt_definitions"]
 
@@ -114,15 +114,11 @@ class TwinTypes:
     def __call__(self, t):
         if isinstance(t, TensorType):
             return self.leaf(t)
-        if isinstance(t, TupleType):
-            return TupleType([self(f) for f in t.fields])
         if isinstance(t, FuncType):
             return FuncType([self(a) for a in t.arg_types] + self.extra_params, self(t.ret_type),
                             t.type_params)
-        if isinstance(t, RefType):
-            return RefType(self(t.value))
-        if isinstance(t, TypeVar):
-            return t
+        if isinstance(t, (TupleType, RefType, TypeVar)):    # M of the components, nothing else
+            return map_type(t, self)
         if isinstance(t, TypeCall):
             return TypeCall(self.twin_data(t.func).header, [self(a) for a in t.args])
         if isinstance(t, GlobalTypeVar):

@@ -90,6 +90,7 @@ class CtorSpec:
 
 def build_spec(t, x0, mod, offset=0, what="x0"):
     """(spec, leaves' flat values, new offset) for the value x0 of the parameter type t."""
+    # Per kind of type (not map_type): each kind reads x0 its own way; the rest are refused.
     if isinstance(t, TensorType):
         try:
             arr = np.asarray(x0)

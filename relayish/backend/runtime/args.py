@@ -103,6 +103,8 @@ class ValueChecker:
 
     def conforms(self, value, ty):
         """Whether `value` is exactly a runtime value of `ty` (no conversion needed)."""
+        # A walk over value and type together, per kind of type (not type_components): an
+        # ADT's field types come from its constructor, a function's check is the backend's.
         work = [(value, ty)]
         field_types = self.field_types
         known = field_types.by_id      # filled only for constructors already checked against t
@@ -162,6 +164,7 @@ class ValueChecker:
             raise EvaluationError(f"{subject}{where}: expected {type_text(expected)}, got "
                                   f"{got}{why}")
 
+        # Per kind of type, as in conforms: each kind converts and checks the value its own way.
         while work:
             v, t, box, i, path = work.pop()
             if isinstance(t, TensorType):
