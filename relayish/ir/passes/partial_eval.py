@@ -30,8 +30,9 @@ stored where nothing static follows it, returned...). A closure filled that way 
 partially evaluated then, with its parameters dynamic and an empty store (it may run at any time).
 
 References and escape. A reference escapes when its atom is needed by residual code (anything but
-the target of a write); only then can code the evaluator does not see (an unknown call, a
-residual closure, a write through an unknown reference) touch it. So a read sees the store's
+the target of a write), and so does what it holds then or is written into it after; only then
+can code the evaluator does not see (an unknown call, a residual closure, a write through an
+unknown reference) touch it. So a read sees the store's
 value unless the reference had escaped before the last unknown call after that value was written
 (a clock orders writes, escapes and unknown calls). Writes to references made here are
 deferred: at the end, the writes to references that escaped are put in their slots (a fixpoint:
@@ -188,6 +189,9 @@ class _PartialEvaluator:
         """The residual expression holding `pv`, filling in its slot on first use."""
         if pv.kind == _REF and pv.data not in self.escaped:
             self.escaped[pv.data] = self.tick()
+            entry = self.store.get(pv.data)
+            if entry is not None:   # what it holds is reachable by the code it escapes to
+                self.atom(entry[0])
         if pv.atom is not None:
             return pv.atom
         slot = pv.slot
@@ -313,6 +317,8 @@ class _PartialEvaluator:
         ref = self.eval(e.ref, None)
         value = self.eval(e.value, None)
         if ref.kind == _REF:
+            if ref.data in self.escaped:    # code that holds the reference can take the value
+                self.atom(value)
             self.store[ref.data] = (value, self.tick())
             self.pending.append((self.scope.reserve(Var("u", None)), ref, value))
         else:       # through an unknown reference: any escaped one may be it

@@ -193,3 +193,14 @@ def test_partially_evaluated_programs_differentiate_to_the_same_gradient(prog):
     out = _check(prog.mod, prog.args, [rl.passes.inline] + PIPELINE)
     got = rl.evaluate(rl.gradient(out), *prog.args)
     assert_same_value(got, want)
+
+
+def test_a_reference_held_by_an_escaping_reference_escapes_with_it():
+    """%k gets %outer, reads %inner out of it and writes 7 there: the read after the call must
+    not be the 1f written before."""
+    f, g = _pe("""fn (%k: fn (ref(ref(float32))) -> ()) {
+        let %inner = ref(0f); let %outer = ref(%inner); %inner := 1f;
+        %k(%outer); !%inner }""")
+    k = rl.parse_expr("fn () { fn (%o: ref(ref(float32))) { !%o := 7f } }")
+    args = (rl.evaluate(k),)
+    assert rl.evaluate(g, *args) == rl.evaluate(f, *args) == np.float32(7.0)
