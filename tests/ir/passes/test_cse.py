@@ -170,3 +170,16 @@ def test_cse_output_differentiates_to_the_same_gradient(prog):
     want = rl.evaluate(rl.gradient(prog.mod), *prog.args)
     out = _check(prog.mod, prog.args, [rl.passes.cse, rl.passes.simplify, rl.passes.dead_code])
     assert_same_value(rl.evaluate(rl.gradient(out), *prog.args), want)
+
+
+def test_the_second_backward_pass_reuses_the_first():
+    # a Hessian differentiates a program that holds a backward pass: its own backward pass
+    # recomputes values the first computed, in scopes the first dominates
+    x = rl.var("x", shape=(3,), dtype="float64")
+    h = rl.hessian(rl.Function([x], rl.sum(rl.tanh(x) * rl.tanh(x))))
+    before = rl.passes.dead_code(h)
+    after = rl.optimize(h, passes=[rl.passes.cse, rl.passes.dead_code], check=True)
+    ops = [rl.astext(rl.passes.to_anf(p)).count("let %") for p in (before, after)]
+    assert ops[1] <= ops[0] - 20
+    arg = np.array([0.3, -1.2, 2.0])
+    assert_same_value(rl.evaluate(after, arg), rl.evaluate(h, arg))
