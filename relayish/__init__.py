@@ -34,6 +34,7 @@ from relayish.backend.api import compile  # noqa: A004  API name
 from relayish.ad.api import (derivative, grad, gradient, hessian, hvp, jacobian, jvp,
                              value_and_grad, vjp)
 from relayish import optim
+from relayish import debug
 from relayish.ir.passes import FunctionPass, Pass, Sequential, optimize
 from relayish.ir.passes import api as passes
 

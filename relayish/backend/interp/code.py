@@ -54,12 +54,14 @@ class Block:
 
 class Step:
     """One compiled step as a debugger sees it: `fn` (what the machine calls), `node` (the IR
-    expression it computes), `slot` (the frame slot it writes), `block`."""
+    expression it computes), `slot` (the frame slot it writes), `block`, and `srcs` (the slots
+    of its operands, for op calls, constructors, tuples and reference writes (the reference
+    first); () for the others)."""
 
-    __slots__ = ("fn", "node", "slot", "block")
+    __slots__ = ("fn", "node", "slot", "block", "srcs")
 
-    def __init__(self, fn, node, slot, block):
-        self.fn, self.node, self.slot, self.block = fn, node, slot, block
+    def __init__(self, fn, node, slot, block, srcs=()):
+        self.fn, self.node, self.slot, self.block, self.srcs = fn, node, slot, block, srcs
 
     @property
     def name(self):

@@ -47,10 +47,18 @@ MAX_EXTRA_CAPTURES = 16            # tuple fields a closure may capture besides 
 
 
 class Program:
-    """The compile context of one evaluation target: the module's globals as closures."""
+    """The compile context of one evaluation target: the module's globals as closures.
 
-    def __init__(self, mod):
+    The debug modes choose their steps here, at compile time, so the plain machine pays
+    nothing for them: `reuse=False` turns the buffer-sharing fast paths off (the shared zero
+    tensor of `ref(zeros)`, in-place accumulation); `wrap_step(info) -> step`, when given,
+    replaces each step the compiler emits (info is its code.Step record: the NaN check of
+    `debug_nans`, the poisoning reference writes of `debug_alloc`; relayish/debug/modes.py)."""
+
+    def __init__(self, mod, reuse=True, wrap_step=None):
         self.mod = mod
+        self.reuse = reuse
+        self.wrap_step = wrap_step
         self.globals = {}       # name -> InterpreterClosure (its Code filled by drain())
         self.pending = []
         # what each fn literal captures, found in one walk of the outermost function that holds
@@ -141,11 +149,15 @@ class FunctionCompiler(ExprFunctor):
             self.keep.append(node)
         return slot
 
-    def emit(self, step, node, dst):
-        """Append `step` (computing `node` into slot `dst`) to the current block."""
+    def emit(self, step, node, dst, srcs=()):
+        """Append `step` (computing `node` into slot `dst` from the slots `srcs`) to the current
+        block (wrapped by the program's debug mode, if any)."""
         block = self.block
+        info = Step(step, node, dst, block, tuple(srcs))
+        if self.program.wrap_step is not None:
+            step = info.fn = self.program.wrap_step(info)
         block.steps.append(step)
-        block.info.append(Step(step, node, dst, block))
+        block.info.append(info)
 
     def new_block(self):
         return Block(self.code)
@@ -275,7 +287,7 @@ class FunctionCompiler(ExprFunctor):
         if not srcs:
             return self.atom_slot(e, ())
         dst = self.new_slot()
-        self.emit(tuple_step(e, dst, srcs), e, dst)
+        self.emit(tuple_step(e, dst, srcs), e, dst, srcs)
         self.tuple_fields[dst] = srcs
         return dst
 
@@ -300,7 +312,7 @@ class FunctionCompiler(ExprFunctor):
         if isinstance(op, Op):
             srcs = [self.visit(a) for a in e.args]
             dst = self.new_slot()
-            self.emit(op_step(e, dst, srcs), e, dst)
+            self.emit(op_step(e, dst, srcs), e, dst, srcs)
             return dst
         if isinstance(op, Constructor):
             if len(e.args) != len(op.inputs):
@@ -308,7 +320,7 @@ class FunctionCompiler(ExprFunctor):
                                       f"got {len(e.args)} in {node_text(e)}")
             srcs = [self.visit(a) for a in e.args]
             dst = self.new_slot()
-            self.emit(constructor_step(op, dst, srcs), e, dst)
+            self.emit(constructor_step(op, dst, srcs), e, dst, srcs)
             return dst
         fn = self.visit(op)
         args = tuple(self.visit(a) for a in e.args)
@@ -350,7 +362,8 @@ class FunctionCompiler(ExprFunctor):
 
     def visit_RefCreate(self, e):
         v = e.value
-        if (isinstance(v, Call) and isinstance(v.op, Op) and v.op.fills_zeros and not v.args
+        if (self.program.reuse and isinstance(v, Call) and isinstance(v.op, Op)
+                and v.op.fills_zeros and not v.args
                 and v.op.numpy_fast(v.attrs) is not None):     # (not while a user's impl runs)
             # `ref(zeros(..))` (reverse AD's fresh gradient references): the shared read-only
             # zero tensor, so that the first accumulation into it can be a plain write
@@ -376,12 +389,15 @@ class FunctionCompiler(ExprFunctor):
         ref = self.visit(e.ref)
         src = self.visit(e.value)
         dst = self.new_slot()
-        self.emit(ref_write_step(e, dst, ref, src), e, dst)
+        self.emit(ref_write_step(e, dst, ref, src), e, dst, (ref, src))
         return dst
 
     def accumulate_step(self, e):
         """`r := !r + g` (reverse AD's gradient accumulation) with `r` and `g` variables or
-        constants: one step instead of a read, an add and a write. None for anything else."""
+        constants: one step instead of a read, an add and a write. None for anything else
+        (and always None without buffer reuse: the fused steps accumulate in place)."""
+        if not self.program.reuse:
+            return None
         v = e.value
         step = self.take_accumulate_step(e)
         if step is not None:
@@ -405,7 +421,7 @@ class FunctionCompiler(ExprFunctor):
                      and tg.shape == t.shape and tg.dtype == t.dtype)
         self.emit(accumulate_step(e, v, dst, ref, src, add,
                                   isinstance(t, TensorType) and len(t.shape) >= 1, overwrite),
-                  e, dst)
+                  e, dst, (ref, src))
         return dst
 
     def take_accumulate_step(self, e):
@@ -418,7 +434,7 @@ class FunctionCompiler(ExprFunctor):
                 and isinstance(e.ref, Var) and v.args[0].ref is e.ref):
             return None
         tb = v.args[1]
-        if not (isinstance(tb, Call) and isinstance(tb.op, Op) and tb.op.name == "take_backward"
+        if not (isinstance(tb, Call) and isinstance(tb.op, Op) and tb.op.scatters_rows
                 and all(isinstance(a, (Var, Constant)) for a in tb.args)):
             return None
         t, tt = getattr(v, "_checked_type", None), getattr(tb, "_checked_type", None)
@@ -431,7 +447,8 @@ class FunctionCompiler(ExprFunctor):
         gs, ids = self.visit(tb.args[0]), self.visit(tb.args[1])
         dst = self.new_slot()
         self.emit(take_accumulate_step(e, dst, ref, gs, ids,
-                                       None if axis is None else axis % len(t.shape)), e, dst)
+                                       None if axis is None else axis % len(t.shape)),
+                  e, dst, (ref, gs, ids))
         return dst
 
     def visit_default(self, node):
