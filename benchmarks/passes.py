@@ -19,6 +19,8 @@
    against the raw ones.
 3. The same programs through `dead_code(simplify(cse(...)))` (rl.optimize with those passes),
    with the CPU time of the three passes.
+4. The same programs through `dead_code(partial_eval(inline(...)))`, and then through all five
+   (`dead_code(simplify(cse(dead_code(partial_eval(inline(...))))))`), with the passes' CPU time.
 """
 from __future__ import annotations
 
@@ -62,7 +64,8 @@ def _cpu(fn, *args):
 
 
 def cost_table(sizes):
-    stages = ["effects", "dead_code", "to_anf", "from_anf", "cse", "simplify"]
+    stages = ["effects", "dead_code", "to_anf", "from_anf", "cse", "simplify", "inline",
+              "partial_eval"]
     rows = {s: [] for s in stages}
     for n in sizes:
         func = chain_program(n)
@@ -74,7 +77,7 @@ def cost_table(sizes):
         rows["to_anf"].append(t)
         t, _ = _cpu(from_anf_expr, anf)
         rows["from_anf"].append(t)
-        for name in ("cse", "simplify"):    # the whole pass: its type check included
+        for name in ("cse", "simplify", "inline", "partial_eval"):   # type check included
             t, _ = _cpu(getattr(rl.passes, name), func)
             rows[name].append(t)
     print("1. pass cost (CPU seconds, one run; us per step; growth exponent between sizes)")
@@ -175,6 +178,32 @@ def pipeline_table(max_order):
               f"{lines(g):>6}->{lines(out):<6} {'' if eqns is None else eqns:>11} {t:10.3f}")
 
 
+def pe_table(max_order):
+    """Section 4: the same programs through inline, partial_eval and dead_code (issue 13)."""
+    pe = [rl.passes.inline, rl.passes.partial_eval, rl.passes.dead_code]
+    every = pe + [rl.passes.cse, rl.passes.simplify, rl.passes.dead_code]
+    for title, passes in (("dead_code(partial_eval(inline(...)))", pe),
+                          ("then cse, simplify, dead_code", every)):
+        print(f"\n4. AD output before and after {title}: lets, operations, lines")
+        print(f"{'program':>15} {'lets':>11} {'operations':>13} {'lines':>13} "
+              f"{'jaxpr eqns':>11} {'pass CPU s':>10}")
+        cases = list(_power_grads(max_order)) + [_mlp2(), _mlp20()]
+        for name, g, args, eqns in cases:
+            t, out = _cpu(rl.optimize, g, passes)
+            assert _same(rl.evaluate(out, *args), rl.evaluate(g, *args)) or np.allclose(
+                _flat(rl.evaluate(out, *args)), _flat(rl.evaluate(g, *args))), name
+            ops = [bindings(rl.passes.to_anf(p)) for p in (g, out)]
+            print(f"{name:>15} {bindings(g):>5}->{bindings(out):<5} {ops[0]:>6}->{ops[1]:<6} "
+                  f"{lines(g):>6}->{lines(out):<6} {'' if eqns is None else eqns:>11} "
+                  f"{t:10.3f}")
+
+
+def _flat(value):
+    if isinstance(value, tuple):
+        return np.concatenate([_flat(v) for v in value]) if value else np.zeros(0)
+    return np.ravel(np.asarray(value, dtype=float))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="sizes up to 10^4, orders up to 3")
@@ -184,6 +213,7 @@ def main(argv=None):
     cost_table(sizes)
     size_table(3 if args.quick else 4)
     pipeline_table(3 if args.quick else 4)
+    pe_table(3 if args.quick else 4)
 
 
 if __name__ == "__main__":
