@@ -7,9 +7,10 @@ nothing but attributes and its arguments' types computes, `zeros(...)`, `ones_li
     op(c1, ..., cn) -> its value      constant folding: an op without effects whose arguments
                                       are Constants (at least one), or sit where the record's
                                       `constant_in` says only their type matters, and whose
-                                      result has at most FOLD_LIMIT elements. It runs the op's own numpy
-                                      impl, as the interpreter would: NaN and Inf come out as
-                                      the program computes them (`inf * 0f` folds to nan).
+                                      result has at most FOLD_LIMIT elements. It runs the
+                                      op's own numpy impl, as the interpreter would: NaN and
+                                      Inf come out as the program computes them (`inf * 0f`
+                                      folds to nan).
     op(a, b) -> a or b                the record's `identity_in` {position: fill}: when that
                                       argument is all `fill` and the other argument's type is
                                       the result's type (no broadcasting, no dtype change):
