@@ -31,6 +31,7 @@ from __future__ import annotations
 from relayish.ir.analysis import CallGraph, FreeVars, use_counts, walk
 from relayish.ir.expr import Call, Constant, Function, GlobalVar, Let, PatternVar, Var
 from relayish.ir.passes.base import TYPED, Pass
+from relayish.ir.passes.uses import reference_counts
 from relayish.ir.visitor import ExprMutator, no_gc, run_deep
 
 __all__ = ["Inline", "inline_module", "SMALL"]
@@ -116,13 +117,24 @@ class _Inliner(ExprMutator):
         called = self.callee_counts.get(id(var), 0)
         return called > 0 and (_size(func) <= SMALL or (uses == called == 1))
 
-    def visit_Call(self, e):
-        op = e.op
-        target = None
+    def target(self, call):
+        """The Function to copy in for `call`, or None."""
+        op = call.op
         if isinstance(op, Var):
-            target = self.closures.get(id(op))
-        elif isinstance(op, GlobalVar):
-            target = self.globals.get(op.name_hint)
+            return self.closures.get(id(op))
+        if isinstance(op, GlobalVar):
+            return self.globals.get(op.name_hint)
+        return None
+
+    def visit(self, expr):
+        # a call shared at two places is expanded at each (not memoized): one expansion at two
+        # places would bind its Vars twice in one scope
+        if type(expr) is Call and self.target(expr) is not None:
+            return self.visit_Call(expr)
+        return super().visit(expr)
+
+    def visit_Call(self, e):
+        target = self.target(e)
         if target is None:
             return super().visit_Call(e)
         args = [self.visit(a) for a in e.args]
@@ -140,11 +152,12 @@ def _callee_counts(expr) -> dict:
 def inline_module(mod):
     """`mod` with its inlinable calls inlined (the module text); a new Module."""
     graph = CallGraph(mod)
-    references: dict = {}
+    references: dict = {}       # name -> the nodes referring to it (a GlobalVar node is shared)
     for func in mod.functions.values():
+        counts = reference_counts(func)
         for node in walk(func):
             if isinstance(node, GlobalVar):
-                references[node.name_hint] = references.get(node.name_hint, 0) + 1
+                references[node.name_hint] = references.get(node.name_hint, 0) + counts[id(node)]
     out = mod.copy()
     done: dict = {}              # name -> its inlined Function, for the globals one may copy in
     for component in graph.components():         # callees before callers

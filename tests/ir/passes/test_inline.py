@@ -71,6 +71,19 @@ def test_globals_not_recursive_are_inlined_recursive_ones_stay():
     assert_same_value(rl.evaluate(out, *args), rl.evaluate(mod, *args))
 
 
+def test_a_large_global_called_twice_stays_called():
+    mod = rl.Module()
+    big, b, x = rl.GlobalVar("big"), f32("b"), f32("x")
+    body = b
+    for _ in range(SMALL):
+        body = rl.tanh(body) + b
+    mod[big] = rl.Function([b], body)
+    mod["main"] = rl.Function([x], big(x) * big(x + 1.0))
+    out = _inline(mod)
+    assert len(_calls_of(out["main"], GlobalVar)) == 2
+    assert rl.evaluate(out, 0.5) == rl.evaluate(mod, 0.5)
+
+
 def test_a_large_function_called_twice_stays_called():
     b = f32("b")
     body = b
