@@ -162,3 +162,18 @@ def test_long_chains_and_deep_operands(n):
         deep = deep * rl.const(1.0)
     anf = to_anf_expr(rl.Function([x], deep))
     assert len(let_chain(anf.body)[0]) == n // 10 - 1
+
+
+@pytest.mark.parametrize("n", CHAIN_LENGTHS)
+def test_lets_nested_as_values(n):
+    """let %v = (let %w = (...); %w + 1); %v + 1, n deep: to_anf lifts them into one chain."""
+    x = rl.var("x", shape=(), dtype="float64")
+    e = x
+    for k in range(n):
+        v = rl.var(f"v{k}", dtype="float64")
+        e = rl.Let(v, e, v + rl.const(1.0, "float64"))
+    func = rl.Function([x], e)
+    anf = to_anf_expr(func)
+    bindings, tail = let_chain(anf.body)
+    assert len(bindings) == n and not isinstance(tail, Let)       # %v_k = %v_(k-1) + 1
+    assert from_anf_expr(anf) is not None and rl.passes.Effects(func)(func.body) == set()
