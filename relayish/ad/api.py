@@ -35,7 +35,7 @@ __all__ = ["gradient", "grad", "value_and_grad", "vjp", "hessian", "hvp", "jvp",
            "derivative", "hvp_forward_over_reverse", "hvp_reverse", "hessian_forward"]
 
 
-def gradient(f, mod=None):
+def gradient(f, mod=None, checkpoint=None):
     """`fn(T1..Tn) -> R` to `fn(T1..Tn) -> (R, (dT1..dTn))`.
 
     R is a float tensor (or a tuple whose first field is one); that tensor is seeded with ones,
@@ -45,8 +45,24 @@ def gradient(f, mod=None):
         x = rl.var("x", shape=(3,), dtype="float64")
         g = rl.gradient(rl.Function([x], rl.sum(x * x)))
         value, (dx,) = rl.evaluate(g, np.arange(3.0))      # dx == 2 * x
+
+    checkpoint= (a Function's let-chain; ad/checkpoint.py): recompute forward values in the
+    backward pass instead of keeping them. k: cut every k bindings ("sqrt": k = sqrt(n));
+    "revolve" or ("revolve", snapshots): Griewank's binomial schedule, O(log n) kept states.
     """
+    if checkpoint is not None:
+        return _run_transform(_checkpointed, f, mod, checkpoint)
     return _transform(f, mod, "gradient")
+
+
+def _checkpointed(f, mod, spec):
+    from relayish.ad.checkpoint import checkpoint_options, checkpointed_gradient
+    checkpoint_options(spec)                 # a bad value is reported before anything runs
+    if isinstance(f, Module) or mod is not None:
+        raise GradientError("checkpoint= takes a Function without a module (it cuts the "
+                            "Function's let-chain); differentiate a Module without it")
+    func, _, _ = _prepare(f, None)
+    return checkpointed_gradient(func, spec, vjp, gradient)
 
 
 def grad(f, argnums=0, mod=None):
