@@ -65,7 +65,7 @@ class Position:
     """Where the debugger is: `line`, `column` (1-based, in Debugger.text; None where the node
     has no position) and `text` (that line, stripped). Also `function` (the Code's name:
     "@main", "%f", "fn"), `binding` (the variable the step binds, None for a temporary), `kind`
-    ("step", "call", "tailcall", "return", "branch", "match", "finished"), `expr` (the
+    ("step", "call", "tailcall", "branch", "match", "finished"), `expr` (the
     expression about to run, shortened) and `origin` ((filename, line, column) of the primal
     expression a binding AD generated came from, or None)."""
     line: int | None
@@ -160,7 +160,8 @@ class Debugger:
         self.history = []
         self._breakpoints = []
         self._vars = None
-        self._types = {}
+        self._types = {}               # id(code) -> {slot: type}
+        self._exprs = {}               # (text, id(code)) -> (Function, params) to evaluate
 
     # ---- positions ------------------------------------------------------------------------------
     def _node_position(self, node):
@@ -313,10 +314,10 @@ class Debugger:
         self._breakpoints.clear()
 
     def _condition(self, text):
-        expr, names = self._parse_in_scope(text, "condition")
+        self._check_syntax(text, "condition")
 
         def holds(machine):
-            value = self._evaluate_parsed(expr, names, machine.frames[-1], text)
+            value = self._evaluate_text(text, machine.frames[-1], "condition")
             a = np.asarray(value)
             if a.shape != () or a.dtype != np.bool_:
                 raise DebuggerError(f"the breakpoint condition {text!r} is not a bool scalar "
@@ -371,15 +372,15 @@ class Debugger:
         return new
 
     def evaluate(self, text, depth=0):
-        """The value of a text expression over the variables in scope in frame `depth`."""
-        frame = self._frame(depth)
-        expr, names = self._parse_in_scope(text, "expression")
-        return self._evaluate_parsed(expr, names, frame, text)
+        """The value of a text expression over the variables in scope in frame `depth`
+        (parsed, type-checked against their types and run by the interpreter)."""
+        self._check_syntax(text, "expression")
+        return self._evaluate_text(text, self._frame(depth), "expression")
 
     # ---- expressions over the variables in scope -------------------------------------------------
     def _program_vars(self):
-        """name -> Var of the program (for parsing conditions and expressions; the first Var
-        seen with each name, every function walked once, iteratively)."""
+        """name -> Var of the program, every function walked once, iteratively (to read a
+        condition's names when the breakpoint is set, before any frame exists)."""
         if self._vars is None:
             found = {}
             roots = (list(self.mod.functions.values()) if self.mod is not None else [])
@@ -397,20 +398,37 @@ class Debugger:
             self._vars = found
         return self._vars
 
-    def _parse_in_scope(self, text, what):
-        from relayish.ir.analysis import free_vars
+    def _parse(self, text, env, what):
         from relayish.ir.text.parser import parse_expr
         if not isinstance(text, str):
             raise DebuggerError(f"the {what} must be text, got {type(text).__name__}")
-        env = self._program_vars()
         try:
-            expr = parse_expr(text, mod=self.mod, free_vars=env)
+            return parse_expr(text, mod=self.mod, free_vars=env)
         except RelayishError as exc:
             raise DebuggerError(f"cannot read the {what} {text!r}: {exc}") from None
-        return expr, list(free_vars(expr))
 
-    def _evaluate_parsed(self, expr, params, frame, text):
+    def _check_syntax(self, text, what):
+        """A ParseError now (naming the text) for a malformed condition or expression."""
+        self._parse(text, self._program_vars(), what)
+
+    def _evaluate_text(self, text, frame, what):
+        """Parse `text` over the named variables of `frame`'s function (Vars annotated with
+        their types; cached per text and function), then evaluate it on their values."""
+        from relayish.ir.analysis import free_vars
         from relayish.backend.interp.api import evaluate
+        key = (text, id(frame.code))
+        compiled = self._exprs.get(key)
+        if compiled is None:
+            env = {}
+            for i, name in enumerate(frame.code.slot_names):
+                if name is not None and name not in env:
+                    t = self._slot_type(frame.code, i, name)
+                    if t is not None:
+                        env[name] = Var(name, t)
+            expr = self._parse(text, env, what)
+            params = list(free_vars(expr))
+            compiled = self._exprs[key] = (Function(params, expr), params)
+        func, params = compiled
         scope = self._named_slots(frame)
         missing = [v.name_hint for v in params if v.name_hint not in scope]
         if missing:
@@ -418,7 +436,7 @@ class Debugger:
                                 f"{frame.code.name} (for {text!r})")
         values = [frame.slots[scope[v.name_hint]] for v in params]
         try:
-            return evaluate(Function(params, expr), *values, mod=self.mod)
+            return evaluate(func, *values, mod=self.mod)
         except RelayishError as exc:
             raise DebuggerError(f"evaluating {text!r}: {exc}") from None
 

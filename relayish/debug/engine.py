@@ -9,9 +9,9 @@ It runs the same Code as `rl.evaluate` (backend/interp/code.py): the same step f
 same terminators, the same frames `[params..., captures..., locals...]`. What it adds lives
 beside the Code and never in the interpreter's own loop (`run.execute` is untouched):
 
-- *pause points*: every step, and every terminator but JUMP (a call, a return, an `if`, a
-  `match`). The `move` steps that carry an if/match branch's value to its join, and the
-  return of a plain variable or constant, are silent.
+- *pause points*: every step, and every call, tail call, `if` and `match`. The `move` steps
+  that carry an if/match branch's value to its join, JUMPs and RETURNs are silent (what a
+  RETURN returns was computed by the step or call before it, or is a variable).
 - *breakpoints*: per block, the step indexes where one is set (by line: the first pause point
   of that line in each block; by function: the first pause point of its entry block), each
   with an optional condition (a callable over the machine). While no breakpoint sits in a
@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from relayish.errors import EvaluationError, RelayishError
-from relayish.ir.expr import Constant, GlobalVar, If, Match, RefWrite, Var
+from relayish.ir.expr import If, Match, RefWrite
 from relayish.backend.runtime.describe import node_text, value_text
 from relayish.backend.interp.code import BRANCH, CALL, JUMP, MATCH, RETURN, TAILCALL
 from relayish.backend.interp.run import (MAX_CALL_DEPTH, InterpreterClosure, arity_error,
@@ -274,14 +274,13 @@ class Machine:
 def is_pause(block, index):
     """Whether the machine pauses before unit `index` of `block` (a step, or the terminator at
     index len(steps)): every step but the if/match moves, every terminator but JUMP and
-    the return of an atom."""
+    RETURN."""
     info = block.info
     if index < len(info):
         return not isinstance(info[index].node, (If, Match))
-    # returning a variable or a constant is no step of its own (and has no position: the
-    # parser marks expressions, not uses of a name)
-    return block.kind is not JUMP and not (
-        block.kind is RETURN and isinstance(block.node, (Var, Constant, GlobalVar)))
+    # a RETURN is no step of its own: the value it returns was computed by the step or call
+    # before it, or is a variable or constant
+    return block.kind is not JUMP and block.kind is not RETURN
 
 
 def _logged_write(step, info, log):

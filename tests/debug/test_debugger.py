@@ -1,0 +1,284 @@
+"""rl.debug.Debugger, the Python API (issue 14): each command on a program with closures, refs,
+an ADT match and recursion, and on a gradient program."""
+import numpy as np
+import pytest
+
+import relayish as rl
+from relayish.debug import Debugger, DebuggerError
+
+PROGRAM = """\
+type Tree {
+  Leaf(float64),
+  Node(Tree, Tree),
+}
+
+def @size(%t: Tree) -> float64 {
+  match (%t) {
+    Leaf(%v) => %v,
+    Node(%a, %b) => {
+      let %sa = @size(%a);
+      let %sb = @size(%b);
+      %sa + %sb
+    },
+  }
+}
+
+def @main(%x: float64) -> float64 {
+  let %r = ref(%x);
+  let %scale = fn (%v: float64) -> float64 {
+    let %c = !%r;
+    %v * %c
+  };
+  let %u = %r := !%r + 1f64;
+  let %t = Node(Leaf(%x), Node(Leaf(2f64), Leaf(3f64)));
+  let %s = @size(%t);
+  let %y = %scale(%s);
+  %y
+}
+"""
+
+
+@pytest.fixture
+def mod():
+    return rl.parse(PROGRAM, filename="tree.rly")
+
+
+def test_paused_before_the_first_step(mod):
+    d = Debugger(mod, 1.0)
+    p = d.where()
+    assert (p.line, p.function, p.binding, p.kind) == (18, "@main", "r", "step")
+    assert p.text == "let %r = ref(%x);"
+    assert not d.finished and d.result is None
+    assert d.filename == "tree.rly" and d.text == PROGRAM
+    assert set(d.locals()) == {"x"}
+
+
+def test_step_over_runs_calls_to_their_end(mod):
+    d = Debugger(mod, 1.0)
+    lines = [d.where().line]
+    while not d.finished:
+        lines.append(d.step().line)
+    # the ref write is three steps (read, add, write); the tree four constructors
+    assert lines == [18, 19, 23, 23, 23, 24, 24, 24, 24, 24, 25, 26, None]
+    assert d.result == 12.0 and d.where().kind == "finished"
+    assert d.step().kind == "finished"          # stepping a finished program is harmless
+
+
+def test_step_in_enters_globals_closures_and_recursion(mod):
+    d = Debugger(mod, 1.0)
+    d.break_at(line=25)
+    assert d.cont().kind == "call"
+    p = d.step_in()
+    assert (p.function, p.line, p.kind) == ("@size", 7, "match")
+    assert [f.function for f in d.frames()] == ["@size", "@main"]
+    assert d.frames()[1].line == 25
+    d.step_in()                                   # Node(...) matched: %sa = @size(%a)
+    assert d.where().binding == "sa"
+    d.step_in()
+    assert [f.function for f in d.frames()] == ["@size", "@size", "@main"]
+    assert d.locals()["t"].constructor.name_hint == "Leaf"
+    d.break_at(line=26)
+    assert d.cont().line == 26
+    p = d.step_in()
+    assert (p.function, p.line) == ("%scale", 20)
+    assert d.locals().keys() >= {"v", "r"}       # a parameter and a captured reference
+
+
+def test_step_out(mod):
+    d = Debugger(mod, 1.0)
+    d.break_at(function="size")
+    d.cont()
+    d.clear_breaks()                  # else the next call of @size would stop step_out
+    d.step_in()
+    d.step_in()
+    assert len(d.frames()) == 3
+    p = d.step_out()
+    assert len(d.frames()) == 2 and p.function == "@size" and p.binding == "sb"
+    assert d.locals()["sa"] == 1.0
+    p = d.step_out()
+    assert (p.function, p.line) == ("@main", 26)
+    assert d.locals()["s"] == 6.0
+    d.step_out()
+    assert d.finished and d.result == 12.0
+
+
+def test_breakpoints_by_line_function_and_condition(mod):
+    d = Debugger(mod, 1.0)
+    bp = d.break_at(function="@size")
+    assert bp.places == 1
+    seen = 0
+    while not d.cont().kind == "finished":
+        seen += 1
+        assert d.where().function == "@size"
+    assert seen == 5                  # 2 nodes and 3 leaves
+    d = Debugger(mod, 1.0)
+    assert d.break_at(line=10).places == 1
+    assert d.break_at(line=20).places == 1       # inside the closure
+    assert (d.cont().line, d.cont().line, d.cont().line) == (10, 10, 20)
+    assert d.cont().kind == "finished"
+    assert [bp.line for bp in d.breakpoints()] == [10, 20]
+
+
+def test_conditional_breakpoint(mod):
+    d = Debugger(mod, 1.0)
+    d.break_at(line=12, condition="%sa > 1.5f64")
+    p = d.cont()
+    assert p.line == 12 and d.locals()["sa"] == 2.0 and d.locals()["sb"] == 3.0
+    assert d.cont().kind == "finished"            # the outer node has %sa == 1
+    d = Debugger(mod, 1.0)
+    d.break_at(line=12, condition="%sb >= 3f64")
+    assert d.cont().line == 12 and d.locals()["sb"] == 3.0
+    assert d.cont().line == 12 and d.locals()["sb"] == 5.0
+
+
+def test_breakpoint_errors(mod):
+    d = Debugger(mod, 1.0)
+    with pytest.raises(DebuggerError, match="no binding on line 3"):
+        d.break_at(line=3)
+    with pytest.raises(DebuggerError, match="no function named 'nope'"):
+        d.break_at(function="nope")
+    with pytest.raises(DebuggerError, match="cannot read the condition"):
+        d.break_at(line=12, condition="%sa >")
+    d.break_at(line=12, condition="%sa")
+    with pytest.raises(DebuggerError, match="not a bool scalar"):
+        d.cont()
+    d = Debugger(mod, 1.0)
+    d.break_at(line=10, condition="%sb > 0f64")     # %sb is not bound yet on line 10
+    with pytest.raises(DebuggerError, match="%sb not in scope"):
+        d.cont()
+
+
+def test_step_back_restores_values_and_references(mod):
+    d = Debugger(mod, 1.0)
+    d.step()
+    d.step()
+    r = d.locals()["r"]
+    assert r.value == 1.0
+    while d.where().line == 23:
+        d.step()
+    assert r.value == 2.0 and "u" in d.locals()
+    back = d.step_back()
+    assert back.line == 23 and "u" not in d.locals()
+    assert r.value == 1.0                         # the reference write is undone
+    while d.where().line != 19:
+        d.step_back()
+    assert set(d.locals()) == {"x", "r"}
+    assert d.cont().kind == "finished" and d.result == 12.0   # the same result as before
+
+
+def test_step_back_out_of_a_call_and_after_the_end(mod):
+    d = Debugger(mod, 1.0)
+    d.break_at(line=25)
+    d.cont()
+    d.step_in()
+    d.step_in()
+    assert len(d.frames()) == 2
+    d.step_back()
+    d.step_back()
+    assert len(d.frames()) == 1 and d.where().line == 25
+    assert d.cont().kind == "finished"
+    assert d.step_back().kind == "call"            # the end is undone too
+    assert not d.finished and d.cont().kind == "finished" and d.result == 12.0
+    d = Debugger(mod, 1.0)
+    with pytest.raises(DebuggerError, match="nothing to step back to"):
+        d.step_back()
+
+
+def test_set_is_type_checked(mod):
+    d = Debugger(mod, 1.0)
+    d.break_at(line=26)
+    d.cont()
+    d.set("s", 10.0)                      # a Python float for a float64 scalar: converted
+    assert isinstance(d.locals()["s"], np.ndarray)
+    assert d.cont().kind == "finished" and d.result == 20.0
+    d = Debugger(mod, 1.0)
+    d.break_at(line=26)
+    d.cont()
+    with pytest.raises(rl.RelayishError, match="%s"):
+        d.set("s", np.ones(3))
+    with pytest.raises(rl.RelayishError, match="%s"):
+        d.set("s", "hello")
+    with pytest.raises(DebuggerError, match="no variable %nope in scope"):
+        d.set("nope", 1.0)
+    with pytest.raises(rl.RelayishError):
+        d.set("t", 1.0)                    # an ADT variable
+    d.set("%s", np.array(4.0))            # a leading % is fine
+
+
+def test_locals_describe_and_evaluate(mod):
+    d = Debugger(mod, np.float64(-1.0))
+    d.break_at(line=26)
+    d.cont()
+    rows = {name: (ty, summary) for name, ty, summary in d.describe_locals()}
+    assert rows["s"] == ("float64[]", "float64[] min 4 max 4 nan 0 inf 0")
+    assert rows["t"][0] == "Node" and rows["r"][0] == "ref float64[]"
+    assert rows["scale"][1] == "closure %scale"
+    assert d.evaluate("%s * 2f64") == 8.0
+    assert d.evaluate("!%r") == 0.0
+    with pytest.raises(DebuggerError, match="%y not in scope"):
+        d.evaluate("%y")
+    assert d.locals(depth=0) == d.locals()
+    with pytest.raises(DebuggerError, match="no frame at depth 3"):
+        d.locals(depth=3)
+    d.cont()
+    with pytest.raises(DebuggerError, match="finished"):
+        d.locals()
+
+
+def test_errors_at_construction():
+    with pytest.raises(DebuggerError, match="takes a Function or a Module"):
+        Debugger(42)
+    x = rl.var("x", shape=(2,), dtype="float64")
+    with pytest.raises(rl.RelayishError, match="%x"):
+        Debugger(rl.Function([x], x * x), np.ones(3))
+
+
+def test_a_function_built_in_python_is_shown_as_its_text():
+    x = rl.var("x", shape=(2,), dtype="float64")
+    y = rl.var("y", shape=(2,), dtype="float64")
+    f = rl.Function([x], rl.Let(y, rl.exp(x), rl.sum(y * x)))
+    d = Debugger(f, [1.0, 2.0])
+    assert d.text == rl.astext(f)
+    assert d.where().text.startswith("let %y") and d.where().line == 2
+    d.step()
+    assert np.allclose(d.locals()["y"], np.exp([1.0, 2.0]))
+    d.cont()
+    assert np.isclose(d.result, np.exp(1.0) + 2 * np.exp(2.0))
+
+
+def test_a_gradient_program_steps_through_its_backward_pass():
+    x = rl.var("x", shape=(3,), dtype="float64")
+    f = rl.Function([x], rl.sum(rl.tanh(x) * x))
+    g = rl.grad(f)
+    d = Debugger(g, np.ones(3))
+    seen, closures = [], 0
+    while not d.finished:
+        p = d.step_in()
+        seen.append(p.function)
+        if not d.finished:
+            closures += any(isinstance(v, rl.Closure) for v in d.locals().values())
+    assert "fn" in seen and closures > 0          # the backpropagator ran as ordinary steps
+    expected = np.tanh(1.0) + 1.0 * (1 - np.tanh(1.0) ** 2)
+    assert np.allclose(d.result, expected)
+    assert np.allclose(d.result, rl.evaluate(g, np.ones(3)))
+
+
+def test_deep_recursion_and_long_chains_do_not_recurse_in_python():
+    mod = rl.parse("""
+def @count(%n: int64) -> int64 {
+  if (%n == 0i64) { 0i64 } else {
+    let %m = @count(%n - 1i64);
+    %m + 1i64
+  }
+}
+def @main(%n: int64) -> int64 { @count(%n) }
+""")
+    d = Debugger(mod, 20000)
+    assert d.cont().kind == "finished" and d.result == 20000
+    d = Debugger(mod, 3000)
+    d.break_at(line=5, condition="%m == 2990i64")
+    d.cont()
+    # @main's call is a tail call: the frames are @count's alone
+    assert len(d.frames()) == 3000 - 2990 and d.locals()["m"] == 2990
+    assert d.step_out().function == "@count"
+    assert d.cont().kind == "finished" and d.result == 3000
