@@ -1,0 +1,213 @@
+"""Gradient checkpointing: the schedules (ir/passes/checkpoint.py) and rl.gradient(f, checkpoint=)
+(ad/checkpoint.py): same gradients, the recompute count, order 2, the program's round trip."""
+import functools
+
+import numpy as np
+import pytest
+
+import relayish as rl
+from relayish.errors import GradientError
+from relayish.ir.passes.checkpoint import (min_advances, repetitions, schedule, step_chain)
+
+F = "float64"
+COUNT = []
+
+COUNTER = rl.register_op("test_checkpoint_count", 1, type_rule=lambda ts, attrs: ts[0],
+                         impl=lambda xp, x: (COUNT.append(1), x)[1])
+rl.register_gradient("test_checkpoint_count")(lambda orig, g: [g])
+
+
+def chain(n, counted=False, shape=(4,)):
+    """n steps of u = tanh(u) * 0.5 + u (4 bindings each with the counting op), then sum(u * x)."""
+    x = rl.var("x", shape=shape, dtype=F)
+    sb = rl.ScopeBuilder()
+    u = x
+    for _ in range(n):
+        v = rl.tanh(u) * rl.const(0.5, F) + u
+        u = sb.let("u", rl.Call(COUNTER, [v]) if counted else v)
+    sb.ret(rl.sum(u * x))
+    return rl.Function([x], sb.get())
+
+
+def same_gradient(f, spec, *args):
+    want = rl.evaluate(rl.gradient(f), *args)
+    g = rl.gradient(f, checkpoint=spec)
+    got = rl.evaluate(g, *args)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    for a, b in zip(got[1], want[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    assert rl.typeof(g) == rl.typeof(rl.gradient(f))
+    return g
+
+
+# ---- schedules --------------------------------------------------------------------------------
+
+@functools.lru_cache(None)
+def fewest(m, s):
+    """The dynamic program: fewest step evaluations in advances reversing m steps, s snapshots."""
+    if m == 1:
+        return 0
+    if s == 1:
+        return m - 1 + fewest(m - 1, 1)
+    return min(mid + fewest(m - mid, s - 1) + fewest(mid, s) for mid in range(1, m))
+
+
+def test_binomial_schedule_is_optimal_and_within_its_snapshots():
+    for s in range(1, 7):
+        for m in range(1, 60):
+            plan = schedule(m, s)
+            assert plan.advances == fewest(m, s) == min_advances(m, s), (m, s)
+            assert plan.kept <= s
+            assert sorted(plan.leaves) == list(range(m))
+
+
+def test_repetition_number_bounds_the_recompute():
+    # each step advanced at most t times: total advances <= t * m
+    for m, s in [(10_000, 14), (10_000, 5), (1000, 10), (100, 2)]:
+        t = repetitions(m, s)
+        assert schedule(m, s).advances <= t * m
+        assert min_advances(m, s) <= t * m
+    assert repetitions(10_000, 14) == 5
+    # keeping every state: one forward sweep
+    plan = schedule(100)
+    assert plan.advances == 99 and repetitions(100) == 1
+
+
+def test_schedule_refuses_bad_sizes():
+    with pytest.raises(rl.RelayishError, match="snapshots"):
+        schedule(10, 0)
+    with pytest.raises(rl.RelayishError, match="at least one step"):
+        schedule(0)
+
+
+def test_step_chain_cuts_every_k_bindings_where_the_state_is_tensors():
+    f = rl.infer_type(chain(5, counted=True))     # 4 bindings a step, then one, then sum
+    c = step_chain(f, 4)
+    assert c.bindings == [4, 4, 4, 4, 4, 1]
+    assert all(len(s.fields) == 2 for s in c.states[1:])        # (x, u)
+    # a closure live across bindings: no cut while it is live
+    x = rl.var("x", dtype=F)
+    k = rl.var("k", type=rl.FuncType([rl.TensorType((), F)], rl.TensorType((), F)))
+    y = rl.var("y", dtype=F)
+    a = rl.var("a", dtype=F)
+    body = rl.Let(a, rl.sin(x), rl.Let(k, rl.Function([y], y * x), rl.Call(k, [rl.cos(a)])))
+    g = rl.infer_type(rl.Function([x], body))
+    assert step_chain(g, 1).bindings == [1, 2]      # no cut while %k is live
+    same_gradient(rl.Function([x], body), 1, np.float64(0.3))
+
+
+# ---- same gradients ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("spec", [1, 3, 4, "sqrt", "revolve", ("revolve", 2), ("revolve", 3, 4)])
+def test_short_chain_same_gradient(spec):
+    same_gradient(chain(10), spec, np.linspace(-1, 1, 4))
+
+
+@pytest.mark.parametrize("spec", ["sqrt", ("revolve", 8)])
+def test_chain_of_1000_same_gradient(spec):
+    same_gradient(chain(250), spec, np.linspace(-1, 1, 4))     # 1,002 bindings
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", ["sqrt", "revolve"])
+def test_chain_of_10000_same_gradient(spec):
+    same_gradient(chain(2500), spec, np.linspace(-1, 1, 4))    # 10,002 bindings
+
+
+def test_several_parameters_ints_and_tuple_result():
+    x = rl.var("x", shape=(3,), dtype=F)
+    w = rl.var("w", type=rl.TupleType([rl.TensorType((3,), F), rl.TensorType((), F)]))
+    n = rl.var("n", shape=(), dtype="int32")
+    sb = rl.ScopeBuilder()
+    a = sb.let("a", rl.tanh(x * w[0]) + w[1])
+    b = sb.let("b", a * rl.cast(n, F))
+    c = sb.let("c", rl.exp(b) * x)
+    sb.ret(rl.Tuple([rl.sum(c * a), c]))
+    f = rl.Function([x, w, n], sb.get())
+    args = (np.array([0.1, -0.4, 0.7]), (np.array([1.0, 2.0, -1.0]), np.float64(0.3)),
+            np.int32(2))
+    for spec in (1, 2, "revolve"):
+        want = rl.evaluate(rl.gradient(f), *args)
+        got = rl.evaluate(rl.gradient(f, checkpoint=spec), *args)
+        np.testing.assert_allclose(got[0][0], want[0][0])
+        np.testing.assert_allclose(got[0][1], want[0][1])
+        np.testing.assert_allclose(got[1][0], want[1][0])
+        np.testing.assert_allclose(got[1][1][0], want[1][1][0])
+        np.testing.assert_allclose(got[1][1][1], want[1][1][1])
+        assert int(got[1][2]) == int(want[1][2]) == 0
+
+
+# ---- recompute count --------------------------------------------------------------------------
+
+def evaluations(g, *args):
+    COUNT.clear()
+    rl.evaluate(g, *args)
+    return len(COUNT)
+
+
+def test_recompute_count():
+    n, x = 40, np.linspace(-1, 1, 4)
+    f = chain(n, counted=True)
+    assert evaluations(rl.gradient(f), x) == n
+    # steps of one iteration (4 bindings), every state kept: one sweep and each leaf's vjp
+    assert evaluations(rl.gradient(f, checkpoint=4), x) == 2 * n
+    # the binomial schedule over the n + 1 steps (the last is the final sum): its advances,
+    # then each leaf once
+    for s in (1, 2, 3, 5):
+        plan = schedule(n + 1, s)
+        assert evaluations(rl.gradient(f, checkpoint=("revolve", s, 4)), x) == plan.advances + n
+        assert plan.advances + n <= (repetitions(n + 1, s) + 1) * n
+    # one binding a step, the default number of snapshots
+    m = len(step_chain(rl.infer_type(f), 1).steps)
+    t = repetitions(m, int(np.ceil(np.log2(m))) + 1)
+    assert evaluations(rl.gradient(f, checkpoint="revolve"), x) <= (t + 1) * n
+
+
+# ---- the output is an ordinary program --------------------------------------------------------
+
+def test_round_trip_and_type():
+    g = rl.gradient(chain(6), checkpoint=("revolve", 2))
+    text = rl.astext(g)
+    rl.assert_structural_equal(rl.parse_expr(text), g)
+    assert rl.typeof(g) == rl.typeof(rl.gradient(chain(6)))
+
+
+def test_second_order():
+    f = chain(6, shape=())
+    x = rl.var("x", dtype=F)
+    for spec in (2, "revolve"):
+        g = rl.gradient(f, checkpoint=spec)
+        dfdx = rl.Function([x], rl.TupleGetItem(rl.TupleGetItem(rl.Call(g, [x]), 1), 0))
+        got = rl.evaluate(rl.grad(dfdx), np.float64(0.4))
+        want = rl.evaluate(rl.grad(rl.grad(f)), np.float64(0.4))
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_jax_backend_agrees():
+    g = rl.gradient(chain(8), checkpoint=("revolve", 2))
+    x = np.linspace(-1, 1, 4)
+    want = rl.evaluate(g, x)
+    got = rl.compile(g, backend="jax")(x)
+    np.testing.assert_allclose(np.asarray(got[1][0]), want[1][0], rtol=1e-10)
+
+
+# ---- errors -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("spec", [0, -2, True, "binomial", ("revolve", 0), ("revolve",), 2.5])
+def test_bad_checkpoint_value(spec):
+    with pytest.raises(GradientError, match="checkpoint="):
+        rl.gradient(chain(2), checkpoint=spec)
+
+
+def test_module_and_adt_parameters_are_refused():
+    mod = rl.Module.from_expr(chain(2))
+    with pytest.raises(GradientError, match="without a module"):
+        rl.gradient(mod, checkpoint=2)
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    lt = rl.TypeCall(p.List, [rl.TensorType((), F)])
+    xs = rl.var("xs", type=lt)
+    y = rl.var("y", dtype=F)
+    f = rl.Function([xs, y], rl.sin(y))
+    with pytest.raises(GradientError, match="%xs"):
+        rl.gradient(f, checkpoint=2)
