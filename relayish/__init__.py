@@ -37,5 +37,6 @@ from relayish import optim
 from relayish import debug
 from relayish.ir.passes import FunctionPass, Pass, Sequential, optimize
 from relayish.ir.passes import api as passes
+from relayish import eager  # define-by-run: `from relayish import eager as re`
 
 __version__ = "0.1.0"

@@ -1,0 +1,188 @@
+"""`re.grad`, `re.call`: reverse AD of the recorded program, and static programs inside it.
+
+Contract. `re.grad(y, wrt=[w, b])` collects the bindings between the `wrt` tensors and `y`
+into a Function `F(w, b, c1, ..., ck) -> y` -- the wrt tensors first, then every value the
+walk stopped at (leaves, results whose derivation was dropped, and recorded values that do
+not depend on any wrt tensor: constants of the differentiation) -- and differentiates it with
+`rl.grad(F, argnums=(0, ..))` (relayish's reverse AD on the program; no tape). That gradient
+Function is cached under F's structural key (runner.py), so a training loop builds it once. The
+call of the gradient Function is then *recorded* like any op, so the gradients are pending
+tensors: printing them runs them, and `re.grad` of an expression of them differentiates the
+recorded call again (a Hessian-vector product is `re.grad(re.grad(f, [x])[0] @ v, [x])`).
+A non-scalar `y` is summed first (the gradient of the sum of its elements, as rl.gradient).
+
+What re.grad can see: pending bindings, and bindings recorded with gradients kept (some input
+`requires_grad` and not under `re.no_grad()`). A result that was already run without them
+keeps only its value; asking for its gradient is an error saying so.
+
+`re.call(f, *tensors)` records a call of a relayish Function (or a Module whose @main calls
+no other global): its type is checked against the recorded arguments at once, and its
+gradient flows through (the call is a binding like any other).
+"""
+from __future__ import annotations
+
+from relayish.errors import GradientError, RelayishError, TypeCheckError
+from relayish.eager import graph
+from relayish.eager.runner import collect
+from relayish.eager.tensor import Tensor, wrap
+from relayish.ir.expr import Function
+from relayish.ir.module import Module
+from relayish.ir.types import FuncType, TensorType, TupleType, type_text
+
+_GRAD_CACHE: dict = {}       # structural key of F -> (gradient Function, its result type)
+_CALLED: dict = {}           # id(f) -> (f, its Function, its type) for re.call
+
+
+def grad(y, wrt):
+    """`re.grad(loss, wrt=[w, b])` -> a list of recorded tensors, one gradient per wrt tensor.
+
+        w = re.tensor(np.ones(3), requires_grad=True)
+        (gw,) = re.grad((w * w).sum(), wrt=[w])      # 2 * w, recorded
+    """
+    if not isinstance(y, Tensor):
+        raise graph.record_error(f"re.grad: the output must be a recorded tensor, got "
+                                 f"{type(y).__name__}", GradientError)
+    if isinstance(wrt, Tensor):
+        raise graph.record_error("re.grad: wrt= takes a list of tensors: wrt=[w]", GradientError)
+    wrt = list(wrt)
+    if not wrt or not all(isinstance(w, Tensor) for w in wrt):
+        raise graph.record_error("re.grad: wrt= takes a non-empty list of recorded tensors",
+                                 GradientError)
+    if not y.dtype.startswith("float"):
+        raise graph.record_error(f"re.grad: the output is {y.dtype}; gradients need a float "
+                                 f"output", GradientError)
+    for w in wrt:
+        if not w.dtype.startswith("float"):
+            raise graph.record_error(f"re.grad: wrt tensor of dtype {w.dtype}: gradients are "
+                                     f"taken with respect to float tensors", GradientError)
+    if y.node.args is None and y.node.kind != "leaf" and all(w.node is not y.node for w in wrt):
+        raise graph.record_error(
+            "re.grad: this output was already computed without keeping its derivation (none "
+            "of its inputs had requires_grad=True, or it was recorded under re.no_grad()); "
+            "create the inputs with re.tensor(..., requires_grad=True), or call re.grad "
+            "before inspecting the output", GradientError)
+    targets = []
+    for w in wrt:
+        if all(w.node is not t for t in targets):
+            targets.append(w.node)
+    target_ids = {id(t) for t in targets}
+    prog = collect([y.node], _boundary(y.node, target_ids))
+    params = targets + [p for p in prog.params if id(p) not in target_ids]
+    prog = type(prog)(params, prog.bindings, prog.outputs)
+    cached = _GRAD_CACHE.get(prog.key)
+    if cached is None:
+        cached = _GRAD_CACHE[prog.key] = _gradient_function(prog, len(targets))
+    gfunc, ret_type = cached
+    call = graph.record_call(gfunc, ret_type, params)
+    grads = [Tensor(graph.record_proj(call, i)) for i in range(len(targets))]
+    by_node = {id(t): g for t, g in zip(targets, grads)}
+    return [by_node[id(w.node)] for w in wrt]
+
+
+def _boundary(y, target_ids):
+    """The stop rule of the walk from y: the targets, values without a derivation, and
+    recorded values that depend on no target (constants of the differentiation)."""
+    reaches = {}
+    stack = [(y, False)]
+    while stack:                          # post-order over the derivations, explicit stack
+        n, ready = stack.pop()
+        if id(n) in reaches:
+            continue
+        if id(n) in target_ids or n.args is None:
+            reaches[id(n)] = id(n) in target_ids
+            continue
+        if not ready:
+            stack.append((n, True))
+            stack.extend((a, False) for a in n.args if id(a) not in reaches)
+            continue
+        reaches[id(n)] = any(reaches[id(a)] for a in n.args)
+    return lambda n: id(n) in target_ids or n.args is None or not reaches.get(id(n), False)
+
+
+def _gradient_function(prog, k):
+    from relayish.ad.api import grad as rl_grad
+    from relayish.ops import api
+    func = prog.function(single=True)
+    if prog.outputs[0].type.shape != ():
+        func = Function(func.params, api.sum(func.body))
+    gfunc = rl_grad(func, argnums=tuple(range(k)))
+    return gfunc, TupleType([p.type for p in prog.params[:k]])
+
+
+def call(f, *args):
+    """`re.call(f, *tensors)`: record a call of the relayish Function `f` (or Module `mod`,
+    its @main); returns a tensor, or a tuple of them for a tuple result. Its gradient flows.
+
+        x = rl.var("x", shape=(3,), dtype="float64")
+        f = rl.Function([x], rl.tanh(x))
+        y = re.call(f, re.tensor(np.ones(3)))
+    """
+    from relayish.eager.tensor import as_node
+    known = _CALLED.get(id(f))
+    if known is None or known[0] is not f:
+        # one checked Function per f: the recorded call names it, so every iteration of a
+        # loop has the same structural key
+        func = _callable_function(f)
+        known = _CALLED[id(f)] = (f, func, _checked_type(func))
+    _, func, ftype = known
+    if len(args) != len(ftype.arg_types):
+        raise graph.record_error(f"re.call: the function takes {len(ftype.arg_types)} "
+                                 f"argument(s), got {len(args)}", TypeCheckError)
+    nodes = []
+    for i, (a, t) in enumerate(zip(args, ftype.arg_types)):
+        like = _LikeType(t) if isinstance(t, TensorType) else None
+        n = as_node(a, like=like)
+        if n.type != t:
+            raise graph.record_error(f"re.call: argument {i} has type {type_text(n.type)}, the "
+                                     f"function's parameter {type_text(t)}", TypeCheckError)
+        nodes.append(n)
+    return wrap(graph.record_call(func, ftype.ret_type, nodes))
+
+
+class _LikeType:
+    """Stands for a tensor of type t when a Python number takes its dtype (as_node's `like`)."""
+
+    def __init__(self, t):
+        from relayish.ir.expr import Var
+        self.var = Var("p", t)
+
+
+def _callable_function(f):
+    if isinstance(f, Module):
+        if "main" not in f:
+            raise graph.record_error("re.call: this Module has no @main", RelayishError)
+        func = f["main"]
+        if _reads_globals(func):
+            raise graph.record_error("re.call: this Module's @main calls other globals; "
+                                     "embedding a whole Module is not supported yet: pass a "
+                                     "Function (or a Module with @main alone)", RelayishError)
+        return func
+    if isinstance(f, Function):
+        return f
+    raise graph.record_error(f"re.call takes a relayish Function or Module, not "
+                             f"{type(f).__name__}", RelayishError)
+
+
+def _reads_globals(func) -> bool:
+    from relayish.ir.analysis import global_refs
+    return bool(global_refs(func))
+
+
+def _checked_type(func) -> FuncType:
+    from relayish.ir.typecheck import infer_type
+    try:
+        checked = infer_type(func)
+    except TypeCheckError as e:
+        raise graph.record_error(f"re.call: {e}", TypeCheckError) from None
+    t = checked._checked_type
+    if not isinstance(t, FuncType) or t.type_params:
+        raise graph.record_error("re.call: the function must have a monomorphic type",
+                                 RelayishError)
+    return t
+
+
+def checkpoint(fn):
+    """`re.checkpoint(fn)(*tensors)`: recompute fn's values in the backward pass."""
+    raise RelayishError("re.checkpoint is not available yet: the AD half of gradient "
+                        "checkpointing (recomputing a step's values in the backward pass) has "
+                        "not landed; record fn's operations directly meanwhile")

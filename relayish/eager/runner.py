@@ -1,0 +1,196 @@
+"""Running the pending program: collect, key structurally, build once, run many times.
+
+Contract. `run_pending()` computes every live handle whose node is pending, as ONE relayish
+program `fn(leaves...) -> (outputs...)`:
+
+1. collect: walk back from the outputs (an explicit stack), stopping at nodes with a value
+   (they become the program's parameters) -- bindings only dead handles needed are never
+   reached, so never computed;
+2. normalise and key: every leaf is a parameter known by its type alone (constants and
+   Python scalars included), bindings are numbered in creation order, so the key
+   `(param types, (kind, op, attrs, arg numbers) per binding, output numbers)` is the same
+   for every iteration of a training loop whatever its data;
+3. look the key up: the first sighting runs the program on the interpreter (no compile
+   cost for one-off work); a repeat builds it once more, shares repeated pure
+   subexpressions (rl.passes.cse), compiles it with the jax backend and caches the
+   compiled callable, so later sightings pay only the run;
+4. store the results: outputs get their values; the derivation of every binding that does
+   not require gradients is dropped (the pending graph goes back to nothing), while bindings
+   recorded with gradients keep theirs for `re.grad`, and their non-differentiable
+   arguments are outputs too, so the kept graph never needs an uncomputed value.
+
+The same collect/key/build serves `re.pending()` and `re.grad` (autodiff.py).
+"""
+from __future__ import annotations
+
+from relayish.errors import RelayishError
+from relayish.eager.graph import STATE
+from relayish.ir.expr import Call, Function, Let, Tuple, TupleGetItem, Var
+
+STATS = {"runs": 0, "hits": 0, "misses": 0, "compiles": 0, "bindings_run": 0}
+_CACHE: dict = {}          # key -> _Entry
+
+
+class _Entry:
+    __slots__ = ("func", "compiled", "seen")
+
+    def __init__(self, func):
+        self.func = func
+        self.compiled = None
+        self.seen = 0
+
+
+class Program:
+    """A collected piece of the graph: `params` (nodes given as arguments), `bindings` (nodes
+    computed, in creation order), `outputs` (nodes returned), and its structural key."""
+    __slots__ = ("params", "bindings", "outputs", "key")
+
+    def __init__(self, params, bindings, outputs):
+        self.params, self.bindings, self.outputs = params, bindings, outputs
+        number = {id(n): i for i, n in enumerate(params)}
+        rows = [("p", n.type) for n in params]
+        for n in bindings:
+            number[id(n)] = len(number)
+            rows.append((n.kind, n.op, _frozen(n.attrs), tuple(number[id(a)] for a in n.args)))
+        rows.append(("out", tuple(number[id(n)] for n in outputs)))
+        self.key = tuple(rows)
+
+    def function(self, single=False) -> Function:
+        """The program as a relayish Function (result: a tuple of the outputs, or the one
+        output when `single`)."""
+        var_of = {}
+        params = []
+        for i, n in enumerate(self.params):
+            v = Var(f"x{i}", n.type)
+            var_of[id(n)] = v
+            params.append(v)
+        lets = []
+        for n in self.bindings:
+            args = [var_of[id(a)] for a in n.args]
+            if n.kind == "op":
+                value, hint = Call(n.op, args, dict(n.attrs)), n.op.name.replace(".", "_")
+            elif n.kind == "call":
+                value, hint = Call(n.op, args), "call"
+            elif n.kind == "tuple":
+                value, hint = Tuple(args), "tup"
+            else:
+                value, hint = TupleGetItem(args[0], n.attrs), "field"
+            v = Var(hint, n.type)
+            var_of[id(n)] = v
+            lets.append((v, value))
+        outs = [var_of[id(n)] for n in self.outputs]
+        body = outs[0] if single else Tuple(outs)
+        for v, value in reversed(lets):       # built inside out: no recursion down the chain
+            body = Let(v, value, body)
+        return Function(params, body)
+
+
+def _frozen(attrs):
+    if isinstance(attrs, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in attrs.items()))
+    if isinstance(attrs, list):
+        return tuple(_frozen(v) for v in attrs)
+    return attrs
+
+
+def collect(outputs, is_param) -> Program:
+    """Walk back from `outputs` (an explicit stack); `is_param(node)` stops the walk there."""
+    params, bindings, seen = [], [], set()
+    stack = list(outputs)
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if is_param(n):
+            params.append(n)
+            continue
+        if n.args is None:
+            raise RelayishError("internal: a recorded value has neither a value nor a derivation")
+        bindings.append(n)
+        stack.extend(n.args)
+    bindings.sort(key=lambda n: n.serial)
+    return Program(_first_use(params, bindings, outputs), bindings, outputs)
+
+
+def _first_use(params, bindings, outputs):
+    """Parameters in the order the bindings first use them: a data-independent order."""
+    wanted = {id(p) for p in params}
+    ordered, placed = [], set()
+    for n in [a for b in bindings for a in b.args] + list(outputs):
+        if id(n) in wanted and id(n) not in placed:
+            placed.add(id(n))
+            ordered.append(n)
+    return ordered
+
+
+def pending_outputs() -> list:
+    """The nodes of live handles that are not computed yet, in creation order."""
+    found = {}
+    for handle in list(STATE.handles):
+        n = handle.node
+        if n.value is None:
+            found[id(n)] = n
+    return sorted(found.values(), key=lambda n: n.serial)
+
+
+def pending_program() -> Program:
+    return collect(pending_outputs(), lambda n: n.value is not None)
+
+
+def run_pending() -> None:
+    """Compute every pending live handle (see the module docstring)."""
+    STATE.recorded_since_run = 0
+    outputs = pending_outputs()
+    if not outputs:
+        return
+    prog = collect(outputs, lambda n: n.value is not None)
+    # values a kept derivation reads must exist once this run is over
+    extra = {}
+    for n in prog.bindings:
+        if n.requires_grad:
+            for a in n.args:
+                if not a.requires_grad and a.value is None and id(a) not in extra:
+                    extra[id(a)] = a
+    if extra:
+        outs = {id(n): n for n in outputs}
+        outs.update(extra)
+        prog = Program(prog.params, prog.bindings,
+                       sorted(outs.values(), key=lambda n: n.serial))
+    results = execute(prog, [n.value for n in prog.params])
+    for n, value in zip(prog.outputs, results):
+        n.value = value
+    for n in prog.bindings:
+        if not n.requires_grad:
+            n.args = None
+    STATS["bindings_run"] += len(prog.bindings)
+
+
+def execute(prog: Program, args) -> tuple:
+    """Run `prog` on `args` through the structural cache."""
+    STATS["runs"] += 1
+    entry = _CACHE.get(prog.key)
+    if entry is None:
+        STATS["misses"] += 1
+        from relayish.backend.interp.api import evaluate
+        entry = _CACHE[prog.key] = _Entry(None)
+        entry.seen = 1
+        return evaluate(prog.function(), *args)
+    STATS["hits"] += 1
+    entry.seen += 1
+    if entry.compiled is None:
+        from relayish.backend.api import compile as compile_program
+        from relayish.ir.passes.api import cse
+        STATS["compiles"] += 1
+        entry.compiled = compile_program(cse(prog.function()), backend="jax")
+    return entry.compiled(*args)
+
+
+STATE.auto_run = run_pending
+
+
+def clear_cache() -> None:
+    """Forget every compiled program and zero the counters (tests, benchmarks)."""
+    _CACHE.clear()
+    for k in STATS:
+        STATS[k] = 0

@@ -1,0 +1,214 @@
+"""The recorded tensor: a handle on a node of the recorded program.
+
+Operators and methods record bindings (graph.py); inspecting (`float(t)`, `np.asarray(t)`,
+`bool(t)`, `t.item()`, `print(t)`) runs the pending program first (runner.py). The infix and
+prefix operators come from the op records' `infix`/`prefix` symbols; Python's `@` and `**`
+have no symbol in the text format, so they are the two named here. The methods (`t.exp()`,
+`t.sum(axis=0)`, `t.T`, `t.reshape(2, -1)`, `abs(t)`) are installed by ops.py and indexing
+(`t[1:, 0]`) by indexing.py, which build on `re.<op>`.
+
+    w = re.tensor(np.ones((3, 2)), requires_grad=True)
+    y = re.tanh(re.tensor(np.arange(3.0)) @ w).sum()
+    float(y)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from relayish.errors import RelayishError
+from relayish.eager import graph
+from relayish.eager.graph import STATE, leaf, record_error, record_op
+from relayish.eager.runner import run_pending
+from relayish.ir.expr import as_expr, describe
+from relayish.ir.op import get_op, list_ops
+from relayish.ir.types import TensorType, normalize_dtype, type_text
+
+# Python's binary-operator method names for the text format's infix symbols (the ops come
+# from the records), and the three Python operators the text format writes as calls.
+_PYTHON_BINARY = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "<": "lt", ">": "gt",
+                  "<=": "le", ">=": "ge", "==": "eq", "!=": "ne"}
+_REFLECTED = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "==": "==", "!=": "!="}
+_PYTHON_ONLY = {"matmul": "matmul", "pow": "power"}
+
+
+class Tensor:
+    """A recorded value: its `shape`/`dtype` are known at once, its data when inspected."""
+    __slots__ = ("node", "grad", "__weakref__")
+    __array_ufunc__ = None        # `np_array * t` records (t.__rmul__), never loops in numpy
+
+    def __init__(self, node):
+        self.node = node
+        self.grad = None
+        STATE.handles.add(self)
+
+    # ---- static facts ---------------------------------------------------------------------
+    @property
+    def type(self):
+        return self.node.type
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self._tensor_type().shape)
+
+    @property
+    def dtype(self) -> str:
+        return self._tensor_type().dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def requires_grad(self) -> bool:
+        return self.node.requires_grad
+
+    def _tensor_type(self) -> TensorType:
+        t = self.node.type
+        if not isinstance(t, TensorType):
+            raise RelayishError(f"a recorded value of type {type_text(t)} is not a tensor")
+        return t
+
+    def __len__(self):
+        if not self.shape:
+            raise RelayishError("len() of a recorded scalar")
+        return self.shape[0]
+
+    __hash__ = object.__hash__    # `==` records an op, so identity hashing is said outright
+
+    # ---- inspecting runs the pending program ------------------------------------------------
+    def value(self):
+        """The computed array (numpy or jax), running the pending program if needed."""
+        if self.node.value is None:
+            run_pending()
+        return self.node.value
+
+    def numpy(self) -> np.ndarray:
+        return np.asarray(self.value())
+
+    def __array__(self, dtype=None, copy=None):
+        arr = np.asarray(self.value())
+        return arr if dtype is None else arr.astype(dtype)
+
+    def item(self):
+        arr = self.numpy()
+        if arr.size != 1:
+            raise record_error(f"item() of a tensor of shape {arr.shape}, not one element",
+                               RelayishError)
+        return arr.reshape(()).item()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        return bool(self.item())
+
+    def __index__(self):
+        if not self.dtype.startswith(("int", "uint")):
+            raise record_error(f"a {self.dtype} tensor used as an index", RelayishError)
+        return int(self.item())
+
+    def __repr__(self):
+        return f"re.tensor({np.array2string(self.numpy(), separator=', ')}, dtype={self.dtype})"
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def detach(self):
+        """The same value, as a leaf with no derivation (runs the pending program)."""
+        return Tensor(leaf(self.value(), self.node.type))
+
+    def requires_grad_(self, flag=True):
+        """Mark a leaf as needing gradients (its results then keep their derivation)."""
+        if self.node.args is not None:
+            raise record_error("requires_grad_() on a recorded result: call it on a leaf "
+                               "(re.tensor(...) or t.detach())", RelayishError)
+        self.node.requires_grad = bool(flag)
+        return self
+
+
+def wrap(node):
+    """A handle on `node`; a tuple-typed node becomes a Python tuple of field handles."""
+    from relayish.ir.types import TupleType
+    if isinstance(node.type, TupleType):
+        return tuple(wrap(graph.record_proj(node, i)) for i in range(len(node.type.fields)))
+    return Tensor(node)
+
+
+def tensor(data, dtype=None, requires_grad=False):
+    """`re.tensor(np.ones(3))`, `re.tensor(2.0)` (float32, as rl.const), `re.tensor(jax_array)`:
+    a leaf of the recorded program. A recorded tensor gives a detached leaf of its value."""
+    if isinstance(data, Tensor):
+        data = data.value()
+    if type(data).__module__.startswith(("jax", "jaxlib")) and hasattr(data, "shape"):
+        if dtype is not None:
+            data = data.astype(normalize_dtype(dtype))
+        value = data
+    else:
+        try:
+            value = as_expr(data if dtype is None else np.asarray(data, dtype=dtype)).data
+        except RelayishError as e:
+            raise record_error(f"re.tensor: {e}", RelayishError) from None
+    t = TensorType(tuple(int(d) for d in value.shape), normalize_dtype(value.dtype))
+    return Tensor(leaf(value, t, requires_grad=bool(requires_grad)))
+
+
+def as_node(value, like=None):
+    """A recorded tensor's node, or a leaf for a Python number/array (a Python number takes
+    the dtype of `like`, as in `x * 2.0`)."""
+    if isinstance(value, Tensor):
+        return value.node
+    if isinstance(value, (int, float, bool, np.ndarray, np.generic, list)):
+        try:
+            data = as_expr(value, like=like.var if like is not None else None).data
+        except RelayishError as e:
+            raise record_error(f"{e}", RelayishError) from None
+        return leaf(data, TensorType(data.shape, normalize_dtype(data.dtype)))
+    raise record_error(f"{describe(value)} is not a tensor, a number or an array",
+                       RelayishError)
+
+
+def binary(op, a, b):
+    """Record `op(a, b)` with either side a Python number or array."""
+    x = a.node if isinstance(a, Tensor) else None
+    y = b.node if isinstance(b, Tensor) else None
+    x = x or as_node(a, like=y)
+    y = y or as_node(b, like=x)
+    return Tensor(record_op(op, [x, y], _attrs(op)))
+
+
+def _attrs(op, given=None):
+    full = {**op.attr_defaults, **(given or {})}
+    return op.normalize_attrs(full) if op.normalize_attrs is not None else full
+
+
+def _binary_methods(op_name, py_name, reflected_name):
+    op = get_op(op_name)
+    setattr(Tensor, f"__{py_name}__", lambda self, other: binary(op, self, other))
+    if reflected_name is not None:
+        setattr(Tensor, f"__{reflected_name}__", lambda self, other: binary(op, other, self))
+
+
+def _install_operators():
+    for name in list_ops():
+        op = get_op(name)
+        if op.infix is not None and op.infix.symbol in _PYTHON_BINARY:
+            py = _PYTHON_BINARY[op.infix.symbol]
+            mirrored = _REFLECTED.get(op.infix.symbol)
+            # a comparison's reflection is the mirrored comparison (5 < t is t > 5), which
+            # Python itself calls; arithmetic gets its __r*__ method
+            _binary_methods(name, py, None if mirrored else "r" + py)
+        if op.prefix == "-":
+            Tensor.__neg__ = lambda self, _op=op: Tensor(record_op(_op, [self.node], _attrs(_op)))
+    for py, name in _PYTHON_ONLY.items():
+        _binary_methods(name, py, "r" + py)
+
+
+_install_operators()
