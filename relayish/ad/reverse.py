@@ -380,8 +380,7 @@ class ReverseAD(ScopedEmitter):
                 if gi is None:
                     continue
                 gi = replace_node(gi, orig, z)
-                if (isinstance(gi, Call) and isinstance(gi.op, Op)
-                        and gi.op.name == "take_backward"
+                if (isinstance(gi, Call) and isinstance(gi.op, Op) and gi.op.scatters_rows
                         and is_float_tensor(arg_types[i])
                         and not (isinstance(args[i], Deferred) and args[i].pair is None)):
                     # `r := !r + take_backward(..)` stays one expression: the interpreter

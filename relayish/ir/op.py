@@ -39,6 +39,17 @@ An op's record (`register_op` fills it; the families in relayish/ops/ register t
                                              {0: 1, 1: 1}; divide: {1: 1}); simplify reads it
     involution = False                       one-argument ops: op(op(x)) is x, bit for bit
                                              (negative, logical_not); simplify reads it
+    shape_only_in = ()                       argument positions whose values are never read, only
+                                             their shapes and dtypes (the `like` of
+                                             broadcast_to_like): the jax backend computes a call
+                                             with traced arguments only there at trace time.
+                                             Unlike constant_in it says nothing to AD (the
+                                             gradient rule still gives the position its zero)
+    scatters_rows = False                    op(g, indices, like, axis=) is zeros shaped like
+                                             `like` with g added at numpy.take's `indices` along
+                                             `axis` (take's gradient): reverse AD leaves
+                                             `!r + op(..)` inline, the interpreter adds the rows
+                                             into r in place (no dense array)
 
 Defaults say nothing, so most ops name only their type rule, impl and doc. Adding an op is
 one `register_op` call plus its rules (notes/ops.md walks through one). `unregister` and
@@ -117,6 +128,8 @@ class Op(Primitive):
     fills_zeros: bool = False
     identity_in: dict = field(factory=dict)
     involution: bool = False
+    shape_only_in: tuple = ()
+    scatters_rows: bool = False
     _fast_impl_of: Callable | None = field(default=None, init=False)   # the impl fast_impl stands for
     _checked_type: object = field(default=None, init=False)
 
@@ -151,7 +164,7 @@ def register_op(name, num_inputs, *, attrs=None, type_rule=None, impl=None, diff
                 normalize_attrs=None, doc="", fast_impl=None, constant_in=(), infix=None,
                 prefix=None, effects=frozenset(), result_dtype=_ARG0, linear_in=(),
                 bilinear=False, accumulates=False, fills_zeros=False, identity_in=None,
-                involution=False) -> Op:
+                involution=False, shape_only_in=(), scatters_rows=False) -> Op:
     """Add (or update) the op `name` in the registry and return it (the fields: the module
     docstring). Updating keeps the gradient and tangent rules and resets everything else."""
     effects = frozenset(effects)
@@ -164,6 +177,9 @@ def register_op(name, num_inputs, *, attrs=None, type_rule=None, impl=None, diff
     if prefix is not None and num_inputs != 1:
         raise RelayishError(f"operator '{name}': a prefix operator takes 1 argument, "
                             f"not {num_inputs}")
+    if scatters_rows and (num_inputs != 3 or "axis" not in (attrs or {})):
+        raise RelayishError(f"operator '{name}': an op that scatters rows takes 3 arguments "
+                            f"(g, indices, like) and an axis attribute")
     _GENERATION[0] += 1
     op = _REGISTRY.get(name)
     if op is None:
@@ -189,6 +205,8 @@ def register_op(name, num_inputs, *, attrs=None, type_rule=None, impl=None, diff
     op.fills_zeros = fills_zeros
     op.identity_in = dict(identity_in or {})
     op.involution = involution
+    op.shape_only_in = tuple(shape_only_in)
+    op.scatters_rows = scatters_rows
     return op
 
 

@@ -583,7 +583,7 @@ def cast_like_rule(types, attrs):
 
 register_op("cast_like", 2, type_rule=cast_like_rule,
             impl=lambda xp, x, like: cast_impl(xp, x, like.dtype),
-            result_dtype=arg_dtype(1), linear_in=(0,),
+            result_dtype=arg_dtype(1), linear_in=(0,), shape_only_in=(1,),
             doc="internal: cast x to the dtype of like (the gradient of cast)")
 
 

@@ -170,7 +170,7 @@ def col2im_rule(types, attrs):
 
 
 register_op("nn.col2im", 2, attrs=dict(_WINDOW_ATTRS), type_rule=col2im_rule, impl=col2im_impl,
-            normalize_attrs=normalizer("nn.col2im", **_window_kinds),
+            normalize_attrs=normalizer("nn.col2im", **_window_kinds), shape_only_in=(1,),
             doc="internal: add windows (N, C, KH, KW, HO, WO) back into the shape of like")
 
 

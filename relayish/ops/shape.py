@@ -123,7 +123,7 @@ def reshape_like_rule(types, attrs):
 
 register_op("reshape_like", 2, type_rule=reshape_like_rule,
             impl=lambda xp, x, like: as_array(xp, xp.reshape(x, like.shape)),
-            fast_impl=reshape_fast, linear_in=(0,),
+            fast_impl=reshape_fast, linear_in=(0,), shape_only_in=(1,),
             doc="internal: reshape x to the shape of like")
 
 
@@ -232,7 +232,7 @@ def _broadcast_to_like_fast(attrs, out_type):
 
 register_op("broadcast_to_like", 2, type_rule=broadcast_to_like_rule,
             impl=lambda xp, x, like: _materialize(xp, xp.broadcast_to(x, like.shape)),
-            fast_impl=_broadcast_to_like_fast, linear_in=(0,),
+            fast_impl=_broadcast_to_like_fast, linear_in=(0,), shape_only_in=(1,),
             doc="internal: broadcast x to the shape of like")
 
 
@@ -267,7 +267,7 @@ def collapse_sum_impl(xp, x, shape):
 
 register_op("collapse_sum_like", 2, type_rule=collapse_sum_like_rule,
             impl=lambda xp, x, like: collapse_sum_impl(xp, x, like.shape),
-            linear_in=(0,),
+            linear_in=(0,), shape_only_in=(1,),
             doc="internal: sum x over broadcast axes back to the shape of like")
 
 
@@ -527,6 +527,7 @@ register_op("take_backward", 3, attrs={"axis": None}, type_rule=take_backward_ru
             normalize_attrs=normalizer("take_backward", axis=lambda o, k, v: None if v is None
                                        else canon_int(o, k, v)),
             effects={FAIL},     # an index out of range
+            scatters_rows=True, shape_only_in=(2,),
             doc="internal: scatter-add g into zeros shaped like `like` (the gradient of take)")
 
 

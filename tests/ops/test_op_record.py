@@ -209,3 +209,47 @@ def test_jax_zero_folding_follows_linear_in_and_bilinear():
     assert marked("matmul", zero, np.ones((3, 2)))                  # bilinear, not in a table
     assert not marked("multiply", np.full(3, np.inf), zero)         # nan: not a zero
     assert not marked("tanh", zero)                                 # tanh(0) = 0, not linear
+
+
+def test_jax_zero_folding_reads_only_the_record():
+    """A new op folds at trace time by what its register_op call declares, with no edit in
+    backend/jax/zeros.py: a `like` argument (shape_only_in) gives a numpy result, a marked zero
+    of an op with identity fill 0 gives the other operand, a marked zero of a bilinear op gives
+    marked zeros of the call's type."""
+    import jax.numpy as jnp
+    from relayish.backend.jax.zeros import ZeroTracker
+    tracker = ZeroTracker()
+    zero, traced = tracker.mark(np.zeros(3, np.float32)), jnp.ones(3, jnp.float32)
+    like = dict(type_rule=lambda ts, a: ts[1], linear_in=(0,), shape_only_in=(1,),
+                impl=lambda xp, x, t: as_array(xp, xp.broadcast_to(x, t.shape) * 1.0))
+    with registered("test_spread", 2, **like) as op:
+        out = tracker.fold(op, [np.full(1, 2.0, np.float32), traced], {})
+        assert isinstance(out, np.ndarray) and out.tolist() == [2.0, 2.0, 2.0]
+        assert tracker.is_zero(tracker.fold(op, [tracker.mark(np.zeros(1, np.float32)), traced],
+                                            {}))
+    plus = dict(type_rule=binary_rule("test_plus"), identity_in={0: 0, 1: 0},
+                impl=lambda xp, x, y: as_array(xp, x + y))
+    with registered("test_plus", 2, **plus) as op:
+        assert tracker.fold(op, [zero, traced], {}) is traced
+        assert tracker.fold(op, [np.zeros(3, np.float32), traced], {}) is None   # unmarked
+    times = dict(type_rule=binary_rule("test_times"), bilinear=True,
+                 impl=lambda xp, x, y: as_array(xp, x * y))
+    with registered("test_times", 2, **times) as op:
+        out = tracker.fold(op, [traced, zero], {}, rl.TensorType((3,), "float32"))
+        assert tracker.is_zero(out) and out.shape == (3,) and out.dtype == np.float32
+        assert tracker.fold(op, [traced, zero], {}) is None            # no type: traced
+
+
+def test_scatters_rows_is_read_from_the_record():
+    """Reverse AD leaves `!r + op(..)` inline for the op whose record says it scatters rows
+    (take's gradient), and the interpreter adds the rows in place; the record checks the shape
+    of such an op."""
+    assert get_op("take_backward").scatters_rows
+    assert [n for n in list_ops() if get_op(n).scatters_rows] == ["take_backward"]
+    with pytest.raises(rl.RelayishError, match="scatters rows takes 3 arguments"):
+        register_op("test_scatter", 2, scatters_rows=True)
+    x = rl.var("x", shape=(5, 2), dtype="float64")
+    g = rl.grad(rl.Function([x], rl.sum(rl.take(x, rl.const(np.array([1, 3, 1])), axis=0))))
+    assert "+ take_backward(" in rl.astext(g)
+    np.testing.assert_allclose(rl.evaluate(g, np.ones((5, 2))),
+                               [[0, 0], [2, 2], [0, 0], [1, 1], [0, 0]])

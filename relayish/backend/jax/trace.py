@@ -255,7 +255,7 @@ class TraceEvaluator:
         else:
             import jax.numpy as xp
         if not concrete:
-            folded = self.zeros.fold(op.name, args)
+            folded = self.zeros.fold(op, args, attrs, getattr(where, "_checked_type", None))
             if folded is not None:
                 return folded
             self.ops += 1

@@ -12,12 +12,19 @@ a reference (reverse AD keeps every adjoint in one: `ref(zeros_like(x))`, `ref(0
 what ops linear in them (their records' linear_in, bilinear) make of marked zeros alone. Zeros
 a program makes without a reference (`zeros_like(x) * y`) are not marked: they compute as
 written, IEEE included, on both backends.
-With a traced operand:
+With a traced operand, by the op's record (no op is named here: a new op folds by what its
+register_op call declares):
 
-    zeros_like(t), ones_like(t)      -> numpy from t's static shape and dtype (exact)
-    broadcast_to_like(c, t)          -> numpy c broadcast to t's shape (exact)
-    add(t, z), add(z, t), sub(t, z)  -> t, when z does not change t's shape (exact up to -0.0)
-    multiply(t, z), multiply(z, t)   -> marked zeros: **not IEEE** where t is inf or nan
+    traced operands only at constant_in or shape_only_in positions
+        zeros_like(t), ones_like(t), broadcast_to_like(c, t), reshape_like(c, t) ...
+                                     -> the numpy impl, zeros standing in for t (exact)
+    identity_in fill 0 at a marked zero z
+        add(t, z), add(z, t), subtract(t, z)
+                                     -> t, when z does not change t's shape (exact up to -0.0)
+    bilinear with a marked zero operand
+        multiply(t, z), matmul(z, t), nn.dense ...
+                                     -> marked zeros of the call's checked type: **not IEEE**
+                                        where t is inf or nan
 
 The last rule is the departure: a compiled program computes 0 where the interpreter computes
 nan, as jax's symbolic zeros do: a program that reads a zero back out of a reference and
@@ -32,6 +39,18 @@ from __future__ import annotations
 import weakref
 
 import numpy as np
+
+from relayish.ir.types import TensorType
+
+
+def _unchanged(t, z):
+    """`t` for `t + z` with z a marked zero, when z changes neither t's shape nor its dtype
+    (exact up to -0.0); None otherwise."""
+    if not hasattr(t, "shape") or not hasattr(t, "dtype") or np.dtype(t.dtype) != z.dtype or \
+            np.broadcast_shapes(np.shape(z), tuple(t.shape)) != tuple(t.shape):
+        return None
+    return t
+
 
 class ZeroTracker:
     """The zero adjoints of one trace; `fold` before an op on traced values, `note` after an
@@ -58,42 +77,41 @@ class ZeroTracker:
     def is_zero(self, a):
         return isinstance(a, np.ndarray) and self._marked.get(id(a)) is a and not a.any()
 
-    def fold(self, name, args):
-        """The result of op `name` on `args` (some traced) without tracing it, or None."""
-        if name in ("zeros_like", "ones_like"):
-            t = args[0]
-            if isinstance(t, np.ndarray) or not hasattr(t, "shape"):
-                return None
-            fill = np.zeros if name == "zeros_like" else np.ones
-            return fill(t.shape, np.dtype(t.dtype))
+    def fold(self, op, args, attrs, out_type=None):
+        """The result of `op` on `args` (some traced) without tracing it, or None (trace it).
+        `out_type`: the call's checked type, if known. The rules read the op's record only."""
+        traced = [i for i, a in enumerate(args) if not isinstance(a, np.ndarray)]
+        static = set(op.constant_in) | set(op.shape_only_in)
+        if all(i in static for i in traced):
+            return self._at_trace_time(op, args, attrs, traced)
         if len(args) != 2:
             return None
-        a, b = args
-        if name == "broadcast_to_like":
-            if not isinstance(a, np.ndarray) or isinstance(b, np.ndarray) \
-                    or not hasattr(b, "shape"):
+        for i, fill in op.identity_in.items():
+            if fill == 0 and self.is_zero(args[i]):
+                return _unchanged(args[1 - i], args[i])
+        if op.bilinear and (self.is_zero(args[0]) or self.is_zero(args[1])):
+            if not (isinstance(out_type, TensorType) and all(isinstance(d, int)
+                                                             for d in out_type.shape)):
                 return None
-            out = np.array(np.broadcast_to(a, b.shape))
-            return self.mark(out) if self.is_zero(a) else out
-        if name not in ("add", "subtract", "multiply"):
-            return None
-        za, zb = self.is_zero(a), self.is_zero(b)
-        if not (za or zb):
-            return None
-        if name == "multiply":
-            t, z = (b, a) if za else (a, b)
+            return self.mark(np.zeros(out_type.shape, out_type.dtype))
+        return None
+
+    def _at_trace_time(self, op, args, attrs, traced):
+        """The numpy result of a call whose traced arguments count only by shape and dtype
+        (zeros_like(t), broadcast_to_like(c, t)): zeros stand in for them (exact)."""
+        args = list(args)
+        for i in traced:
+            t = args[i]
             if not hasattr(t, "shape") or not hasattr(t, "dtype"):
                 return None
-            shape = np.broadcast_shapes(np.shape(z), tuple(t.shape))
-            return self.mark(np.zeros(shape, np.result_type(z.dtype, np.dtype(t.dtype))))
-        if name == "subtract" and za:
-            return None                              # 0 - t is -t: traced as written
-        t, z = (b, a) if za else (a, b)
-        if not hasattr(t, "shape") or not hasattr(t, "dtype") or \
-                np.dtype(t.dtype) != z.dtype or \
-                np.broadcast_shapes(np.shape(z), tuple(t.shape)) != tuple(t.shape):
+            args[i] = np.zeros(tuple(t.shape), np.dtype(t.dtype))
+        try:
+            with np.errstate(all="ignore"):
+                out = np.asarray(op.impl(np, *args, **attrs))
+        except Exception:  # noqa: BLE001 - not folded: the traced call reports it with its text
             return None
-        return t
+        self.note(op, args, out)          # broadcast_to_like of a marked zero stays marked
+        return out
 
     def note(self, op, args, out):
         """Mark the trace-time result `out` of `op` when it is a zero adjoint: the op's record
