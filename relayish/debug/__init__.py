@@ -7,11 +7,11 @@
 
 Modules (each imports only those above it):
 
-    summary.py     one-line summaries of runtime values (shape, dtype, min/max, NaN counts)
     positions.py   source positions of the debugged program's nodes (and AD's origins)
     engine.py      the stepping machine over the interpreter's compiled Code
     api.py         Debugger, Position, Frame, Breakpoint
-notes/debugger.md has the design and the measured costs.
+Value summaries (shape, dtype, min/max, NaN counts) are backend/runtime/summary.py's: the
+interpreter's debug_nans error shows them too. notes/debugger.md has the design and costs.
 """
 from relayish.debug.api import Breakpoint, Debugger, DebuggerError, Frame, Position
 

@@ -50,7 +50,7 @@ from relayish.backend.interp.closures import value_checker
 from relayish.backend.interp.compiler import Program
 from relayish.debug.engine import Machine, Snapshot, is_pause
 from relayish.debug.positions import SourceMap, origin
-from relayish.debug.summary import summarize, type_summary
+from relayish.backend.runtime.summary import summarize, type_summary
 
 __all__ = ["Debugger", "Position", "Frame", "Breakpoint", "DebuggerError"]
 

@@ -29,6 +29,7 @@ Modules (each imports only those above it):
     closures.py   other function values (Python callables, constructors) and argument hooks
     steps.py      the step builders (op calls, tuples, refs, in-place accumulation, closures)
     compiler.py   Program and FunctionCompiler: Function -> Code
+    modes.py      the debug modes' compile options (debug_nans's checking step wrapper)
     api.py        evaluate and the compile caches
 
 What is not interpreter-specific (type checking, argument conversion, error texts, patterns)

@@ -1,6 +1,6 @@
 """rl.evaluate: the numpy reference interpreter's entry point and its compile caches.
 
-    evaluate(f_or_mod, *args, mod=None) -> value
+    evaluate(f_or_mod, *args, mod=None, debug_nans=False, debug_alloc=False) -> value
 
 The program is type-checked once (runtime.check.checked: a TypeCheckError is the user's, any
 other fault of the checker surfaces), compiled (compiler.py) with the cyclic GC paused and
@@ -19,6 +19,7 @@ from relayish.ir.visitor import no_gc, run_deep
 from relayish.backend.runtime.check import checked
 from relayish.backend.runtime.describe import value_type_text
 from relayish.backend.interp.compiler import Program
+from relayish.backend.interp.modes import compile_options
 from relayish.backend.interp.run import InterpreterClosure, execute
 
 __all__ = ["evaluate"]
@@ -41,8 +42,12 @@ def _compile_quietly(fn, *args):
         return run_deep(fn, *args)
 
 
-def _compile_module(mod):
-    """The closure of a Module's @main, compiled again when the module's functions change."""
+def _compile_module(mod, options=None):
+    """The closure of a Module's @main, compiled again when the module's functions change
+    (`options`: a debug mode's Program arguments; not cached)."""
+    if options:
+        mod, _ = checked(mod)
+        return _compile_quietly(_compile_program, Program(mod, **options))
     snapshot = tuple((gv.name_hint, f) for gv, f in mod.functions.items())
     state = _MODULE_CACHE.get(mod)
     if state is not None and len(state[0]) == len(snapshot) and all(
@@ -61,15 +66,16 @@ def _compile_program(program):
     return main
 
 
-def _compile_closed(func, mod=None, cache=True):
-    """The Code of a closed Function (globals resolved in `mod`), cached per Function."""
-    cache = cache and mod is None
+def _compile_closed(func, mod=None, cache=True, options=None):
+    """The Code of a closed Function (globals resolved in `mod`), cached per Function
+    (`options`: a debug mode's Program arguments; not cached)."""
+    cache = cache and mod is None and not options
     if cache:
         code = _FUNCTION_CACHE.get(func)
         if code is not None:
             return code
     mod, func = checked(func, mod)
-    program = Program(mod)
+    program = Program(mod, **(options or {}))
 
     def build():
         code = program.compile_function(func, "fn")
@@ -84,7 +90,7 @@ def _compile_closed(func, mod=None, cache=True):
 
 # ---- entry point -----------------------------------------------------------------------------
 
-def evaluate(f_or_mod, *args, mod=None):
+def evaluate(f_or_mod, *args, mod=None, debug_nans=False, debug_alloc=False):
     """Run a program on the numpy interpreter and return its value.
 
     - a Module: runs @main on `args`;
@@ -92,18 +98,26 @@ def evaluate(f_or_mod, *args, mod=None):
     - any other closed expression: its value (if that is a function and args are given, it is
       called on them).
 
+    debug_nans=True: an EvaluationError at the first binding whose value has a NaN or an Inf,
+    naming it, its op, its source position and its inputs' summaries (modes.py).
+    debug_alloc=True: no buffer sharing (no shared zero tensors, no in-place accumulation) and
+    every array a reference releases filled with NaN, so that a read of a released buffer shows
+    up as NaN. Either mode compiles the program afresh (no cache); when both are off, nothing
+    of them is in the compiled code.
+
     >>> x = rl.var("x", shape=(2,), dtype="float64")
     >>> rl.evaluate(rl.Function([x], x * x), [1.0, 2.0])
     array([1., 4.])
     """
+    options = compile_options(debug_nans, debug_alloc)
     if isinstance(f_or_mod, Module):
-        return _compile_module(f_or_mod)(*args)
+        return _compile_module(f_or_mod, options)(*args)
     if isinstance(f_or_mod, Function):
-        return InterpreterClosure(_compile_closed(f_or_mod, mod), ())(*args)
+        return InterpreterClosure(_compile_closed(f_or_mod, mod, options=options), ())(*args)
     if isinstance(f_or_mod, Expr):
         # not cached: the compiled code refers to the expression's nodes, which would keep a
         # weakly cached expression alive forever
-        code = _compile_closed(Function([], f_or_mod), mod, cache=False)
+        code = _compile_closed(Function([], f_or_mod), mod, cache=False, options=options)
         value = execute(code, list(code.rest))
         if args:
             if not callable(value):

@@ -50,14 +50,17 @@ class Program:
     """The compile context of one evaluation target: the module's globals as closures.
 
     The debug modes choose their steps here, at compile time, so the plain machine pays
-    nothing for them: `reuse=False` turns the buffer-sharing fast paths off (the shared zero
-    tensor of `ref(zeros)`, in-place accumulation); `wrap_step(info) -> step`, when given,
-    replaces each step the compiler emits (info is its code.Step record: the NaN check of
-    `debug_nans`, the poisoning reference writes of `debug_alloc`; relayish/debug/modes.py)."""
+    nothing for them: `reuse=False` turns the fused accumulation steps and the shared zero
+    tensor of `ref(zeros)` off (the debugger: each read, add and write is a step of its own,
+    and no value is mutated after it was read); `poison=True` (debug_alloc) keeps the fused
+    steps but never adds in place: the array the reference owned is filled with NaN instead,
+    and `ref(zeros)` allocates; `wrap_step(info) -> step`, when given, replaces each step the
+    compiler emits (info is its code.Step record: debug_nans's check, modes.py)."""
 
-    def __init__(self, mod, reuse=True, wrap_step=None):
+    def __init__(self, mod, reuse=True, poison=False, wrap_step=None):
         self.mod = mod
         self.reuse = reuse
+        self.poison = poison
         self.wrap_step = wrap_step
         self.globals = {}       # name -> InterpreterClosure (its Code filled by drain())
         self.pending = []
@@ -362,7 +365,8 @@ class FunctionCompiler(ExprFunctor):
 
     def visit_RefCreate(self, e):
         v = e.value
-        if (self.program.reuse and isinstance(v, Call) and isinstance(v.op, Op)
+        if (self.program.reuse and not self.program.poison and isinstance(v, Call)
+                and isinstance(v.op, Op)
                 and v.op.fills_zeros and not v.args
                 and v.op.numpy_fast(v.attrs) is not None):     # (not while a user's impl runs)
             # `ref(zeros(..))` (reverse AD's fresh gradient references): the shared read-only
@@ -420,7 +424,8 @@ class FunctionCompiler(ExprFunctor):
         overwrite = (isinstance(t, TensorType) and isinstance(tg, TensorType)
                      and tg.shape == t.shape and tg.dtype == t.dtype)
         self.emit(accumulate_step(e, v, dst, ref, src, add,
-                                  isinstance(t, TensorType) and len(t.shape) >= 1, overwrite),
+                                  isinstance(t, TensorType) and len(t.shape) >= 1, overwrite,
+                                  self.program.poison),
                   e, dst, (ref, src))
         return dst
 
@@ -447,7 +452,8 @@ class FunctionCompiler(ExprFunctor):
         gs, ids = self.visit(tb.args[0]), self.visit(tb.args[1])
         dst = self.new_slot()
         self.emit(take_accumulate_step(e, dst, ref, gs, ids,
-                                       None if axis is None else axis % len(t.shape)),
+                                       None if axis is None else axis % len(t.shape),
+                                       self.program.poison),
                   e, dst, (ref, gs, ids))
         return dst
 

@@ -5,7 +5,9 @@ indices (and the op's impl) bound in, e.g. `slots[7] = impl(numpy, slots[3], slo
     tuple_step, getitem_step, move_step, constructor_step, closure_step
     ref_create_step, ref_read_step, ref_write_step
     accumulate_step        `r := !r + g` in one step, in place when the reference owns its array
+                           (debug_alloc: a new sum, the released array poisoned with NaN)
     take_accumulate_step   `r := !r + take_backward(g, idx, like)`: a scatter-add in place
+    outer_accumulate_step  `r := !r + expand_dims(g, axis=-1) * x`: deferred (deferred.py)
     shared_zeros           the read-only zero tensor `ref(zeros(..))` steps share
 
 The compiler (compiler.py) chooses the builder; a step never dispatches at run time. A fault in
@@ -26,10 +28,11 @@ from relayish.ir.types import TensorType
 from relayish.backend.values import ConstructorValue, RefValue
 from relayish.backend.runtime.describe import node_text, value_type_text
 from relayish.backend.interp.run import InterpreterClosure
+from relayish.backend.interp.deferred import OuterSum, defer_outer, settle
 
 __all__ = ["op_step", "tuple_step", "getitem_step", "move_step", "ref_create_step",
            "shared_zeros", "ref_read_step", "ref_write_step", "accumulate_step",
-           "take_accumulate_step", "constructor_step", "closure_step"]
+           "take_accumulate_step", "outer_accumulate_step", "constructor_step", "closure_step"]
 
 _ndarray = np.ndarray
 _new_object = object.__new__
@@ -246,6 +249,8 @@ def ref_read_step(node, dst, src):
             v = s[src].value
         except Exception as exc:  # noqa: BLE001
             raise fail(exc) from exc
+        if v.__class__ is OuterSum:
+            v = settle(s[src])
         s[dst] = v.copy() if id(v) in shared else v
     return step
 
@@ -278,10 +283,13 @@ def _ref_owns(cur, shape, dtype):
             and cur.shape == shape and cur.dtype == dtype)
 
 
-def accumulate_step(node, add_node, dst, ref, src, add, never_scalar, overwrite):
+def accumulate_step(node, add_node, dst, ref, src, add, never_scalar, overwrite, poison=False):
     """`overwrite`: g has the type of the sum, so adding it to a shared zero tensor is g.
     With `overwrite`, a value that the reference owns is added to in place (_ref_owns): a
-    parameter's gradient reference allocates once per program run, not once per use."""
+    parameter's gradient reference allocates once per program run, not once per use.
+    `poison` (debug_alloc): where it would add in place, store a new sum instead and fill the
+    released array with NaN (poison_released), so that a wrong ownership check shows up as NaN
+    in whatever still held the array instead of as a plausible wrong number."""
     fail = _guard(node, "writing a reference")
     shared = _SHARED_ZERO_IDS
 
@@ -290,6 +298,8 @@ def accumulate_step(node, add_node, dst, ref, src, add, never_scalar, overwrite)
         if r.__class__ is not RefValue:
             raise fail(TypeError(f"{value_type_text(r)} is not a reference"))
         cur = r.value
+        if cur.__class__ is OuterSum:
+            cur = settle(r)
         if overwrite:
             if id(cur) in shared:
                 r.value = s[src]
@@ -297,7 +307,11 @@ def accumulate_step(node, add_node, dst, ref, src, add, never_scalar, overwrite)
                 return
             g = s[src]
             if g.__class__ is _ndarray and _ref_owns(cur, g.shape, g.dtype):
-                np.add(cur, g, out=cur)
+                if poison:
+                    r.value = cur + g
+                    poison_released(cur)
+                else:
+                    np.add(cur, g, out=cur)
                 s[dst] = ()
                 return
         try:
@@ -309,11 +323,12 @@ def accumulate_step(node, add_node, dst, ref, src, add, never_scalar, overwrite)
     return step
 
 
-def take_accumulate_step(node, dst, ref, gs, ids, axis):
+def take_accumulate_step(node, dst, ref, gs, ids, axis, poison=False):
     """`r := !r + take_backward(g, idx, like, axis)`: the rows of g are added into the
     reference's value in place when it owns it (_ref_owns), else into a fresh copy (a fresh
     zeros for the shared zero tensor), which the reference then owns: no dense |V| x D gradient
-    per embedding lookup, no new sum per accumulation."""
+    per embedding lookup, no new sum per accumulation. `poison` (debug_alloc): always into a
+    fresh copy, the array the reference owned filled with NaN (see accumulate_step)."""
     fail = _guard(node, "writing a reference")
     shared = _SHARED_ZERO_IDS
 
@@ -322,8 +337,15 @@ def take_accumulate_step(node, dst, ref, gs, ids, axis):
         if r.__class__ is not RefValue:
             raise fail(TypeError(f"{value_type_text(r)} is not a reference"))
         cur, g, idx = r.value, s[gs], s[ids]
+        if cur.__class__ is OuterSum:
+            cur = settle(r)
         try:
-            if not _ref_owns(cur, cur.shape, cur.dtype):
+            if poison:
+                owned = _ref_owns(cur, cur.shape, cur.dtype)
+                old, cur = cur, np.array(cur, dtype=cur.dtype, order="C")
+                if owned:
+                    poison_released(old)
+            elif not _ref_owns(cur, cur.shape, cur.dtype):
                 cur = (np.zeros(cur.shape, dtype=cur.dtype) if id(cur) in shared
                        else np.array(cur, dtype=cur.dtype, order="C"))
             if axis is None:
@@ -345,6 +367,37 @@ def take_accumulate_step(node, dst, ref, gs, ids, axis):
         except Exception as exc:  # noqa: BLE001 - reported with the accumulation's text
             raise _op_failure(node, exc) from exc
         r.value = cur
+        s[dst] = ()
+    return step
+
+
+def poison_released(a):
+    """Fill an array nothing should hold any more with NaN (debug_alloc): a floating array
+    only; an integer one is left as it is (no NaN to mark it)."""
+    if a.dtype.kind in "fc":
+        a.fill(np.nan)
+
+
+def outer_accumulate_step(node, dst, ref, gs, xs):
+    """`r := !r + expand_dims(g, axis=-1) * x` (a weight's gradient from one use of a matmul)
+    with g, x vectors and the sum of r's type: g and x are recorded on r (deferred.py) and the
+    sum of all such terms is one matrix product when r is read. The vectors are held, never
+    copied: arrays are values, and the held ones fail _ref_owns, so nothing mutates them."""
+    fail = _guard(node, "writing a reference")
+    shared = _SHARED_ZERO_IDS
+
+    def step(s):
+        r = s[ref]
+        if r.__class__ is not RefValue:
+            raise fail(TypeError(f"{value_type_text(r)} is not a reference"))
+        cur = r.value
+        if cur.__class__ is OuterSum:
+            cur.gs.append(s[gs])
+            cur.xs.append(s[xs])
+        else:
+            # (computed before the call: an argument list holding cur would raise its count)
+            owned = None if id(cur) in shared else _ref_owns(cur, cur.shape, cur.dtype)
+            defer_outer(r, cur, s[gs], s[xs], owned)
         s[dst] = ()
     return step
 

@@ -13,6 +13,8 @@ a backend executes it, written once.
     bindings.py   how names get values: constructor identity for matching, pattern matchers that
                   bind into frame slots (compile_pattern), pattern binding into a dict for
                   tree-walking evaluators (bind_pattern), let-chains and recursive lets
+    summary.py    summarize(value): one line per runtime value (dtype[shape], min/max, NaN and
+                  Inf counts) for the debugger and the debug modes' errors
 
 A backend imports what it needs from these modules directly; nothing here knows a backend.
 notes/backend-runtime.md has the contracts and how to adopt them.

@@ -1,8 +1,10 @@
-"""Short descriptions of runtime values, for the debugger and the debug modes.
+"""Short descriptions of runtime values, for the debugger (relayish/debug/) and the debug
+modes (the interpreter's debug_nans error shows its inputs this way).
 
     summarize(value) -> str       'float32[3, 4] min -1.2 max 3.5 nan 0 inf 0', '(2-tuple)',
                                   'Cons(...)', 'ref float32[3]', 'closure %f'
     nonfinite(value) -> (nan count, inf count)    of an array (0, 0 for anything else)
+    has_nonfinite(value) -> bool     a NaN or an Inf anywhere in a result
 
 A tensor's summary reads each element once (min, max, NaN and Inf counts over the finite and
 non-finite parts); elements themselves are never printed here (locals() gives the values).
@@ -13,7 +15,7 @@ import numpy as np
 
 from relayish.backend.values import Closure, ConstructorValue, RefValue
 
-__all__ = ["summarize", "nonfinite", "type_summary"]
+__all__ = ["summarize", "nonfinite", "type_summary", "has_nonfinite"]
 
 
 def nonfinite(value):
@@ -23,6 +25,28 @@ def nonfinite(value):
         inf = int(np.count_nonzero(np.isinf(value)))
         return nan, inf
     return 0, 0
+
+
+def has_nonfinite(value):
+    """Whether a result (arrays, also jax arrays, inside tuples, ADT values and references)
+    holds a NaN or an Inf anywhere; iterative, so a 10^5-long list is fine."""
+    stack = [value]
+    seen = set()
+    while stack:
+        v = stack.pop()
+        if isinstance(v, tuple):
+            stack.extend(v)
+        elif isinstance(v, ConstructorValue):
+            stack.extend(v.fields)
+        elif isinstance(v, RefValue):
+            if id(v) not in seen:
+                seen.add(id(v))
+                stack.append(v.value)
+        elif hasattr(v, "dtype") and hasattr(v, "shape"):
+            a = np.asarray(v)
+            if a.dtype.kind in "fc" and not np.isfinite(a).all():
+                return True
+    return False
 
 
 def type_summary(value):
