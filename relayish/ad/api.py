@@ -46,9 +46,11 @@ def gradient(f, mod=None, checkpoint=None):
         g = rl.gradient(rl.Function([x], rl.sum(x * x)))
         value, (dx,) = rl.evaluate(g, np.arange(3.0))      # dx == 2 * x
 
-    checkpoint= (a Function's let-chain; ad/checkpoint.py): recompute forward values in the
-    backward pass instead of keeping them. k: cut every k bindings ("sqrt": k = sqrt(n));
+    checkpoint= (ad/checkpoint.py): recompute forward values in the backward pass instead of
+    keeping them. For a Function's let-chain, k: cut every k bindings ("sqrt": k = sqrt(n));
     "revolve" or ("revolve", snapshots): Griewank's binomial schedule, O(log n) kept states.
+    For a Module whose @main is a tail recursion over a List or Nat (ad/checkpoint_loop.py),
+    k: keep the state every k iterations.
     """
     if checkpoint is not None:
         return _run_transform(_checkpointed, f, mod, checkpoint)
@@ -57,10 +59,14 @@ def gradient(f, mod=None, checkpoint=None):
 
 def _checkpointed(f, mod, spec):
     from relayish.ad.checkpoint import checkpoint_options, checkpointed_gradient
+    if mod is not None:
+        raise GradientError("checkpoint= takes a Function (its let-chain is cut) or a Module "
+                            "whose @main is a loop, not a Function with mod=")
+    if isinstance(f, Module):
+        from relayish.ad.checkpoint_loop import checkpointed_loop_gradient
+        _prepare(f, None)
+        return checkpointed_loop_gradient(f, spec, vjp, gradient)
     checkpoint_options(spec)                 # a bad value is reported before anything runs
-    if isinstance(f, Module) or mod is not None:
-        raise GradientError("checkpoint= takes a Function without a module (it cuts the "
-                            "Function's let-chain); differentiate a Module without it")
     func, _, _ = _prepare(f, None)
     return checkpointed_gradient(func, spec, vjp, gradient)
 

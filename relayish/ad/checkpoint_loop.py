@@ -1,0 +1,301 @@
+"""Checkpointed reverse mode for a loop over a list or a Nat: `rl.gradient(mod, checkpoint=k)`
+where `@main` is a tail recursion (a foldl) over one of its parameters:
+
+    def @main(%xs: List[T], %s: S1, .., %w: C1, ..) -> R {
+      match (%xs) {
+        Cons(%h, %t) => @main(%t, <new %s, ..>, %w, ..),    // %w passed on unchanged
+        Nil => <result of %s, .., %w, ..>
+      }
+    }
+
+(any ADT with one constructor without fields and one with a field of the ADT itself: Nat's
+`S(%m) => @main(%m, ..)` too). The parameters passed on unchanged (C) and the ones the loop
+changes (S) are tensors or tuples of tensors. Without checkpointing, the gradient of n
+iterations keeps n iterations' values in the backpropagator closure chain. With checkpoint=k
+the output module runs:
+
+    forward   @ck_fwd: the loop, plain, k iterations at a time (@ck_run over @ck_take(l, k));
+              before each chunk it pushes (the list there, the state there) on a stack
+              (type ck_stack): n / k entries, the list entries sharing the input's cells
+    result    the gradient of the Nil clause's value at the last state (rl.gradient's seed)
+    backward  @ck_back pops the stack: the vjp of @ck_run from that entry's state over the
+              entry's k elements gives the cotangent of the state before it, of those k
+              elements (appended in front of the list's gradient so far) and of C (summed)
+
+so the backward pass keeps n / k states and one chunk's tape: k = sqrt(n) keeps O(sqrt n), and
+each iteration runs twice (once plain, once in its chunk's vjp). The output is an ordinary
+module (type-checks, prints, parses, differentiates again); its gradient values and type are
+rl.gradient's. "sqrt" is not known before the list is: pass k (the binomial schedule needs the
+length before the loop runs, so loops take only k).
+
+The helpers are written as relayish text (types printed by their printer) and the module is
+parsed back with them: the user's ADT definitions come through the same text.
+"""
+from __future__ import annotations
+
+from relayish.errors import GradientError
+from relayish.ir.analysis import free_vars
+from relayish.ir.expr import (Call, Clause, Function, GlobalVar, Match, PatternConstructor,
+                              PatternVar, Tuple)
+from relayish.ir.module import Module
+from relayish.ir.types import TensorType, TupleType, TypeCall
+from relayish.ir.visitor import ExprMutator, let_chain
+
+__all__ = ["checkpointed_loop_gradient"]
+
+
+def checkpointed_loop_gradient(mod, k, vjp, gradient):
+    """The checkpointed gradient Module of a type-checked Module whose @main is a loop (module
+    text); `vjp`, `gradient`: the AD entry points (api.py's)."""
+    from relayish.ir.text.parser import parse
+    from relayish.ir.text.printer import astext
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise GradientError(f"checkpoint= for a loop over a list or Nat takes a positive int k "
+                            f"(iterations a chunk); got {k!r}")
+    loop = _Loop(mod)
+    src = mod.copy()
+    src["ck_run"] = loop.run_function()
+    src["ck_result"] = loop.result_function()
+    lists, driver = loop.helpers(k)
+    first = parse(astext(src) + "\n" + lists)     # the user's types, @ck_run, the list helpers
+    run_mod = _without(first, "main")
+    run_mod["main"] = first["ck_run"]
+    derived = vjp(run_mod)
+    out = _without(derived, "main")
+    out["ck_vjp_run"] = derived["main"]            # nothing calls a vjp entry: a plain rename
+    result_grad = gradient(first["ck_result"])
+    if isinstance(result_grad, Module):
+        raise GradientError("checkpoint=: the loop's result needs a module to differentiate")
+    out["ck_result_grad"] = result_grad
+    for gv, func in first.functions.items():
+        if gv.name_hint in ("ck_take", "ck_drop", "ck_append"):
+            out[gv] = func
+    second = parse(astext(out) + "\n" + driver)
+    final = _without(second, "ck_main")
+    final["main"] = second["ck_main"]
+    return final
+
+
+def _without(mod, name) -> Module:
+    out = Module()
+    for data in mod.type_definitions.values():
+        out.add_type(data)
+    for gv, func in mod.functions.items():
+        if gv.name_hint != name:
+            out[gv] = func
+    return out
+
+
+class _Loop:
+    """The shape of @main (module text), or a GradientError naming what does not fit."""
+
+    def __init__(self, mod):
+        main = mod["main"]
+        self.main = main
+        body = main.body
+        if not isinstance(body, Match) or len(body.clauses) != 2 or \
+                not any(body.data is p for p in main.params):
+            raise self.refuse("its body is not a match on one of its parameters with two clauses")
+        self.li = next(i for i, p in enumerate(main.params) if body.data is p)
+        step = base = None
+        for clause in body.clauses:
+            if _walk_calls(clause.rhs):
+                step = clause
+            else:
+                base = clause
+        if step is None or base is None:
+            raise self.refuse("one clause must end the loop and the other call @main")
+        if not (isinstance(base.lhs, PatternConstructor) and not base.lhs.patterns and
+                isinstance(step.lhs, PatternConstructor)):
+            raise self.refuse("the clauses must match the two constructors of its ADT")
+        self.base_ctor, self.step_ctor = base.lhs.constructor, step.lhs.constructor
+        self.base, self.step = base, step
+        _, call = let_chain(step.rhs)          # the clause may bind values before the call
+        if not (isinstance(call, Call) and isinstance(call.op, GlobalVar) and
+                call.op.name_hint == "main") or len(_walk_calls(step.rhs)) != 1:
+            raise self.refuse("the recursive clause must be a tail call @main(..) and its "
+                              "only call of @main")
+        tail_field = None
+        for i, sub in enumerate(step.lhs.patterns):
+            if isinstance(sub, PatternVar) and call.args[self.li] is sub.var:
+                tail_field = i
+        if tail_field is None or not _is_adt(self.step_ctor.inputs[tail_field],
+                                             self.step_ctor.belong_to):
+            raise self.refuse("the recursive call must pass the rest of the list (the "
+                              "constructor's recursive field) in the loop parameter's place")
+        self.tail_field = tail_field
+        self.changing, self.fixed = [], []
+        for i, (p, a) in enumerate(zip(main.params, call.args)):
+            if i == self.li:
+                continue
+            if not _plain(p.checked_type):
+                raise GradientError(
+                    f"checkpoint=: the loop's parameter %{p.name_hint} has type "
+                    f"{p.checked_type}; the other parameters must be tensors or tuples of them")
+            (self.fixed if a is p else self.changing).append(i)
+        if any(v is main.params[self.li] for v in free_vars(base.rhs)):
+            raise self.refuse("its result must not read the list")
+        self.call = call
+
+    def refuse(self, why):
+        return GradientError(f"checkpoint= with a Module differentiates a loop: @main must be a "
+                             f"tail recursion over a list or Nat parameter (ad/checkpoint_loop"
+                             f".py); {why}")
+
+    # ---- the IR pieces ---------------------------------------------------------------------
+
+    def run_function(self):
+        """@ck_run: @main with its result the tuple of the changing parameters."""
+        params = self.main.params
+        state = Tuple([params[i] for i in self.changing])
+        rhs = _Retarget().visit(self.step.rhs)
+        return Function(list(params), Match(params[self.li], [
+            Clause(self.step.lhs, rhs), Clause(self.base.lhs, state)]))
+
+    def result_function(self):
+        """@ck_result(%s.., %w..): the Nil clause's value."""
+        params = self.main.params
+        keep = [params[i] for i in self.changing + self.fixed]
+        return Function(keep, self.base.rhs)
+
+    # ---- the helpers, as text --------------------------------------------------------------
+
+    def helpers(self, k):
+        """(the list helpers @ck_take, @ck_drop, @ck_append and type ck_stack; the driver
+        @ck_fwd, @ck_back, @ck_main), as relayish text."""
+        params = self.main.params
+        types = [str(p.checked_type) for p in params]
+        lt = types[self.li]
+        ch, fx = self.changing, self.fixed
+        ns, nf = len(ch), len(fx)
+        st = _tup([types[j] for j in ch])
+        ft = _tup([types[j] for j in fx])
+        sc, bc = self.step_ctor.name_hint, self.base_ctor.name_hint
+        fields = [f"%f{i}" for i in range(len(self.step_ctor.inputs))]
+        fields[self.tail_field] = "%t"
+        pat = f"{sc}({', '.join(fields)})"
+
+        def rebuilt(tail):
+            return f"{sc}({', '.join(tail if f == '%t' else f for f in fields)})"
+
+        def ordered(l, s, c):
+            """@main's argument order from the list, state and fixed parts."""
+            args = [None] * len(params)
+            args[self.li] = l
+            for i, j in enumerate(ch):
+                args[j] = s[i]
+            for i, j in enumerate(fx):
+                args[j] = c[i]
+            return ", ".join(args)
+
+        def proj(t, idx):
+            return [f"{t}.{i}" for i in idx]
+        sv = [f"%s{i}" for i in range(ns)]
+        cv = [f"%c{i}" for i in range(nf)]
+        sparams = "".join(f", {v}: {types[j]}" for v, j in zip(sv, ch))
+        cparams = "".join(f", {v}: {types[j]}" for v, j in zip(cv, fx))
+        cargs = "".join(", " + v for v in cv)
+        take = f"@ck_take(%l, {k})"
+        lists = f"""
+type ck_stack {{ ck_push({lt}, {st}, ck_stack), ck_bottom }}
+
+def @ck_take(%l: {lt}, %k: int32) -> {lt} {{
+  if (%k > 0) {{ match (%l) {{ {pat} => {rebuilt("@ck_take(%t, %k - 1)")}, {bc} => {bc}() }} }}
+  else {{ {bc}() }}
+}}
+
+def @ck_drop(%l: {lt}, %k: int32) -> {lt} {{
+  if (%k > 0) {{ match (%l) {{ {pat} => @ck_drop(%t, %k - 1), {bc} => {bc}() }} }} else {{ %l }}
+}}
+
+def @ck_append(%a: {lt}, %b: {lt}) -> {lt} {{
+  match (%a) {{ {pat} => {rebuilt("@ck_append(%t, %b)")}, {bc} => %b }}
+}}
+"""
+        x = [f"%{p.name_hint}" for p in params]
+        if len(set(x)) < len(x) or set(x) & {"%f", "%y", "%b"}:
+            x = [f"%x{i}" for i in range(len(params))]     # the names would clash
+        grads = [None] * len(params)
+        grads[self.li] = "%b.0"
+        for i, j in enumerate(ch):
+            grads[j] = f"%b.1.{i}"
+        for i, j in enumerate(fx):
+            grads[j] = f"%b.2.{i}"
+        dt = _tup([lt] + [types[j] for j in ch + fx])     # what @ck_run's vjp gives back
+        driver = f"""
+def @ck_fwd(%l: {lt}{sparams}{cparams}, %acc: ck_stack) -> ({st}, ck_stack) {{
+  match (%l) {{
+    {bc} => ({_tup(sv)}, %acc),
+    _ => @ck_fwd_chunk(%l, @ck_run({ordered(take, sv, cv)}){cargs}, ck_push(%l, {_tup(sv)}, %acc))
+  }}
+}}
+
+def @ck_fwd_chunk(%l: {lt}, %n: {st}{cparams}, %acc: ck_stack) -> ({st}, ck_stack) {{
+  @ck_fwd(@ck_drop(%l, {k}){"".join(", " + v for v in proj("%n", range(ns)))}{cargs}, %acc)
+}}
+
+def @ck_back(%stack: ck_stack{cparams}, %g: {st}, %gc: {ft}, %gl: {lt}) -> ({lt}, {st}, {ft}) {{
+  match (%stack) {{
+    ck_push(%l, %s, %rest) => @ck_back_chunk(%rest{cargs}, %gc, %gl,
+        @ck_vjp_run({ordered(take, proj("%s", range(ns)), cv)}).1(%g)),
+    ck_bottom => (%gl, %g, %gc)
+  }}
+}}
+
+def @ck_back_chunk(%rest: ck_stack{cparams}, %gc: {ft}, %gl: {lt}, %d: {dt})
+    -> ({lt}, {st}, {ft}) {{
+  @ck_back(%rest{cargs}, {_tup(proj("%d", range(1, ns + 1)))},
+           {_tup([f"%gc.{i} + %d.{1 + ns + i}" for i in range(nf)])}, @ck_append(%d.0, %gl))
+}}
+
+def @ck_main({", ".join(f"{v}: {t}" for v, t in zip(x, types))}) {{
+  let %f = @ck_fwd({ordered_main(x, self.li, ch, fx)}, ck_bottom());
+  let %y = @ck_result_grad({", ".join(proj("%f.0", range(ns)) + [x[j] for j in fx])});
+  let %b = @ck_back(%f.1{"".join(", " + x[j] for j in fx)}, {_tup(proj("%y.1", range(ns)))},
+                    {_tup(proj("%y.1", range(ns, ns + nf)))}, {bc}());
+  (%y.0, {_tup(grads)})
+}}
+"""
+        return lists, driver
+
+
+def ordered_main(x, li, ch, fx) -> str:
+    return ", ".join([x[li]] + [x[j] for j in ch] + [x[j] for j in fx])
+
+
+def _is_adt(t, header) -> bool:
+    return t is header or t == header or getattr(t, "func", None) == header
+
+
+def _tup(items) -> str:
+    """Tuple text; one field gets its trailing comma, none is ()."""
+    if len(items) == 1:
+        return f"({items[0]},)"
+    return f"({', '.join(items)})"
+
+
+def _plain(t) -> bool:
+    stack = [t]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, TupleType):
+            stack.extend(t.fields)
+        elif not isinstance(t, TensorType):
+            return False
+    return True
+
+
+def _walk_calls(expr) -> list:
+    from relayish.ir.analysis import walk
+    return [n for n in walk(expr) if isinstance(n, Call) and isinstance(n.op, GlobalVar)
+            and n.op.name_hint == "main"]
+
+
+class _Retarget(ExprMutator):
+    """@main -> @ck_run."""
+
+    def visit_GlobalVar(self, e):
+        return GlobalVar("ck_run") if e.name_hint == "main" else e
+
+
+
