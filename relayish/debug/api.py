@@ -4,6 +4,7 @@
     dbg.step()  dbg.step_in()  dbg.step_out()  dbg.cont()  dbg.step_back()   -> dbg.where()
     dbg.break_at(line=7) / (function="name") / (line=7, condition="%i > 3")  -> Breakpoint
     dbg.clear_breaks()                          remove every breakpoint
+    dbg.breakable_lines()                       the lines a breakpoint can be set on
     dbg.where()       Position(line, column, text, ...): the binding about to run
     dbg.frames()      [Frame(function, line, column, position)], innermost first
     dbg.locals(depth=0)          {name: value} of the variables in scope (depth 0: innermost)
@@ -11,6 +12,7 @@
                                  min/max, NaN and Inf counts
     dbg.evaluate("%x * 2f")      an expression over the variables in scope, by the interpreter
     dbg.set("x", value)          replace a variable's value (checked against its type)
+    dbg.restart(*args)           run again from the start (compiled program, breakpoints kept)
     dbg.finished, dbg.result, dbg.text, dbg.filename
 
 Positions are lines and columns of `dbg.text`: the file, for a program parsed from text
@@ -153,7 +155,7 @@ class Debugger:
             program.drain()
             return code
         with no_gc():
-            code = run_deep(build)
+            self.code = code = run_deep(build)
         frame = code.params.convert(args) + list(code.rest)
         self.source_map = SourceMap(target, main_mod)
         self.machine = Machine(code, frame, program.all_codes(), self._node_position)
@@ -162,6 +164,14 @@ class Debugger:
         self._vars = None
         self._types = {}               # id(code) -> {slot: type}
         self._exprs = {}               # (text, id(code)) -> (Function, params) to evaluate
+
+    def restart(self, *args):
+        """Run the program again from its start on `args` (the compiled program and the
+        breakpoints stay; the step-back history goes)."""
+        frame = self.code.params.convert(args) + list(self.code.rest)
+        self.history.clear()
+        self.machine.reset(self.code, frame)
+        return self.where()
 
     # ---- positions ------------------------------------------------------------------------------
     def _node_position(self, node):
@@ -283,7 +293,7 @@ class Debugger:
             for code in m.codes:
                 places += [(b, i) for b, i, ln in m.pause_points(code) if ln == line]
             if not places:
-                lines = sorted({ln for c in m.codes for _, _, ln in m.pause_points(c)})
+                lines = self.breakable_lines()
                 shown = ", ".join(map(str, lines[:30])) + (" ..." if len(lines) > 30 else "")
                 raise DebuggerError(f"no binding on line {line} of the program "
                                     f"(lines with bindings: {shown})")
@@ -304,6 +314,11 @@ class Debugger:
         bp = Breakpoint(len(self._breakpoints) + 1, line, function, condition, len(places))
         self._breakpoints.append(bp)
         return bp
+
+    def breakable_lines(self):
+        """The sorted source lines a line breakpoint can be set on (they hold a pause point)."""
+        m = self.machine
+        return sorted({ln for c in m.codes for _, _, ln in m.pause_points(c)})
 
     def breakpoints(self):
         return list(self._breakpoints)

@@ -108,6 +108,14 @@ class Machine:
             self._wrap_ref_writes(c)
         self._skip_to_pause()
 
+    def reset(self, code, slots):
+        """Start over: a new run of `code` on the frame `slots` (the Code, its wrapped steps
+        and the breakpoints stay)."""
+        self.frames[:] = [StackFrame(code, slots, self._next_serial())]
+        self.finished, self.result = False, None
+        del self.ref_log[:]            # the wrapped steps hold this very list
+        self._skip_to_pause()
+
     def _next_serial(self):
         self.serial += 1
         return self.serial
