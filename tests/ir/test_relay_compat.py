@@ -64,7 +64,8 @@ def test_every_pair_of_infix_operators_groups_as_in_relay(s1, s2):
 def test_parser_and_printer_read_one_table():
     from relayish.ir.text import parse_exprs, printer
     assert parse_exprs.BINARY is operators.BY_SYMBOL
-    assert printer.BY_OP is operators.BY_OP
+    assert printer.tables is operators.tables          # read once per print
+    assert printer._Printer().infix_by_op is operators.tables().by_op == dict(operators.BY_OP)
     # the table agrees with Relay's order wherever Relay has the operator
     for s1, s2 in itertools.product(RELAY_PRECEDENCE, repeat=2):
         ours = operators.BY_SYMBOL[s1].prec, operators.BY_SYMBOL[s2].prec

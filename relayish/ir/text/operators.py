@@ -4,7 +4,8 @@ Which op is written as an operator is a fact of its Op record (ir/op.py): `infix
 "add")`, `prefix="-"`. This module turns those records into the tables the parser and printer
 read (`BY_SYMBOL`, `BY_OP`, `PREFIX_BY_SYMBOL`, `PREFIX_BY_OP`): live views of the registry, rebuilt
 when it changes, so an op registered later (a user's, a test's) parses and prints as an operator
-with no edit here. The one operator that is not an op, `:=` (a RefWrite node), is written here.
+with no edit here. `tables()` gives the current four dicts at once: a printer or parser reads it
+once per call (a view checks the registry's generation on every lookup). The one operator that is not an op, `:=` (a RefWrite node), is written here.
 
 Precedence, loosest first (Relay's parser has the same order for the operators it has:
 `* /` 12, `+ -` 10, `< > <= >=` 8, `== !=` 7, all read left to right):
@@ -109,22 +110,38 @@ def _build():
     return by_symbol, by_op, prefix_by_symbol, prefix_by_op
 
 
+class Tables(NamedTuple):
+    by_symbol: dict          # symbol -> Infix (":=" included)
+    by_op: dict              # op name -> Infix
+    prefix_by_symbol: dict   # "-" -> "negative"
+    prefix_by_op: dict       # "negative" -> "-"
+
+
 class _Tables:
     """The tables, rebuilt when registry_generation() moves (one int compare per lookup)."""
 
     def __init__(self):
         self.generation = None
-        self.tables = ({}, {}, {}, {})
+        self.tables = Tables({}, {}, {}, {})
 
-    def get(self, which):
+    def current(self) -> Tables:
         gen = registry_generation()
         if gen != self.generation:
-            self.tables = _build()
+            self.tables = Tables(*_build())
             self.generation = gen
-        return self.tables[which]
+        return self.tables
+
+    def get(self, which):
+        return self.current()[which]
 
 
 _TABLES = _Tables()
+
+
+def tables() -> Tables:
+    """The four tables for the registry as it is now; read them once per print or parse (do
+    not keep them: an op registered later is missing from them)."""
+    return _TABLES.current()
 
 
 class _View(Mapping):

@@ -34,8 +34,8 @@ from relayish.ir.visitor import run_deep
 from relayish.ir.text.literals import element_text, scalar_text
 # a child is parenthesized when its precedence is below what its position needs; the infix
 # operators' precedences are the parser's own table
-from relayish.ir.text.operators import (BY_OP, PREC_ATOM, PREC_BLOCK, PREC_POSTFIX, PREC_UNARY,
-                                        PREFIX_BY_OP, REF_WRITE)
+from relayish.ir.text.operators import (PREC_ATOM, PREC_BLOCK, PREC_POSTFIX, PREC_UNARY,
+                                        REF_WRITE, tables)
 
 VERSION = "0.0.5"
 
@@ -230,16 +230,20 @@ def _scan(root):
     return shared, [v for key, v in used.items() if key not in bound]
 
 
-def _infix(e):
-    """The operators.Infix entry when the Call `e` prints as an infix operator, else None."""
+def _infix(e, by_op):
+    """The operators.Infix entry when the Call `e` prints as an infix operator, else None
+    (`by_op`: the operator table of this print, operators.tables().by_op)."""
     op = e.op
-    if not isinstance(op, Op) or op.name not in BY_OP or len(e.args) != 2:
+    if not isinstance(op, Op) or len(e.args) != 2:
+        return None
+    infix = by_op.get(op.name)
+    if infix is None:
         return None
     defaults = op.attr_defaults
     for k, v in (e.attrs or {}).items():
         if not (k in defaults and attr_equal(v, defaults[k])):
             return None
-    return BY_OP[op.name]
+    return infix
 
 
 class _Printer:
@@ -255,6 +259,9 @@ class _Printer:
         self.shadowed: dict[str, int] = {}   # type variable names in scope -> binders open
         # the formatter's comments: key (see parser.keep_comments) -> texts; popped as printed
         self.comments: dict = dict(comments or {})
+        # the operator tables read once per print: the live views cost a registry check a call
+        ops = tables()
+        self.infix_by_op, self.prefix_by_op = ops.by_op, ops.prefix_by_op
 
     # ---- names -------------------------------------------------------------------------------
     def var_name(self, v: Var) -> str:
@@ -509,7 +516,7 @@ class _Printer:
         return doc
 
     def call(self, e, ind):
-        infix = _infix(e)
+        infix = _infix(e, self.infix_by_op)
         if infix is not None:
             return self.infix_chain(e, infix, ind)
         op = e.op
@@ -519,7 +526,7 @@ class _Printer:
             defaults = op.attr_defaults
             attrs = {k: v for k, v in attrs.items()
                      if not (k in defaults and attr_equal(v, defaults[k]))}
-            symbol = PREFIX_BY_OP.get(op.name) if not attrs and len(e.args) == 1 else None
+            symbol = self.prefix_by_op.get(op.name) if not attrs and len(e.args) == 1 else None
             if symbol is not None:           # `-x`: the op's record says prefix="-"
                 arg = e.args[0]
                 if isinstance(arg, Constant):      # `-(1f)`: `-1f` would read as one literal
@@ -542,7 +549,7 @@ class _Printer:
             left = e.args[0]
             if not infix.chains or not isinstance(left, Call) or id(left) in self.shared:
                 break
-            inner = _infix(left)
+            inner = _infix(left, self.infix_by_op)
             if inner is None or inner.prec != infix.prec:
                 break
             e, infix = left, inner
