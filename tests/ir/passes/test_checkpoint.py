@@ -199,15 +199,145 @@ def test_bad_checkpoint_value(spec):
         rl.gradient(chain(2), checkpoint=spec)
 
 
-def test_module_and_adt_parameters_are_refused():
-    mod = rl.Module.from_expr(chain(2))
-    with pytest.raises(GradientError, match="without a module"):
-        rl.gradient(mod, checkpoint=2)
+def test_adt_parameters_and_globals_are_refused():
     mod = rl.Module()
     p = rl.Prelude(mod)
     lt = rl.TypeCall(p.List, [rl.TensorType((), F)])
     xs = rl.var("xs", type=lt)
     y = rl.var("y", dtype=F)
-    f = rl.Function([xs, y], rl.sin(y))
     with pytest.raises(GradientError, match="%xs"):
-        rl.gradient(f, checkpoint=2)
+        rl.gradient(rl.Function([xs, y], rl.sin(y)), checkpoint=2)
+    with pytest.raises(GradientError, match="not a Function with mod="):
+        rl.gradient(chain(2), mod=mod, checkpoint=2)
+
+
+# ---- loops over a list or a Nat (ad/checkpoint_loop.py) ---------------------------------------
+
+def list_loop(d=3, counted=False, result=None):
+    """@main(%xs, %s, %w): s <- tanh(s * w + h) for each h of xs, then sum(s * s)."""
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    T = rl.TensorType((d,), F)
+    LT = rl.TypeCall(p.List, [T])
+    xs, s, w = rl.var("xs", type=LT), rl.var("s", type=T), rl.var("w", type=T)
+    h, t = rl.var("h", type=T), rl.var("t", type=LT)
+    main = rl.GlobalVar("main")
+    new = rl.tanh(s * w + h)
+    if counted:
+        new = rl.Call(COUNTER, [new])
+    body = rl.Match(xs, [
+        rl.Clause(rl.PatternConstructor(p.Cons, [rl.PatternVar(h), rl.PatternVar(t)]),
+                  rl.Call(main, [t, new, w])),
+        rl.Clause(rl.PatternConstructor(p.Nil, []), result or rl.sum(s * s))])
+    mod[main] = rl.Function([xs, s, w], body)
+    return mod
+
+
+def loop_args(mod, n, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rl.list_value(mod, [rng.normal(size=d) for _ in range(n)]), rng.normal(size=d),
+            rng.normal(size=d))
+
+
+def same_loop_gradient(mod, k, args):
+    plain, ck = rl.gradient(mod), rl.gradient(mod, checkpoint=k)
+    want, got = rl.evaluate(plain, *args), rl.evaluate(ck, *args)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    gl, wl = rl.from_list_value(got[1][0]), rl.from_list_value(want[1][0])
+    assert len(gl) == len(wl)
+    for a, b in zip(gl, wl):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    for a, b in zip(got[1][1:], want[1][1:]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    assert rl.typeof(ck["main"]) == rl.typeof(plain["main"])
+    return ck
+
+
+@pytest.mark.parametrize("n, k", [(0, 3), (1, 3), (7, 3), (9, 3), (7, 1), (7, 50)])
+def test_list_loop_same_gradient(n, k):
+    mod = list_loop()
+    same_loop_gradient(mod, k, loop_args(mod, n))
+
+
+def test_list_loop_of_1000_same_gradient():
+    mod = list_loop()
+    same_loop_gradient(mod, 32, loop_args(mod, 1000))
+
+
+def test_nat_loop_same_gradient():
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    NT = rl.TypeCall(p.Nat, [])
+    n, m = rl.var("n", type=NT), rl.var("m", type=NT)
+    s, w = rl.var("s", dtype=F), rl.var("w", dtype=F)
+    main = rl.GlobalVar("main")
+    a = rl.var("a", dtype=F)
+    step = rl.Let(a, rl.sin(s * w), rl.Call(main, [m, a + s, w]))     # a let before the call
+    mod[main] = rl.Function([n, s, w], rl.Match(n, [
+        rl.Clause(rl.PatternConstructor(p.S, [rl.PatternVar(m)]), step),
+        rl.Clause(rl.PatternConstructor(p.Z, []), s * w)]))
+    plain, ck = rl.gradient(mod), rl.gradient(mod, checkpoint=2)
+    for k in (0, 3, 8):
+        want = rl.evaluate(plain, _nat(p, k), 0.3, 1.2)
+        got = rl.evaluate(ck, _nat(p, k), 0.3, 1.2)
+        np.testing.assert_allclose(got[0], want[0])
+        np.testing.assert_allclose(got[1][1], want[1][1])
+        np.testing.assert_allclose(got[1][2], want[1][2])
+    assert rl.typeof(ck["main"]) == rl.typeof(plain["main"])
+
+
+def _nat(p, k):
+    v = rl.ConstructorValue(p.Z, [])
+    for _ in range(k):
+        v = rl.ConstructorValue(p.S, [v])
+    return v
+
+
+def test_list_loop_recompute_count_and_round_trip():
+    mod = list_loop(counted=True)
+    args = loop_args(mod, 10)
+    assert evaluations(rl.gradient(mod), *args) == 10
+    ck = rl.gradient(mod, checkpoint=3)
+    assert evaluations(ck, *args) == 20          # once plain, once in its chunk's vjp
+    rl.assert_structural_equal(rl.parse(rl.astext(ck)), ck)
+
+
+def test_list_loop_gradient_differentiates_again():
+    def d_dw(grad_mod):
+        """@main(xs, s, w) = sum(dw), the gradient program's main renamed @g."""
+        out = rl.Module()
+        for data in grad_mod.type_definitions.values():
+            out.add_type(data)
+        for gv, func in grad_mod.functions.items():
+            out[rl.GlobalVar("g") if gv.name_hint == "main" else gv] = func
+        xs, s, w = [rl.var(q.name_hint, type=q.checked_type)
+                    for q in rl.infer_type(grad_mod)["main"].params]
+        out["main"] = rl.Function([xs, s, w], rl.sum(rl.TupleGetItem(rl.TupleGetItem(
+            rl.Call(rl.GlobalVar("g"), [xs, s, w]), 1), 2)))
+        return out
+    ck = d_dw(rl.gradient(list_loop(), checkpoint=2))
+    plain = d_dw(rl.gradient(list_loop()))
+    args = loop_args(ck, 5)
+    got = rl.evaluate(rl.gradient(ck), *args)
+    want = rl.evaluate(rl.gradient(plain), *args)
+    np.testing.assert_allclose(got[0], want[0])
+    np.testing.assert_allclose(got[1][1], want[1][1])
+    np.testing.assert_allclose(got[1][2], want[1][2])
+
+
+def test_loops_refused():
+    with pytest.raises(GradientError, match="positive int k"):
+        rl.gradient(list_loop(), checkpoint="sqrt")
+    # not a tail call: the recursion's result is used
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    T = rl.TensorType((), F)
+    LT = rl.TypeCall(p.List, [T])
+    xs, h, t = rl.var("xs", type=LT), rl.var("h", type=T), rl.var("t", type=LT)
+    main = rl.GlobalVar("main")
+    mod[main] = rl.Function([xs], rl.Match(xs, [
+        rl.Clause(rl.PatternConstructor(p.Cons, [rl.PatternVar(h), rl.PatternVar(t)]),
+                  h * rl.Call(main, [t])),
+        rl.Clause(rl.PatternConstructor(p.Nil, []), rl.const(1.0, F))]))
+    with pytest.raises(GradientError, match="tail call"):
+        rl.gradient(mod, checkpoint=2)
