@@ -66,9 +66,8 @@ def grad(y, wrt):
         if all(w.node is not t for t in targets):
             targets.append(w.node)
     target_ids = {id(t) for t in targets}
-    prog = collect([y.node], _boundary(y.node, target_ids))
-    params = targets + [p for p in prog.params if id(p) not in target_ids]
-    prog = type(prog)(params, prog.bindings, prog.outputs)
+    prog = collect([y.node], _boundary(y.node, target_ids), leading=targets)
+    params = prog.params
     cached = _GRAD_CACHE.get(prog.key)
     if cached is None:
         cached = _GRAD_CACHE[prog.key] = _gradient_function(prog, len(targets))

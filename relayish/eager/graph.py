@@ -40,7 +40,7 @@ AUTO_RUN_BINDINGS = 10_000
 class Node:
     """One binding of the recorded program (see the module docstring)."""
     __slots__ = ("kind", "op", "attrs", "args", "type", "value", "requires_grad", "serial",
-                 "_var", "__weakref__")
+                 "shape_key", "_var", "__weakref__")
 
     _serials = itertools.count()
 
@@ -54,6 +54,7 @@ class Node:
         self.value = value
         self.requires_grad = requires_grad
         self.serial = next(Node._serials)
+        self.shape_key = (kind, op, frozen(attrs))   # this binding's part of a program's key
         self._var = None
 
     @property
@@ -120,11 +121,44 @@ def _requires_grad(args) -> bool:
     return STATE.grad_enabled and any(a.requires_grad for a in args)
 
 
+def frozen(attrs):
+    """A hashable form of canonical attributes (lists become tuples, dicts sorted items)."""
+    if isinstance(attrs, dict):
+        return tuple(sorted((k, frozen(v)) for k, v in attrs.items()))
+    if isinstance(attrs, list):
+        return tuple(frozen(v) for v in attrs)
+    return attrs
+
+
+# (op, argument types, frozen attrs) -> result type: a training loop records the same few
+# calls over and over, and a rule builds shapes and types each time (~5 us); bounded.
+_RULE_MEMO: dict = {}
+_RULE_MEMO_SIZE = 4096
+
+
 def record_op(op, args, attrs) -> Node:
     """Record `op(args, **attrs)` (attrs canonical), its type from the op's type rule."""
+    arg_types = [a.type for a in args]
+    try:
+        memo_key = (op, *arg_types, frozen(attrs))
+        out = _RULE_MEMO.get(memo_key)
+    except TypeError:            # an unhashable attribute: no memo for this call
+        memo_key, out = None, None
+    if out is None:
+        out = _apply_rule(op, arg_types, attrs)
+        if memo_key is not None:
+            if len(_RULE_MEMO) >= _RULE_MEMO_SIZE:
+                _RULE_MEMO.clear()
+            _RULE_MEMO[memo_key] = out
+    node = Node("op", out, op=op, attrs=attrs, args=list(args),
+                requires_grad=_requires_grad(args))
+    _after_record()
+    return node
+
+
+def _apply_rule(op, arg_types, attrs):
     if op.type_rule is None:
         raise record_error(f"operator '{op.name}' has no type rule")
-    arg_types = [a.type for a in args]
     try:
         out = op.type_rule(arg_types, dict(attrs))
     except RelayishError as e:
@@ -133,10 +167,10 @@ def record_op(op, args, attrs) -> Node:
         shown = ", ".join(type_str(t) for t in arg_types)
         raise record_error(f"operator '{op.name}' cannot take arguments of types ({shown}) "
                            f"({type(e).__name__}: {e})") from None
-    node = Node("op", out, op=op, attrs=attrs, args=list(args),
-                requires_grad=_requires_grad(args))
-    _after_record()
-    return node
+    if not isinstance(out, (TensorType, TupleType)):
+        raise record_error(f"the type rule of operator '{op.name}' returned {out!r}, not a "
+                           f"tensor or tuple type")
+    return out
 
 
 def record_tuple(args) -> Node:

@@ -23,8 +23,24 @@ from relayish.ops import api
 
 
 def _traced(api_fn, public_name):
+    # (number of tensor arguments, keyword arguments) -> (op, attrs) where tracing showed the
+    # api function to be one call of one op on exactly the given tensors, in order: later
+    # calls record that op at once (the attributes depend only on the keywords, so the
+    # shortcut records what tracing would)
+    direct = {}
+
     @functools.wraps(api_fn)
     def recorded(*args, **kwargs):
+        if all(a.__class__ is Tensor for a in args):
+            try:
+                shortcut_key = (len(args), tuple(sorted(kwargs.items())))
+                shortcut = direct.get(shortcut_key)
+            except TypeError:        # an unhashable keyword value: trace
+                shortcut_key = shortcut = None
+            if shortcut is not None:
+                return wrap(graph.record_op(shortcut[0], [a.node for a in args], shortcut[1]))
+        else:
+            shortcut_key = None
         nodes = {}
 
         def as_input(a):
@@ -40,7 +56,11 @@ def _traced(api_fn, public_name):
                           **{k: as_input(v) for k, v in kwargs.items()})
         except RelayishError as e:
             raise graph.record_error(f"re.{public_name}: {e}", type(e)) from None
-        return wrap(_record_expr(expr, nodes, public_name))
+        node = _record_expr(expr, nodes, public_name)
+        if shortcut_key is not None and node.kind == "op" and \
+                [a.node for a in args] == [n for n in node.args] and len(direct) < 256:
+            direct[shortcut_key] = (node.op, node.attrs)
+        return wrap(node)
     recorded.__qualname__ = recorded.__name__ = public_name
     return recorded
 

@@ -51,7 +51,7 @@ class Program:
         rows = [("p", n.type) for n in params]
         for n in bindings:
             number[id(n)] = len(number)
-            rows.append((n.kind, n.op, _frozen(n.attrs), tuple(number[id(a)] for a in n.args)))
+            rows.append((n.shape_key, tuple(number[id(a)] for a in n.args)))
         rows.append(("out", tuple(number[id(n)] for n in outputs)))
         self.key = tuple(rows)
 
@@ -85,16 +85,9 @@ class Program:
         return Function(params, body)
 
 
-def _frozen(attrs):
-    if isinstance(attrs, dict):
-        return tuple(sorted((k, _frozen(v)) for k, v in attrs.items()))
-    if isinstance(attrs, list):
-        return tuple(_frozen(v) for v in attrs)
-    return attrs
-
-
-def collect(outputs, is_param) -> Program:
-    """Walk back from `outputs` (an explicit stack); `is_param(node)` stops the walk there."""
+def collect(outputs, is_param, leading=()) -> Program:
+    """Walk back from `outputs` (an explicit stack); `is_param(node)` stops the walk there.
+    The parameters are `leading` (in that order), then the others in order of first use."""
     params, bindings, seen = [], [], set()
     stack = list(outputs)
     while stack:
@@ -110,13 +103,13 @@ def collect(outputs, is_param) -> Program:
         bindings.append(n)
         stack.extend(n.args)
     bindings.sort(key=lambda n: n.serial)
-    return Program(_first_use(params, bindings, outputs), bindings, outputs)
+    return Program(_first_use(params, bindings, outputs, leading), bindings, outputs)
 
 
-def _first_use(params, bindings, outputs):
+def _first_use(params, bindings, outputs, leading=()):
     """Parameters in the order the bindings first use them: a data-independent order."""
     wanted = {id(p) for p in params}
-    ordered, placed = [], set()
+    ordered, placed = list(leading), {id(p) for p in leading}
     for n in [a for b in bindings for a in b.args] + list(outputs):
         if id(n) in wanted and id(n) not in placed:
             placed.add(id(n))

@@ -165,14 +165,32 @@ def as_node(value, like=None):
     the dtype of `like`, as in `x * 2.0`)."""
     if isinstance(value, Tensor):
         return value.node
-    if isinstance(value, (int, float, bool, np.ndarray, np.generic, list)):
-        try:
-            data = as_expr(value, like=like.var if like is not None else None).data
-        except RelayishError as e:
-            raise record_error(f"{e}", RelayishError) from None
-        return leaf(data, TensorType(data.shape, normalize_dtype(data.dtype)))
+    if isinstance(value, (int, float, bool)):
+        # a Python number's array depends only on it and the dtype it takes: made once
+        key = (type(value), value, like.type.dtype if like is not None else None)
+        made = _NUMBERS.get(key)
+        if made is None:
+            made = _as_leaf_data(value, like)
+            if len(_NUMBERS) >= 1024:
+                _NUMBERS.clear()
+            _NUMBERS[key] = made
+        return leaf(*made)
+    if isinstance(value, (np.ndarray, np.generic, list)):
+        return leaf(*_as_leaf_data(value, like))
     raise record_error(f"{describe(value)} is not a tensor, a number or an array",
                        RelayishError)
+
+
+_NUMBERS: dict = {}      # (type, number, dtype taken) -> (array, TensorType)
+
+
+def _as_leaf_data(value, like):
+    try:
+        data = as_expr(value, like=like.var if like is not None else None).data
+    except RelayishError as e:
+        raise record_error(f"{e}", RelayishError) from None
+    data.flags.writeable = False        # shared between leaves: nobody writes into it
+    return data, TensorType(data.shape, normalize_dtype(data.dtype))
 
 
 def binary(op, a, b):
