@@ -113,6 +113,8 @@ class _Scope:
             if value is None:
                 continue
             bindings.append((slot.var, value if isinstance(value, Expr) else value()))
+        if bindings and bindings[-1][0] is result and result.type_annotation is None:
+            result = bindings.pop()[1]      # `let %v = e; %v` is `e`
         return build_let_chain(bindings, result)
 
 
@@ -542,10 +544,7 @@ class PartialEval(Pass):
         >>> f = rl.parse_expr("fn (%x: float32) { let %r = ref(2f); %r := !%r * 3f; "
         ...                   "let %t = (%x, !%r); %t.0 + %t.1 }")
         >>> print(rl.passes.partial_eval(f))
-        fn (%x: float32) {
-          let %add = add(%x, 6f);
-          %add
-        }
+        fn (%x: float32) { %x + 6f }
     """
 
     name = "partial_eval"
