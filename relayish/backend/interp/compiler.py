@@ -23,7 +23,7 @@ from operator import itemgetter
 
 from relayish.errors import EvaluationError
 from relayish.ir.expr import Call, Constant, Constructor, Function, If, Let, Match, RefRead, Var
-from relayish.ir.op import Op
+from relayish.ir.op import Op, get_op
 from relayish.ir.types import TensorType
 from relayish.ir.analysis import FreeVars
 from relayish.ir.visitor import ExprFunctor
@@ -37,7 +37,8 @@ from relayish.backend.interp.code import (BRANCH, CALL, JUMP, MATCH, RETURN, TAI
 from relayish.backend.interp.run import InterpreterClosure
 from relayish.backend.interp.closures import ConstructorClosure, value_checker
 from relayish.backend.interp.steps import (accumulate_step, closure_step, constructor_step,
-                                           getitem_step, move_step, op_step, ref_create_step,
+                                           getitem_step, move_step, op_step,
+                                           outer_accumulate_step, ref_create_step,
                                            ref_read_step, ref_write_step, shared_zeros,
                                            take_accumulate_step, tuple_step)
 
@@ -114,6 +115,14 @@ class FunctionCompiler(ExprFunctor):
         self.keep = []                   # keeps nodes keyed by id alive while compiling
         self.tuple_fields = {}           # slot of a tuple built in this frame -> its field slots
         self.names = []                  # per slot: the name_hint of its Var (Code.slot_names)
+        # outer products `let %v = expand_dims(g, axis=-1) * x` not computed where bound: a
+        # gradient accumulation `r := !r + %v` defers them (outer_accumulate_step); any other
+        # use computes them there (materialize). Only with buffer reuse and no debug mode.
+        program = self.program
+        self.defers = program.reuse and not program.poison \
+            and program.wrap_step is None
+        self.lazy = {}                   # id(Var) -> (its value, g, x)
+        self.lazy_slots = {}             # (id(Var), id(block)) -> slot computed in that block
         for p in params:
             self.env[id(p)] = self.new_slot(name=p.name_hint)
         for v in captures:
@@ -188,6 +197,10 @@ class FunctionCompiler(ExprFunctor):
         if isinstance(value, Function):
             slot = self.env[id(var)] = self.new_slot()     # before compiling: it may recurse
             self.compile_closure(value, slot, "%" + var.name_hint)
+        elif self.defers and (outer := outer_product(value)) is not None:
+            self.lazy[id(var)] = (value, *outer)
+            self.keep.append(var)
+            return
         else:
             slot = self.env[id(var)] = self.visit(value)
         if self.names[slot] is None:
@@ -268,8 +281,21 @@ class FunctionCompiler(ExprFunctor):
     def visit_Var(self, e):
         slot = self.env.get(id(e))
         if slot is None:
+            if id(e) in self.lazy:
+                return self.materialize(e)
             raise EvaluationError(f"free variable %{e.name_hint} in {self.code.name}: "
                                   "evaluate needs a closed program")
+        return slot
+
+    def materialize(self, var):
+        """The slot of a deferred outer product's value, computed in the current block (once
+        per block: a block does not see what a sibling branch computed)."""
+        key = (id(var), id(self.block))
+        slot = self.lazy_slots.get(key)
+        if slot is None:
+            slot = self.lazy_slots[key] = self.visit(self.lazy[id(var)][0])
+            if self.names[slot] is None:
+                self.names[slot] = var.name_hint
         return slot
 
     def visit_GlobalVar(self, e):
@@ -406,6 +432,9 @@ class FunctionCompiler(ExprFunctor):
         step = self.take_accumulate_step(e)
         if step is not None:
             return step
+        step = self.outer_accumulate_step(e)
+        if step is not None:
+            return step
         if not (isinstance(v, Call) and isinstance(v.op, Op) and v.op.accumulates
                 and len(v.args) == 2 and isinstance(v.args[0], RefRead)
                 and isinstance(v.args[1], (Var, Constant))):
@@ -427,6 +456,26 @@ class FunctionCompiler(ExprFunctor):
                                   isinstance(t, TensorType) and len(t.shape) >= 1, overwrite,
                                   self.program.poison),
                   e, dst, (ref, src))
+        return dst
+
+    def outer_accumulate_step(self, e):
+        """`r := !r + %v` with %v a deferred outer product (bind) of r's type: the pair of
+        vectors is recorded on r (steps.outer_accumulate_step). None for anything else."""
+        v = e.value
+        if not (isinstance(v, Call) and isinstance(v.op, Op) and v.op.accumulates
+                and len(v.args) == 2 and isinstance(v.args[0], RefRead)
+                and isinstance(e.ref, Var) and v.args[0].ref is e.ref
+                and isinstance(v.args[1], Var) and id(v.args[1]) in self.lazy
+                and id(v.args[1]) not in self.env):
+            return None
+        value, g, x = self.lazy[id(v.args[1])]
+        t = getattr(v, "_checked_type", None)
+        if t != getattr(value, "_checked_type", None):
+            return None
+        ref = self.visit(e.ref)
+        gs, xs = self.visit(g), self.visit(x)
+        dst = self.new_slot()
+        self.emit(outer_accumulate_step(e, dst, ref, gs, xs), e, dst, (ref, gs, xs))
         return dst
 
     def take_accumulate_step(self, e):
@@ -459,6 +508,27 @@ class FunctionCompiler(ExprFunctor):
 
     def visit_default(self, node):
         raise EvaluationError(f"the interpreter cannot evaluate a {type(node).__name__} node")
+
+
+def outer_product(value):
+    """(g, x) when `value` is `expand_dims(g, axis=-1) * x` with g, x float vectors (Vars or
+    constants) of one dtype (reverse AD's gradient of matmul(W, x) w.r.t. W); else None."""
+    if not (isinstance(value, Call) and value.op is get_op("multiply") and len(value.args) == 2):
+        return None
+    col, x = value.args
+    if not (isinstance(col, Call) and col.op is get_op("expand_dims") and len(col.args) == 1
+            and isinstance(col.args[0], (Var, Constant)) and isinstance(x, (Var, Constant))):
+        return None
+    g = col.args[0]
+    t, tc = getattr(value, "_checked_type", None), getattr(col, "_checked_type", None)
+    tg, tx = static_type(g), static_type(x)
+    if not all(isinstance(a, TensorType) for a in (t, tc, tg, tx)):
+        return None
+    if not (len(tg.shape) == 1 and len(tx.shape) == 1 and tc.shape == (tg.shape[0], 1)
+            and t.shape == (tg.shape[0], tx.shape[0]) and t.dtype.startswith("float")
+            and tg.dtype == tx.dtype == tc.dtype == t.dtype):
+        return None
+    return g, x
 
 
 def seal(code):

@@ -26,6 +26,7 @@ from relayish.errors import EvaluationError, RelayishError
 from relayish.backend.values import Closure
 from relayish.backend.runtime.describe import node_text, value_text, value_type_text
 from relayish.backend.interp.code import BRANCH, CALL, JUMP, RETURN, TAILCALL
+from relayish.backend.interp.deferred import PENDING, settle_all
 
 __all__ = ["execute", "InterpreterClosure", "call_foreign", "MAX_CALL_DEPTH"]
 
@@ -69,7 +70,11 @@ def execute(code, slots):
     RuntimeWarnings, as XLA computes them: one errstate per run, not one per op (it costs
     about 3 us, several times a small op). notes/ops.md."""
     with np.errstate(all="ignore"):
-        return _run(code, slots)
+        try:
+            return _run(code, slots)
+        finally:
+            if PENDING:          # no deferred sum leaves interpreter code (deferred.py)
+                settle_all()
 
 
 def _run(code, slots):
@@ -155,6 +160,8 @@ def call_foreign(fn, args, node):
     """Call a function value that is not interpreter code: constructors, ops, other backends."""
     if not callable(fn):
         raise EvaluationError(f"cannot call a value of type {value_type_text(fn)} in {node_text(node)}")
+    if PENDING:                  # the callee may read a reference (deferred.py)
+        settle_all()
     try:
         return fn(*args)
     except EvaluationError as exc:

@@ -7,6 +7,7 @@ indices (and the op's impl) bound in, e.g. `slots[7] = impl(numpy, slots[3], slo
     accumulate_step        `r := !r + g` in one step, in place when the reference owns its array
                            (debug_alloc: a new sum, the released array poisoned with NaN)
     take_accumulate_step   `r := !r + take_backward(g, idx, like)`: a scatter-add in place
+    outer_accumulate_step  `r := !r + expand_dims(g, axis=-1) * x`: deferred (deferred.py)
     shared_zeros           the read-only zero tensor `ref(zeros(..))` steps share
 
 The compiler (compiler.py) chooses the builder; a step never dispatches at run time. A fault in
@@ -27,10 +28,11 @@ from relayish.ir.types import TensorType
 from relayish.backend.values import ConstructorValue, RefValue
 from relayish.backend.runtime.describe import node_text, value_type_text
 from relayish.backend.interp.run import InterpreterClosure
+from relayish.backend.interp.deferred import OuterSum, defer_outer, settle
 
 __all__ = ["op_step", "tuple_step", "getitem_step", "move_step", "ref_create_step",
            "shared_zeros", "ref_read_step", "ref_write_step", "accumulate_step",
-           "take_accumulate_step", "constructor_step", "closure_step"]
+           "take_accumulate_step", "outer_accumulate_step", "constructor_step", "closure_step"]
 
 _ndarray = np.ndarray
 _new_object = object.__new__
@@ -247,6 +249,8 @@ def ref_read_step(node, dst, src):
             v = s[src].value
         except Exception as exc:  # noqa: BLE001
             raise fail(exc) from exc
+        if v.__class__ is OuterSum:
+            v = settle(s[src])
         s[dst] = v.copy() if id(v) in shared else v
     return step
 
@@ -294,6 +298,8 @@ def accumulate_step(node, add_node, dst, ref, src, add, never_scalar, overwrite,
         if r.__class__ is not RefValue:
             raise fail(TypeError(f"{value_type_text(r)} is not a reference"))
         cur = r.value
+        if cur.__class__ is OuterSum:
+            cur = settle(r)
         if overwrite:
             if id(cur) in shared:
                 r.value = s[src]
@@ -331,6 +337,8 @@ def take_accumulate_step(node, dst, ref, gs, ids, axis, poison=False):
         if r.__class__ is not RefValue:
             raise fail(TypeError(f"{value_type_text(r)} is not a reference"))
         cur, g, idx = r.value, s[gs], s[ids]
+        if cur.__class__ is OuterSum:
+            cur = settle(r)
         try:
             if poison:
                 owned = _ref_owns(cur, cur.shape, cur.dtype)
@@ -368,6 +376,30 @@ def poison_released(a):
     only; an integer one is left as it is (no NaN to mark it)."""
     if a.dtype.kind in "fc":
         a.fill(np.nan)
+
+
+def outer_accumulate_step(node, dst, ref, gs, xs):
+    """`r := !r + expand_dims(g, axis=-1) * x` (a weight's gradient from one use of a matmul)
+    with g, x vectors and the sum of r's type: g and x are recorded on r (deferred.py) and the
+    sum of all such terms is one matrix product when r is read. The vectors are held, never
+    copied: arrays are values, and the held ones fail _ref_owns, so nothing mutates them."""
+    fail = _guard(node, "writing a reference")
+    shared = _SHARED_ZERO_IDS
+
+    def step(s):
+        r = s[ref]
+        if r.__class__ is not RefValue:
+            raise fail(TypeError(f"{value_type_text(r)} is not a reference"))
+        cur = r.value
+        if cur.__class__ is OuterSum:
+            cur.gs.append(s[gs])
+            cur.xs.append(s[xs])
+        else:
+            # (computed before the call: an argument list holding cur would raise its count)
+            owned = None if id(cur) in shared else _ref_owns(cur, cur.shape, cur.dtype)
+            defer_outer(r, cur, s[gs], s[xs], owned)
+        s[dst] = ()
+    return step
 
 
 def constructor_step(ctor, dst, srcs):
