@@ -19,7 +19,8 @@
    against the raw ones.
 3. The same programs through `dead_code(simplify(cse(...)))` (rl.optimize with those passes),
    with the CPU time of the three passes.
-4. The same programs through `dead_code(partial_eval(inline(...)))`, and then through all five
+4. The same programs through `dead_code(partial_eval(inline(...)))`, with the passes' CPU time.
+5. The same programs through all five
    (`dead_code(simplify(cse(dead_code(partial_eval(inline(...))))))`), with the passes' CPU time.
 """
 from __future__ import annotations
@@ -182,9 +183,9 @@ def pe_table(max_order):
     """Section 4: the same programs through inline, partial_eval and dead_code (issue 13)."""
     pe = [rl.passes.inline, rl.passes.partial_eval, rl.passes.dead_code]
     every = pe + [rl.passes.cse, rl.passes.simplify, rl.passes.dead_code]
-    for title, passes in (("dead_code(partial_eval(inline(...)))", pe),
-                          ("then cse, simplify, dead_code", every)):
-        print(f"\n4. AD output before and after {title}: lets, operations, lines")
+    for number, title, passes in (("4", "dead_code(partial_eval(inline(...)))", pe),
+                                  ("5", "those, then cse, simplify, dead_code", every)):
+        print(f"\n{number}. AD output before and after {title}: lets, operations, lines")
         print(f"{'program':>15} {'lets':>11} {'operations':>13} {'lines':>13} "
               f"{'jaxpr eqns':>11} {'pass CPU s':>10}")
         cases = list(_power_grads(max_order)) + [_mlp2(), _mlp20()]
