@@ -42,7 +42,8 @@ static, and what remains is the arithmetic (dead_code removes what that left unu
 to a reference that escaped stays; so does a write through an unknown reference.
 
 Branches. An `if` or `match` on a dynamic value evaluates each branch with a copy of the store
-and continues with the entries all branches left the same (the same value object).
+and continues with the entries all branches left the same (the same value object, or equal
+constants).
 
 Fuel (recursion is never unrolled without bound). A known closure is inlined while its Function
 has fewer than UNROLL activations on the stack of inlined calls, and while the pass's budget of
@@ -144,7 +145,7 @@ def _hinted(hint, fallback):
 
 
 class _PartialEvaluator:
-    def __init__(self, budget):
+    def __init__(self, mod):
         self.local: dict = {}          # id(Var) -> _PV: parameters and lets of the current body
         self.captured: dict = {}       # id(Var) -> _PV: the current closure's free variables
         self.store: dict = {}          # ref key -> (_PV, time written)
@@ -156,7 +157,8 @@ class _PartialEvaluator:
         self.refs = 0
         self.pending: list = []        # deferred writes: (slot, ref _PV, value _PV)
         self.active: dict = {}         # id(Function) -> activations on the inline stack
-        self.budget = budget
+        self.budget = INLINE_BUDGET
+        self.mod = mod                 # its size extends the budget once, when it runs out
 
     # ---- environment, clock and store -------------------------------------------------------
     def lookup(self, var):
@@ -381,6 +383,9 @@ class _PartialEvaluator:
 
     # ---- inlining known closures ------------------------------------------------------------
     def can_inline(self, func):
+        if self.budget <= 0 and self.mod is not None:
+            self.budget += 4 * _size(self.mod)    # counted only when needed: a walk of it all
+            self.mod = None
         return (not func.type_params and self.budget > 0
                 and self.active.get(id(func), 0) < UNROLL)
 
@@ -527,12 +532,11 @@ def partially_evaluate(mod: Module) -> Module:
     for gv, func in mod.functions.items():
         anf[gv] = to_anf_expr(func, effects)
     infer_type(anf)          # the folds read the checked types of the calls
-    budget = INLINE_BUDGET + 4 * _size(anf)
 
     def run():
         out = mod.copy()
         for gv, func in anf.functions.items():
-            out[gv] = _PartialEvaluator(budget).run(func)
+            out[gv] = _PartialEvaluator(anf).run(func)
         return out
     with no_gc():
         return run_deep(run)
