@@ -204,3 +204,13 @@ def test_a_reference_held_by_an_escaping_reference_escapes_with_it():
     k = rl.parse_expr("fn () { fn (%o: ref(ref(float32))) { !%o := 7f } }")
     args = (rl.evaluate(k),)
     assert rl.evaluate(g, *args) == rl.evaluate(f, *args) == np.float32(7.0)
+
+
+def test_tree_recursion_stops_at_the_budget():
+    """fib on a constant: each level doubles the calls; the unroll depth and the budget of
+    inlined calls bound the work, and what is not inlined is called at run time."""
+    f, g = _pe("""fn () {
+        let %fib = fn (%n: int32) -> int32 {
+          if (%n < 2) { %n } else { %fib(%n - 1) + %fib(%n - 2) } };
+        %fib(20) }""", passes=[rl.passes.partial_eval])
+    assert rl.evaluate(g) == rl.evaluate(f) == np.int32(6765)
