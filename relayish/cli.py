@@ -7,6 +7,10 @@
     relayish grad FILE [--order N]      print the gradient (N = 1) or the N-th derivative tensor
     relayish minimize FILE --x0 JSON [--args JSON | --args-npz FILE] [--json] ...
                                         minimize @main over its first argument, showing progress
+    relayish debug FILE [ARG...] [--grad]
+                                        step through @main (pdb-like commands: n s r b c p l
+                                        bt set back q; help lists them)
+    relayish dap                        a Debug Adapter Protocol server on stdio (VS Code)
     relayish --version
 
 Errors print `FILE:LINE:COLUMN: message` (or `FILE: message` when no position is known) on
@@ -94,7 +98,8 @@ def _parser():
         epilog="Each command has its own help: relayish COMMAND --help.\n\n" + EXIT_CODES)
     from relayish import __version__
     p.add_argument("--version", action="version", version=f"relayish {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="{run,check,fmt,grad,minimize}")
+    sub = p.add_subparsers(dest="command",
+                           metavar="{run,check,fmt,grad,minimize,debug,dap}")
     sub.required = True
 
     def command(name, help, example, description=None):
@@ -184,6 +189,26 @@ def _parser():
     sp.add_argument("--plot", metavar="PNG",
                     help="save f and |grad| per iteration (log scale) to this PNG file "
                          "(needs matplotlib: pip install 'relayish[plot]')")
+
+    from relayish.debug.terminal import COMMANDS as DEBUG_COMMANDS
+    sp = command("debug", "step through @main with pdb-like commands",
+                 "relayish debug prog.rly '[1.0, 2.0]' --grad",
+                 description="Run @main (or, with --grad, its gradient program) under the "
+                             "debugger, paused\nbefore its first binding, reading commands "
+                             "from the terminal:\n\n" + DEBUG_COMMANDS)
+    sp.add_argument("file", metavar="FILE")
+    sp.add_argument("args", nargs="*", metavar="ARG",
+                    help="one JSON value per parameter of @main, as for `relayish run`")
+    sp.add_argument("--grad", action="store_true",
+                    help="debug rl.gradient of @main (the program `relayish grad` prints): "
+                         "the backward pass as ordinary bindings")
+
+    command("dap", "serve the Debug Adapter Protocol on stdin/stdout (for VS Code)",
+            "relayish dap   (started by the editor; docs/debugging.md has launch.json)",
+            description="A Debug Adapter Protocol server on stdin/stdout. The editor starts "
+                        "it; `launch`\ntakes program (a .rly file), args (a list of JSON "
+                        "values, one per parameter of\n@main), stopOnEntry and grad. "
+                        "docs/debugging.md shows the VS Code setup.")
     return p
 
 
@@ -674,8 +699,97 @@ def _plot(plt, res, path):
         plt.close(fig)
 
 
+# ---- the debugger's front ends ----------------------------------------------------------------
+
+def cmd_debug(args):
+    from relayish.debug.terminal import interact
+
+    def session():
+        data = [_json_arg(args, text, f"argument {k + 1}") for k, text in enumerate(args.args)]
+        target = debug_target(args.file, data, args.grad)
+        return interact(target, sys.stdin, sys.stdout)
+    return _guarded(args.file, session)
+
+
+def cmd_dap(args):
+    from relayish.debug.dap import serve
+    return serve(sys.stdin.buffer, sys.stdout.buffer, debug_target)
+
+
+class DebugTarget:
+    """What the debugger's front ends (relayish/debug/terminal.py, dap.py) need of the command
+    line: the program of a file with its arguments converted from JSON, and values shown and
+    read back as JSON. `program` is the module (its gradient with grad=True)."""
+
+    def __init__(self, path, program, values, grad):
+        self.path, self.program, self.values, self.grad = path, program, values, grad
+
+    def debugger(self):
+        from relayish.debug import Debugger
+        return Debugger(self.program, *self.values)
+
+    def result_text(self, value):
+        return strict_json(to_json(value))
+
+    def parse_value(self, text, old):
+        """A value for a tensor variable from JSON text, of the old value's dtype and shape
+        (nothing converted silently, as for `relayish run`); None when the text is not JSON
+        (the caller then evaluates it as an expression)."""
+        from relayish.ir.types import TensorType
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            return None
+        if not isinstance(old, (np.ndarray, np.generic)):
+            raise RelayishError(f"a JSON value sets a tensor; this variable holds "
+                               f"{type(old).__name__} (give an expression instead)")
+        if any(not isinstance(v, (bool, int, float)) for v in _leaves(data)):
+            raise RelayishError(f"the value must be a JSON number, true/false or a nested list "
+                               f"of them: {_excerpt(text)}")
+        old = np.asarray(old)
+        t = TensorType(tuple(old.shape), str(old.dtype))
+        try:
+            return tensor_value(data, t, "the new value")
+        except CommandError as e:
+            raise RelayishError(str(e)) from None
+
+
+def debug_target(path, data, grad=False):
+    """The DebugTarget of a file and JSON arguments (`relayish debug`, DAP's `launch`): the
+    file read and type-checked, each argument converted to its @main parameter's type; with
+    grad=True the program is rl.gradient of @main (same arguments)."""
+    try:
+        return _debug_target(path, data, grad)
+    except CommandError as e:               # the front ends report relayish errors
+        raise RelayishError(str(e)) from None
+
+
+def _debug_target(path, data, grad):
+    from relayish.ad import api
+    mod, main = _main_function(_load(path))
+    ftype = main.checked_type
+    if len(data) != len(ftype.arg_types):
+        raise CommandError(f"@main takes {len(ftype.arg_types)} argument(s), {len(data)} given")
+    values = []
+    for k, (value, param, t) in enumerate(zip(data, main.params, ftype.arg_types)):
+        what = f"argument {k + 1}"
+        if any(not isinstance(v, (bool, int, float)) for v in _leaves(value)):
+            raise CommandError(f"{what} must be a JSON number, true/false or a nested list of "
+                               f"them: {_excerpt(json.dumps(value))}")
+        _check_tensor_param(param, t, what)
+        values.append(tensor_value(value, t, f"{what} ({_param_text(param, t)})"))
+    program = mod
+    if grad:
+        # the gradient program as `relayish grad` prints it, parsed back: its lines are those
+        # of that text (the front ends list it), which the debugger's positions then read
+        from relayish.ir.text.parser import parse
+        from relayish.ir.text.printer import astext
+        program = parse(astext(api.gradient(mod)), filename=f"{path} (gradient)")
+    return DebugTarget(path, program, values, grad)
+
+
 COMMANDS = {"run": cmd_run, "check": cmd_check, "fmt": cmd_fmt, "grad": cmd_grad,
-            "minimize": cmd_minimize}
+            "minimize": cmd_minimize, "debug": cmd_debug, "dap": cmd_dap}
 
 
 if __name__ == "__main__":
