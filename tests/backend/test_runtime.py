@@ -47,6 +47,49 @@ def test_checked_checks_a_module_with_a_new_function_again():
     assert mod[g].checked_type is not None
 
 
+_SCALAR_G = """def @g(%y: float32) -> float32 { %y * 2f }
+def @main(%x: float32) -> float32 { @g(%x) }"""
+_VECTOR_G = """def @g(%y: Tensor[(2), float32]) -> Tensor[(2), float32] { %y * 2f }
+def @main(%x: Tensor[(2), float32]) -> Tensor[(2), float32] { @g(%x) }"""
+
+
+def test_a_function_checked_under_one_module_is_checked_under_another(monkeypatch):
+    """@g has another type in m2: `f` checked under m1 ran under m2 (6.0, an ill-typed
+    program) before the rule was keyed on the module."""
+    m1, m2 = rl.parse(_SCALAR_G), rl.parse(_VECTOR_G)
+    x = rl.var("x", dtype="float32")
+    f = rl.Function([x], rl.Call(m1.get_global_var("g"), [x]))
+    assert rl.evaluate(f, np.float32(3), mod=m1) == 6.0
+    with pytest.raises(rl.TypeCheckError, match=r"argument 1 of @g\(%x\)"):
+        rl.evaluate(f, np.float32(3), mod=m2)
+    with pytest.raises(rl.TypeCheckError, match="g"):      # no module: no @g at all
+        rl.evaluate(f, np.float32(3))
+    calls = []
+    real = typecheck.infer_type
+    monkeypatch.setattr(typecheck, "infer_type", lambda *a, **k: calls.append(a) or real(*a, **k))
+    assert rl.evaluate(f, np.float32(3), mod=m1) == 6.0     # checked under m1 before: found
+    assert calls == []
+    m1["h"] = rl.Function([rl.var("z")], rl.const(1.0))      # the module changed: checked again
+    assert rl.evaluate(f, np.float32(3), mod=m1) == 6.0
+    assert rl.evaluate(f, np.float32(3), mod=m1) == 6.0
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "jax"])
+def test_a_module_of_functions_checked_elsewhere_is_checked(backend):
+    m1, m2 = rl.parse(_SCALAR_G), rl.parse(_VECTOR_G)
+    run = (lambda m, *a: rl.evaluate(m, *a)) if backend == "interpreter" else \
+        (lambda m, *a: rl.compile(m)(*a))
+    assert float(run(m1, np.float32(3))) == 6.0
+    run(m2, np.ones(2, np.float32))
+    mixed = rl.Module({"main": m1["main"], "g": m2["g"]})     # each function checked, apart
+    with pytest.raises(rl.TypeCheckError, match=r"argument 1 of @g\(%x\)"):
+        run(mixed, np.float32(3))
+    m1["g"] = m2["g"]                                          # replaced in place
+    with pytest.raises(rl.TypeCheckError, match=r"argument 1 of @g\(%x\)"):
+        run(m1, np.float32(3))
+
+
 def test_checked_wraps_an_expression_in_a_function():
     e = rl.const(2.0) + rl.const(3.0)
     mod, main = check.checked(e)
