@@ -2,10 +2,11 @@
 
 Which op is written as an operator is a fact of its Op record (ir/op.py): `infix=Infix("+",
 "add")`, `prefix="-"`. This module turns those records into the tables the parser and printer
-read (`BY_SYMBOL`, `BY_OP`, `PREFIX_BY_SYMBOL`, `PREFIX_BY_OP`): live views of the registry, rebuilt
-when it changes, so an op registered later (a user's, a test's) parses and prints as an operator
-with no edit here. `tables()` gives the current four dicts at once: a printer or parser reads it
-once per call (a view checks the registry's generation on every lookup). The one operator that is not an op, `:=` (a RefWrite node), is written here.
+read (`BY_SYMBOL`, `BY_OP`, `PREFIX_BY_SYMBOL`, `PREFIX_BY_OP`): live views of the registry,
+rebuilt when it changes, so an op registered later (a user's, a test's) parses and prints as an
+operator with no edit here. `tables()` gives the current four dicts at once: the printer reads
+it once per print (a view checks the registry's generation on every lookup). The one operator
+that is not an op, `:=` (a RefWrite node), is written here.
 
 Precedence, loosest first (Relay's parser has the same order for the operators it has:
 `* /` 12, `+ -` 10, `< > <= >=` 8, `== !=` 7, all read left to right):
