@@ -6,8 +6,12 @@ gradient program (--grad); the command parser alone; mistakes answered with a me
 The real command runs in a child process whose stdin/stdout/stderr are the slave side of a
 pty (its line discipline echoes what is typed and turns \\n into \\r\\n, as a terminal does).
 """
+import doctest
 import os
+import pathlib
 import pty
+import re
+import shlex
 import select
 import subprocess
 import sys
@@ -48,11 +52,11 @@ class Terminal:
     """`relayish debug ARGS` on a pty; `send(line)` types a line and returns what the command
     printed up to its next prompt (without the echo of the line)."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, cwd=ROOT):
         master, slave = pty.openpty()
         env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
         self.proc = subprocess.Popen([sys.executable, "-m", "relayish", "debug", *args],
-                                     stdin=slave, stdout=slave, stderr=slave, cwd=ROOT,
+                                     stdin=slave, stdout=slave, stderr=slave, cwd=cwd,
                                      env=env, close_fds=True)
         os.close(slave)
         self.fd = master
@@ -114,8 +118,8 @@ def program(tmp_path):
 def terminal():
     sessions = []
 
-    def start(*args):
-        t = Terminal(*args)
+    def start(*args, **options):
+        t = Terminal(*args, **options)
         sessions.append(t)
         return t
     yield start
@@ -287,3 +291,67 @@ def test_parse_command():
     for bad in ("x", "0", "-3"):
         with pytest.raises(UsageError):
             parse_break(bad)
+
+
+# ---- the sessions shown in the documentation ---------------------------------------------------
+
+def doc_sessions():
+    """(doc name, {file name: text}, session lines) of each `text` block of docs/*.md that
+    starts with `$ relayish debug`; the files are the doc's `<!-- docs: file NAME -->` blocks."""
+    mark = re.compile(r"^<!--\s*docs:\s*file\s+(\S+)\s*-->$")
+    out = []
+    for md in sorted(pathlib.Path(ROOT, "docs").glob("*.md")):
+        lines = md.read_text().splitlines()
+        files, sessions, k, name = {}, [], 0, None
+        while k < len(lines):
+            m = mark.match(lines[k].strip())
+            if m:
+                name = m.group(1)
+            elif lines[k].startswith("```"):
+                lang = lines[k][3:].strip()
+                end = k + 1
+                while not lines[end].startswith("```"):
+                    end += 1
+                body = lines[k + 1:end]
+                if name is not None:
+                    files[name] = "\n".join(body) + "\n"
+                elif lang == "text" and body and body[0].startswith("$ relayish debug "):
+                    sessions.append(body)
+                name, k = None, end
+            k += 1
+        out += [(md.name, files, body) for body in sessions]
+    return out
+
+
+SESSIONS = doc_sessions()
+
+
+def _matches(want, got):
+    checker = doctest.OutputChecker()
+    return checker.check_output(want, got, doctest.ELLIPSIS)
+
+
+@pytest.mark.parametrize("doc,files,session", SESSIONS,
+                         ids=[f"{d}:{s[0][2:60]}" for d, _, s in SESSIONS])
+def test_the_sessions_in_the_docs(doc, files, session, tmp_path, terminal):
+    """Each terminal session the docs show is typed again, and prints what they show."""
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    args = shlex.split(session[0][2:])[1:]
+    assert args[0] == "debug"
+    t = terminal(*args[1:], cwd=str(tmp_path))
+    banner, steps = [], []          # steps: [command, [its output lines]]
+    for line in session[1:]:
+        if line.startswith(PROMPT.rstrip()):
+            steps.append([line[len(PROMPT):], []])
+        else:
+            (steps[-1][1] if steps else banner).append(line)
+    assert _matches("\n".join(banner) + "\n", t.banner), (t.banner, banner)
+    for command, want in steps:
+        if command == "q":
+            assert t.finish("q")[0] == 0
+            return
+        got = t.send(command)
+        expected = "\n".join(want) + "\n" if want else ""
+        assert _matches(expected, got), (command, got, expected)
+    raise AssertionError("a session in the docs should end with q")
