@@ -362,7 +362,8 @@ register_op("sigmoid", 1, type_rule=unary_rule("sigmoid"), impl=_sigmoid_impl,
 
 @elementwise_derivative("sigmoid")
 def sigmoid_grad(orig, v):
-    return v * orig * (api.ones_like(orig) - orig)
+    # a scalar 1, not ones_like (one numpy call less per use: np.ones_like costs 2 us)
+    return v * orig * (scalar_like(1.0, orig) - orig)
 
 
 register_op("sqrt", 1, type_rule=unary_rule("sqrt"),

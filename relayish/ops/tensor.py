@@ -116,8 +116,29 @@ def split_impl(xp, x, indices_or_sections, axis):
     return tuple(as_array(xp, p) for p in xp.split(x, points, axis=axis))
 
 
+def _split_fast(attrs, out_type):
+    """The fast path of split: the pieces as basic slices (views, as numpy.split gives), without
+    numpy.split's Python-level array_split and a swapaxes per piece (12 us against 1 us for
+    five pieces of a 750-vector, the TreeLSTM's gate split)."""
+    sections, axis = attrs["indices_or_sections"], attrs["axis"]
+    if isinstance(sections, int) and axis == 0:
+        def split(x):
+            n = len(x) // sections
+            if n == 0:
+                return split_impl(np, x, sections, axis)
+            return tuple([x[k:k + n] for k in range(0, n * sections, n)])
+        return split
+
+    def split(x):
+        size = x.shape[axis]
+        points = split_points("split", size, sections)
+        pre = (slice(None),) * (axis % x.ndim)
+        return tuple([x[pre + (slice(b, e),)] for b, e in zip([0] + points, points + [size])])
+    return split
+
+
 register_op("split", 1, attrs={"indices_or_sections": 1, "axis": 0}, type_rule=split_rule,
-            impl=split_impl,
+            impl=split_impl, fast_impl=_split_fast,
             normalize_attrs=normalizer("split", indices_or_sections=_canon_sections,
                                        axis=canon_int),
             linear_in=(0,),

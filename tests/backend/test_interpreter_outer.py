@@ -156,3 +156,18 @@ def @main(%W: Tensor[(4, 3), float32], %h: Tensor[(3), float32]) -> float32 {
         num[idx] = (loss(W64 + d, h64) - loss(W64 - d, h64)) / (2 * eps)
     np.testing.assert_allclose(gW, num, rtol=1e-3, atol=1e-4)
     assert gW.dtype == np.float32
+
+
+@pytest.mark.parametrize("shape, sections, axis", [((6,), 3, 0), ((0,), 2, 0), ((4, 6), 2, 1),
+                                                   ((4, 6), [1, 4], -1), ((6, 2), [2, 2, 5], 0)])
+def test_split_on_the_interpreter_matches_numpy_split(shape, sections, axis):
+    # split's numpy fast path (relayish/ops/tensor.py _split_fast) gives basic slices
+    x = rl.var("x", shape=shape, dtype="float64")
+    f = rl.Function([x], rl.split(x, sections, axis=axis))
+    a = np.arange(float(np.prod(shape))).reshape(shape)
+    got = rl.evaluate(f, a)
+    want = np.split(a, sections, axis=axis)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
