@@ -15,15 +15,19 @@ What re.grad can see: pending bindings, and bindings recorded with gradients kep
 `requires_grad` and not under `re.no_grad()`). A result that was already run without them
 keeps only its value; asking for its gradient is an error saying so.
 
-`re.call(f, *tensors)` records a call of a relayish Function (or a Module whose @main calls
-no other global): its type is checked against the recorded arguments at once, and its
-gradient flows through (the call is a binding like any other).
+`re.call(f, *tensors)` records a call of a relayish Function or Module (its @main; a Module
+with other globals makes the recorded program a Module, runner.Embedded): its type is checked
+against the recorded arguments at once, and its gradient flows through (the call is a binding
+like any other).
+
+`re.grad(..., checkpoint=k)` differentiates F with `rl.gradient(F, checkpoint=k)` (the
+backward pass recomputes forward values; the result is a Module, embedded the same way).
 """
 from __future__ import annotations
 
 from relayish.errors import GradientError, RelayishError, TypeCheckError
 from relayish.eager import graph
-from relayish.eager.runner import collect
+from relayish.eager.runner import Embedded, collect
 from relayish.eager.tensor import Tensor, wrap
 from relayish.ir.expr import Function
 from relayish.ir.module import Module
@@ -33,11 +37,22 @@ _GRAD_CACHE: dict = {}       # structural key of F -> (gradient Function, its re
 _CALLED: dict = {}           # id(f) -> (f, its Function, its type) for re.call
 
 
-def grad(y, wrt):
+def _checkpoint_key(spec):
+    try:
+        hash(spec)
+        return spec
+    except TypeError:
+        return repr(spec)
+
+
+def grad(y, wrt, checkpoint=None):
     """`re.grad(loss, wrt=[w, b])` -> a list of recorded tensors, one gradient per wrt tensor.
 
         w = re.tensor(np.ones(3), requires_grad=True)
         (gw,) = re.grad((w * w).sum(), wrt=[w])      # 2 * w, recorded
+
+    checkpoint= (k, "sqrt", "revolve", ("revolve", snapshots): rl.gradient's option): the
+    gradient program recomputes forward values in its backward pass instead of keeping them.
     """
     if not isinstance(y, Tensor):
         raise graph.record_error(f"re.grad: the output must be a recorded tensor, got "
@@ -68,11 +83,14 @@ def grad(y, wrt):
     target_ids = {id(t) for t in targets}
     prog = collect([y.node], _boundary(y.node, target_ids), leading=targets)
     params = prog.params
-    cached = _GRAD_CACHE.get(prog.key)
+    key = (prog.key, _checkpoint_key(checkpoint))
+    cached = _GRAD_CACHE.get(key)
     if cached is None:
-        cached = _GRAD_CACHE[prog.key] = _gradient_function(prog, len(targets))
+        cached = _GRAD_CACHE[key] = _gradient_function(prog, len(targets), checkpoint)
     gfunc, ret_type = cached
     call = graph.record_call(gfunc, ret_type, params)
+    if checkpoint is not None:
+        call = graph.record_proj(call, 1)          # (value, gradients): the gradients
     grads = [Tensor(graph.record_proj(call, i)) for i in range(len(targets))]
     by_node = {id(t): g for t, g in zip(targets, grads)}
     return [by_node[id(w.node)] for w in wrt]
@@ -98,14 +116,32 @@ def _boundary(y, target_ids):
     return lambda n: id(n) in target_ids or n.args is None or not reaches.get(id(n), False)
 
 
-def _gradient_function(prog, k):
+def _gradient_function(prog, k, checkpoint):
+    """The recorded gradient program (a Function, or an Embedded Module) and its result type:
+    the k gradients, or with checkpoint= rl.gradient's (value, (every parameter's gradient))."""
     from relayish.ad.api import grad as rl_grad
+    from relayish.ad.api import gradient as rl_gradient
     from relayish.ops import api
-    func = prog.function(single=True)
+    program = prog.program(single=True)
+    main = program["main"] if isinstance(program, Module) else program
     if prog.outputs[0].type.shape != ():
-        func = Function(func.params, api.sum(func.body))
-    gfunc = rl_grad(func, argnums=tuple(range(k)))
-    return gfunc, TupleType([p.type for p in prog.params[:k]])
+        main = Function(main.params, api.sum(main.body))
+        if isinstance(program, Module):
+            program["main"] = main
+        else:
+            program = main
+    if checkpoint is not None:
+        if isinstance(program, Module):
+            raise graph.record_error("re.grad(..., checkpoint=): the recorded program embeds a "
+                                     "Module; checkpointing takes a Function", GradientError)
+        result = rl_gradient(program, checkpoint=checkpoint)
+        ret = TupleType([prog.outputs[0].type if prog.outputs[0].type.shape == () else
+                         TensorType((), prog.outputs[0].type.dtype),
+                         TupleType([p.type for p in prog.params])])
+    else:
+        result = rl_grad(program, argnums=tuple(range(k)))
+        ret = TupleType([p.type for p in prog.params[:k]])
+    return (Embedded(result) if isinstance(result, Module) else result), ret
 
 
 def call(f, *args):
@@ -151,11 +187,12 @@ def _callable_function(f):
         if "main" not in f:
             raise graph.record_error("re.call: this Module has no @main", RelayishError)
         func = f["main"]
-        if _reads_globals(func):
-            raise graph.record_error("re.call: this Module's @main calls other globals; "
-                                     "embedding a whole Module is not supported yet: pass a "
-                                     "Function (or a Module with @main alone)", RelayishError)
-        return func
+        if not _reads_globals(func):
+            return func
+        try:
+            return Embedded(f)
+        except RelayishError as e:
+            raise graph.record_error(f"re.call: {e}", RelayishError) from None
     if isinstance(f, Function):
         return f
     raise graph.record_error(f"re.call takes a relayish Function or Module, not "
@@ -170,10 +207,12 @@ def _reads_globals(func) -> bool:
 def _checked_type(func) -> FuncType:
     from relayish.ir.typecheck import infer_type
     try:
-        checked = infer_type(func)
+        if isinstance(func, Embedded):
+            t = infer_type(func.mod)["main"]._checked_type
+        else:
+            t = infer_type(func)._checked_type
     except TypeCheckError as e:
         raise graph.record_error(f"re.call: {e}", TypeCheckError) from None
-    t = checked._checked_type
     if not isinstance(t, FuncType) or t.type_params:
         raise graph.record_error("re.call: the function must have a monomorphic type",
                                  RelayishError)
@@ -182,6 +221,8 @@ def _checked_type(func) -> FuncType:
 
 def checkpoint(fn):
     """`re.checkpoint(fn)(*tensors)`: recompute fn's values in the backward pass."""
-    raise RelayishError("re.checkpoint is not available yet: the AD half of gradient "
-                        "checkpointing (recomputing a step's values in the backward pass) has "
-                        "not landed; record fn's operations directly meanwhile")
+    raise RelayishError("re.checkpoint(fn) is not available yet: relayish's checkpointed AD "
+                        "cuts a whole program's let-chain (rl.gradient(f, checkpoint=...)) and "
+                        "has no per-call rule for one region; use re.grad(loss, wrt=[...], "
+                        "checkpoint=k or \"sqrt\" or \"revolve\") to recompute the forward "
+                        "values of the whole differentiated program")

@@ -73,7 +73,7 @@ class Program:
                 # let-bound, so rl.passes.inline may open it up and cse share its forward
                 # values with the recorded ones
                 fv = Var("fn", None)
-                lets.append((fv, n.op))
+                lets.append((fv, n.op.main if isinstance(n.op, Embedded) else n.op))
                 value, hint = Call(fv, args), "call"
             elif n.kind == "tuple":
                 value, hint = Tuple(args), "tup"
@@ -87,6 +87,52 @@ class Program:
         for v, value in reversed(lets):       # built inside out: no recursion down the chain
             body = Let(v, value, body)
         return Function(params, body)
+
+
+    def program(self, single=False):
+        """`function()`, or a Module whose @main it is when a call embeds a Module's @main
+        that calls other globals (their definitions are copied in; see Embedded)."""
+        func = self.function(single)
+        embedded = list({id(n.op): n.op for n in self.bindings
+                         if n.kind == "call" and isinstance(n.op, Embedded)}.values())
+        if not embedded:
+            return func
+        from relayish.ir.module import Module
+        mod = Module()
+        from relayish.ir.structural import structural_equal
+        for e in embedded:
+            for gv, f in e.mod.functions.items():
+                name = gv.name_hint
+                if name == "main":
+                    continue
+                if name in mod:
+                    # a gradient Module keeps the globals of the Module it differentiates
+                    if mod[name] is f or structural_equal(mod[name], f):
+                        continue
+                    raise RelayishError(f"two embedded Modules define @{name} differently: "
+                                        f"one recorded program cannot hold both")
+                mod[gv] = f
+            for data in e.mod.type_definitions.values():
+                if data.header.name not in {t.name for t in mod.type_definitions}:
+                    mod.add_type(data)
+        mod["main"] = func
+        return mod
+
+
+class Embedded:
+    """A Module's @main called from a recorded program (re.call of a Module, or a gradient
+    that relayish's AD returns as a Module). The recorded program then becomes a Module with
+    the other globals copied in and `main`'s Function let-bound and called; so `main` must not
+    call @main itself. One object per Module: it stands in the structural key."""
+    __slots__ = ("mod", "main")
+
+    def __init__(self, mod):
+        from relayish.ir.analysis import global_refs
+        self.mod = mod
+        self.main = mod["main"]
+        if "main" in global_refs(self.main):
+            raise RelayishError("a Module whose @main calls @main itself cannot be embedded "
+                                "in a recorded program")
 
 
 def collect(outputs, is_param, leading=()) -> Program:
@@ -172,13 +218,13 @@ def execute(prog: Program, args) -> tuple:
         from relayish.backend.interp.api import evaluate
         entry = _CACHE[prog.key] = _Entry(None)
         entry.seen = 1
-        return evaluate(prog.function(), *args)
+        return evaluate(prog.program(), *args)
     STATS["hits"] += 1
     entry.seen += 1
     if entry.compiled is None:
         from relayish.backend.api import compile as compile_program
         STATS["compiles"] += 1
-        entry.compiled = compile_program(optimized(prog.function()), backend="jax")
+        entry.compiled = compile_program(optimized(prog.program()), backend="jax")
     return entry.compiled(*args)
 
 

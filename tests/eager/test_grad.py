@@ -114,6 +114,35 @@ def test_an_embedded_static_function_gets_gradients():
     assert float(loss) == pytest.approx(float(jf(x0)))
 
 
+def test_an_embedded_module_with_globals_gets_gradients():
+    mod = rl.parse("""
+        def @square(%a: Tensor[(3), float64]) { %a * %a }
+        def @main(%a: Tensor[(3), float64]) { sum(@square(sin(%a))) }
+    """)
+    x0 = np.array([0.4, -0.2, 1.3])
+    re.clear_cache()
+    for _ in range(3):          # interpreted, then compiled as a Module
+        x = re.tensor(x0)
+        loss = re.call(mod, x * 2.0) + (x * x).sum()
+        (gx,) = re.grad(loss, wrt=[x])
+        want = jax.grad(lambda v: (jnp.sin(v * 2.0) ** 2).sum() + (v * v).sum())(x0)
+        np.testing.assert_allclose(np.asarray(gx), np.asarray(want), rtol=1e-10)
+    assert re.stats()["compiles"] == 1
+
+
+def test_grad_with_checkpointing_matches_the_plain_gradient():
+    x0 = np.linspace(-1.0, 1.0, 4)
+    for spec in (2, "sqrt", "revolve"):
+        x = re.tensor(x0)
+        h = x
+        for _ in range(6):
+            h = re.tanh(h * 1.5 + 0.1)
+        loss = (h * h).sum()
+        (plain,) = re.grad(loss, wrt=[x])
+        (ck,) = re.grad(loss, wrt=[x], checkpoint=spec)
+        np.testing.assert_allclose(np.asarray(ck), np.asarray(plain), rtol=1e-12)
+
+
 def test_re_call_checks_its_arguments():
     xv = rl.var("x", shape=(3,), dtype="float64")
     f = rl.Function([xv], rl.tanh(xv))
@@ -132,5 +161,5 @@ def test_grad_mistakes_are_relayish_errors():
 
 
 def test_checkpoint_says_not_yet():
-    with pytest.raises(rl.RelayishError, match="not available yet"):
+    with pytest.raises(rl.RelayishError, match="not available yet(?s:.*)checkpoint=k"):
         re.checkpoint(lambda a: a * 2.0)
