@@ -44,6 +44,7 @@ from relayish.ir.module import Module
 from relayish.ir.op import Op, make_call
 from relayish.ir.types import TensorType, TupleType
 from relayish.ir.visitor import ExprFunctor
+from relayish.ad.origins import mark, origin_of
 from relayish.ad.rewrite import replace_node, with_checked_type
 from relayish.ad.structure import map_structure
 from relayish.ad.twins import TwinTypes, adt_definitions
@@ -93,8 +94,18 @@ class ForwardTransform(ExprFunctor):
         self.env = {}                                # id(Var) -> transformed expression
         self.scopes = []
 
+    origin = None       # origins.origin_of of the primal expression being transformed
+
     def visit(self, expr):
-        return self.dispatch(expr)
+        outer = self.origin
+        here = origin_of(expr, "tangent")       # what the bindings emitted now come from
+        if here is not None:
+            self.origin = here
+        result = self.dispatch(expr)
+        if here is not None:
+            mark(result, here)      # the transformed expression, bound by its parent
+        self.origin = outer
+        return result
 
     # ---- scopes and bindings --------------------------------------------------------------
     def scoped(self, expr):
@@ -109,6 +120,8 @@ class ForwardTransform(ExprFunctor):
         v = Var(name, None)
         if t is not None:
             v._checked_type = t
+        if self.origin is not None:
+            mark(value, self.origin)        # its source position, for a debugger (origins.py)
         self.scopes[-1].append((v, value))
         return v
 

@@ -62,6 +62,7 @@ from relayish.ir.module import Module
 from relayish.ir.op import Op, gradient_rule, make_call
 from relayish.ad.lifted import (BP_TYPE, const_type, lifted_types, param_type, type_of,
                                 zeros_of)
+from relayish.ad.origins import origin_of
 from relayish.ad.reverse_scopes import Deferred, ScopedEmitter
 from relayish.ad.rewrite import replace_node, with_checked_type
 from relayish.ad.structure import has_float, is_float_tensor, is_tensorish, map_structure
@@ -126,7 +127,12 @@ class ReverseAD(ScopedEmitter):
             method = getattr(self, "visit_" + type(e).__name__, None)
             if method is None:
                 raise GradientError(f"cannot differentiate {type(e).__name__} nodes: {_text(e)}")
+            outer = self.origin
+            here = origin_of(e)                     # what the bindings emitted now come from
+            if here is not None:
+                self.origin = here
             result = method(e)
+            self.origin = outer
             if not isinstance(e, Var):
                 self.remember(key, result)
                 self._keep.append(e)
@@ -361,6 +367,7 @@ class ReverseAD(ScopedEmitter):
             result, out = self.pair_with_fresh_refs(z, out_type)
 
         def backward():
+            self.origin = origin_of(call, "backward")   # its source position (origins.py)
             g = self.cotangent(out, out_type)
             if g is None:               # nothing used the result: no gradient flows back
                 return

@@ -24,6 +24,7 @@ from __future__ import annotations
 from relayish.ir.expr import Call, Function, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var
 from relayish.ir.visitor import ExprVisitor, build_let_chain, run_deep
 from relayish.ad.lifted import zeros_of
+from relayish.ad.origins import mark
 
 __all__ = ["Scope", "Deferred", "ScopedEmitter"]
 
@@ -86,10 +87,14 @@ class ScopedEmitter:
     def scope(self) -> Scope:
         return self.scopes[-1]
 
+    origin = None       # origins.origin_of of the primal expression being transformed
+
     def emit(self, value, hint="t", t=None) -> Var:
         v = Var(hint)
         if t is not None:
             v._checked_type = t
+        if self.origin is not None:
+            mark(value, self.origin)        # its source position, for a debugger (origins.py)
         self.scope.bindings.append((v, value))
         return v
 
@@ -146,8 +151,10 @@ class ScopedEmitter:
         emitted = []
 
         def backward():
+            origin = self.origin            # each step notes its own primal expression
             for step in reversed(steps):
                 step()
+            self.origin = origin
             emitted.append(bool(self.scope.bindings))
             return Call(old, [])
         body = self.in_scope(backward)

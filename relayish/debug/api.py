@@ -68,8 +68,10 @@ class Position:
     has no position) and `text` (that line, stripped). Also `function` (the Code's name:
     "@main", "%f", "fn"), `binding` (the variable the step binds, None for a temporary), `kind`
     ("step", "call", "tailcall", "branch", "match", "finished"), `expr` (the
-    expression about to run, shortened) and `origin` ((filename, line, column) of the primal
-    expression a binding AD generated came from, or None)."""
+    expression about to run, shortened), `origin` ((filename, line, column) of the primal
+    expression a binding AD generated came from, or None) and `origin_kind` ("primal": the
+    primal computation replayed, "backward": reverse mode's backward pass, "tangent": forward
+    mode's; None)."""
     line: int | None
     column: int | None
     text: str
@@ -78,6 +80,7 @@ class Position:
     kind: str = "step"
     expr: str = ""
     origin: tuple | None = field(default=None, compare=False)
+    origin_kind: str | None = field(default=None, compare=False)
 
     def __str__(self):
         if self.kind == "finished":
@@ -85,7 +88,7 @@ class Position:
         where = f"line {self.line}, column {self.column}" if self.line else "(no position)"
         s = f"{self.function} {where}: {self.text or self.expr}"
         if self.origin is not None:
-            s += f"  [backward/derived step of line {self.origin[1]}" + (
+            s += f"  [{self.origin_kind} step of line {self.origin[1]}" + (
                 f" of {self.origin[0]}]" if self.origin[0] else "]")
         return s
 
@@ -201,9 +204,9 @@ class Debugger:
             func = func() if callable(func) and not isinstance(func, Function) else func
             pos = self.source_map.position(func) if func is not None else None
         line, col = pos if pos else (None, None)
-        org = None if self.source_map.parsed else origin(node)
+        org = _origin_at(block, index)
         return Position(line, col, self.source_map.line_text(line).strip(), frame.code.name,
-                        binding, kind, node_text(node, 80), org)
+                        binding, kind, node_text(node, 80), org and org[:3], org and org[3])
 
     def where(self):
         """The Position of the binding about to run (kind "finished" at the end)."""
@@ -471,6 +474,18 @@ class Debugger:
             var = self._program_vars().get(name)
             t = param_type(var) if var is not None else None
         return t
+
+
+def _origin_at(block, index, look_ahead=8):
+    """The AD origin of unit `index` of `block`: its node's, else that of the binding it is
+    part of (AD marks only the bound expression; its sub-expressions are the steps just
+    before it in the same block)."""
+    info = block.info
+    for i in range(index, min(len(info), index + look_ahead) + 1):
+        found = origin(info[i].node if i < len(info) else block.node)
+        if found is not None:
+            return found
+    return None
 
 
 def _entry_pause(code):

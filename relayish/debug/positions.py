@@ -4,7 +4,8 @@
     table.position(node) -> (line, column) | None
     table.line_text(line) -> str
     table.text                         the whole text the lines refer to
-    origin(node) -> (filename, line, column) | None    where AD's primal expression was
+    origin(node) -> (filename, line, column, kind) | None    for a node AD generated: where
+                                       its primal expression was ("primal", "backward", "tangent")
 
 Two cases. A program parsed from text (`rl.parse`) keeps the parser's positions (the
 parser's weak POSITIONS table: node -> (Source, offset)), so lines are the file's. Any other
@@ -15,9 +16,10 @@ let-chains) and stops descending where the shapes differ (a node then has no pos
 own, and the debugger shows its nearest positioned frame instead).
 
 The origin of a node that AD generated: ad/ copies the primal expression's entry of
-POSITIONS onto the nodes it generates for it (reverse.py, forward.py), so a binding of a
-gradient program tells the line of the primal program it differentiates ("backward step of
-line 7"), when the primal was parsed from text.
+POSITIONS onto the nodes it generates for it, under a DerivedSource that says so and which
+kind of step it is (ad/origins.py), so a binding of a gradient program tells the line of the
+primal program it differentiates ("backward step of line 7"), when the primal was parsed from
+text. Derived entries never count as the program's own positions.
 """
 from __future__ import annotations
 
@@ -34,10 +36,14 @@ __all__ = ["SourceMap", "origin"]
 
 
 def _where(node):
+    """The parser's own (Source, offset) entry of `node`; None for none or a derived one."""
     try:
-        return POSITIONS.get(node)
+        where = POSITIONS.get(node)
     except TypeError:             # an unhashable node (none today) has no position
         return None
+    if where is None or getattr(where[0], "derived_from", None) is not None:
+        return None
+    return where
 
 
 def _first_where(root):
@@ -64,13 +70,17 @@ def _line_col(source, offset):
 
 
 def origin(node):
-    """(filename, line, column) of the parsed expression `node` stands for, or None."""
-    where = _where(node)
-    if where is None:
+    """(filename, line, column, kind) of the primal expression a node AD generated comes from
+    (kind: "primal", "backward" or "tangent"), or None for any other node."""
+    try:
+        where = POSITIONS.get(node)
+    except TypeError:
+        return None
+    if where is None or getattr(where[0], "derived_from", None) is None:
         return None
     source, offset = where
-    line, col = _line_col(source, offset)
-    return source.filename, line, col
+    line, col = _line_col(source.derived_from, offset)
+    return source.filename, line, col, source.kind
 
 
 class SourceMap:

@@ -282,3 +282,30 @@ def @main(%n: int64) -> int64 { @count(%n) }
     assert len(d.frames()) == 3000 - 2990 and d.locals()["m"] == 2990
     assert d.step_out().function == "@count"
     assert d.cont().kind == "finished" and d.result == 3000
+
+
+def test_ad_bindings_carry_the_primal_line(mod):
+    """A gradient of a parsed program: each binding AD generated says which primal line it
+    comes from, and the backward ones say they are backward steps."""
+    g = rl.grad(rl.parse("def @main(%x: float64) -> float64 {\n"
+                         "  let %y = sin(%x);\n"
+                         "  let %z = %y * %x;\n"
+                         "  %z\n}", filename="f.rly"))
+    d = Debugger(g, 0.5)
+    assert d.filename is None and d.text.startswith("#[version")   # the gradient's own text
+    seen = set()
+    while not d.finished:
+        p = d.step_in()
+        if p.origin is not None:
+            assert p.origin[0] == "f.rly" and p.origin[1] in (2, 3)
+            seen.add((p.origin_kind, p.origin[1]))
+            assert f"{p.origin_kind} step of line {p.origin[1]} of f.rly" in str(p)
+    assert {("primal", 2), ("primal", 3), ("backward", 2), ("backward", 3)} <= seen
+    assert np.isclose(d.result, np.sin(0.5) + 0.5 * np.cos(0.5))
+
+
+def test_a_program_without_positions_has_no_origins():
+    x = rl.var("x", dtype="float64")
+    d = Debugger(rl.grad(rl.Function([x], rl.sin(x) * x)), 0.5)
+    while not d.finished:
+        assert d.step_in().origin is None

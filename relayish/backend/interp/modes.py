@@ -20,6 +20,7 @@ import numpy as np
 from relayish.errors import EvaluationError
 from relayish.ir.expr import Call, RefWrite
 from relayish.ir.op import Op
+from relayish.ir.text.parse_core import POSITIONS
 from relayish.ir.text.parser import source_position
 from relayish.backend.runtime.describe import node_text
 from relayish.backend.runtime.summary import nonfinite, summarize
@@ -73,6 +74,9 @@ def nan_error(info, slots, value):
     if where is not None:
         filename, line, column = where
         at = f" at line {line}, column {column}" + (f" of {filename}" if filename else "")
+        kind = getattr(POSITIONS[node][0], "kind", None)   # a node AD generated (ad/origins.py)
+        if kind is not None:
+            at = f" (a {kind} step AD generated for the expression{at})"
     else:
         at = ""
     lines = [f"debug_nans: {what} in {subject}{op} in {code.name}{at}: {summarize(value)}"]
