@@ -53,6 +53,12 @@ def test_grad_after_inspecting_needs_requires_grad():
     assert float(loss) == pytest.approx(float((np.sin([1.0, 2.0]) * [3.0, 4.0]).sum()))
     (gw,) = re.grad(loss, wrt=[w])             # the derivation was kept
     np.testing.assert_allclose(np.asarray(gw), np.cos([1.0, 2.0]) * [3.0, 4.0])
+    loss2 = (w * re.exp(c)).sum()        # exp(c): no handle, no gradient, read by kept w * .
+    float(loss2)
+    (exp_node,) = [a for a in loss2.node.args[0].args if a.kind == "op"]
+    assert exp_node.value is not None and exp_node.args is None    # computed, not its recipe
+    (gw2,) = re.grad(loss2, wrt=[w])
+    np.testing.assert_allclose(np.asarray(gw2), np.exp([3.0, 4.0]))
     v = re.tensor(np.array([1.0, 2.0]))
     done = (v * v).sum()
     float(done)
