@@ -75,12 +75,15 @@ def batched_newton(jg_run, fun_run, n):
     definite (NaN from the Cholesky otherwise: then the optimizer falls back to its modified
     Cholesky on H). fun_run is the compiled objective, for the line search in XLA.
     """
+    # here, not at the top: `import relayish` does not load the jax backend's modules
+    from relayish.backend.jax.function import NotTensorFunction
     try:
         jg = jg_run.jax_function()
         fun = fun_run.jax_function()
-    except CompileError:
+    except NotTensorFunction:
         # jax_function's documented refusal: a parameter or result that is not tensors (the
-        # compiled Hessian program handles those); other failures are real and surface
+        # compiled Hessian program handles those). A CompileError of the trace (jax_function
+        # traces the program) is real and surfaces: it was hidden by this fallback too
         return None
     except RelayishError:
         raise
@@ -91,9 +94,12 @@ def batched_newton(jg_run, fun_run, n):
     device = DeviceNewton(jg, fun, n)
     try:
         device.check()
-    except NotImplementedError:
+    except NotImplementedError as e:
         # jax has no batching rule for a primitive the program uses ("Batching rule for ... not
-        # implemented"): vmap cannot batch it, so the Hessian's n HVPs run as separate calls
+        # implemented"): vmap cannot batch it, so the Hessian's n HVPs run as separate calls.
+        # Any other NotImplementedError is a failure like the rest
+        if "Batching rule" not in str(e):
+            raise _batching_failed("jax.vmap of the forward-over-reverse program", e) from e
         return None
     except RelayishError:
         raise

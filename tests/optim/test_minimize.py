@@ -410,3 +410,31 @@ def test_batched_hessian_falls_back_only_on_a_missing_batching_rule(monkeypatch)
     monkeypatch.setattr(cache, "PROBLEMS", cache.ProblemCache())
     with pytest.raises(rl.CompileError, match=r"(?s)boom.*backend=\"interpreter\""):
         rl.optim.minimize(rosenbrock(2), rosenbrock_start(2), backend="jax")
+    # a NotImplementedError that is no missing batching rule is a failure too
+    monkeypatch.setattr(DeviceNewton, "check", failing(NotImplementedError("something else")))
+    with pytest.raises(rl.CompileError, match=r"(?s)NotImplementedError: something else"):
+        RelayishProblem(obj, x.size, "newton", "jax")
+
+
+def test_batched_hessian_falls_back_only_on_jax_functions_refusal(monkeypatch):
+    """jax_function() traces the program: a CompileError of that trace surfaces (it was hidden
+    by `except CompileError: return None`, meant for the refusal of non-tensor programs)."""
+    from relayish.backend.jax.function import JaxFunction, NotTensorFunction
+    from relayish.optim.objective import flat_objective
+    from relayish.optim.problem import RelayishProblem
+    obj, spec, x = flat_objective(rosenbrock(2), rosenbrock_start(2))
+    real = JaxFunction.jax_function
+
+    def raising(error):
+        def jax_function(self):
+            raise error
+        return jax_function
+    monkeypatch.setattr(JaxFunction, "jax_function", raising(NotTensorFunction("refused")))
+    fallback = RelayishProblem(obj, x.size, "newton", "jax")
+    assert not fallback.batched
+    monkeypatch.setattr(JaxFunction, "jax_function", real)
+    assert fallback.value_grad_hess(x)[0] == pytest.approx(24.2)
+    monkeypatch.setattr(JaxFunction, "jax_function",
+                        raising(rl.CompileError("operator 'x' failed in the trace")))
+    with pytest.raises(rl.CompileError, match="operator 'x' failed in the trace"):
+        RelayishProblem(obj, x.size, "newton", "jax")

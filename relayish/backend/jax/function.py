@@ -43,6 +43,11 @@ _NDARRAY = np.ndarray
 _DTYPE_OF = operator.attrgetter("dtype")
 
 
+class NotTensorFunction(CompileError):
+    """jax_function()'s refusal: a parameter or a result that is not tensors. The program is
+    fine (`run` takes and decodes such values); a caller may choose another way to run it."""
+
+
 class _Entry:
     """One compiled specialization: an argument structure and its jitted function."""
 
@@ -197,11 +202,12 @@ class JaxFunction:
         the jitted function `run` calls (traced here once if `run` was not called yet), so
         transforming it does not trace the relayish program again. When `uses_x64` is true the
         caller must call or trace it inside `jax.enable_x64(True)` (as `run` does).
-        A CompileError when the program has a parameter that is not a tensor, or a result that
-        is not tensors and tuples of them (closures, ADT values, references).
+        A NotTensorFunction (a CompileError) when the program has a parameter that is not a
+        tensor, or a result that is not tensors and tuples of them (closures, ADT values,
+        references); a failure to trace the program is the CompileError it raises.
         """
         if self._tensor_sig is None:
-            raise CompileError("jax_function() needs a function whose parameters are all "
+            raise NotTensorFunction("jax_function() needs a function whose parameters are all "
                                "tensors; this one takes " + ", ".join(
                                    f"%{p.name_hint}: {type_text(t)}"
                                    for p, t in zip(self.params, self.param_types)
@@ -221,7 +227,7 @@ class JaxFunction:
             run_deep(trace)
             self._install_fast_path(entry, key)
         if not entry.pure or entry.written:
-            raise CompileError("jax_function() needs a result made of tensors and tuples of "
+            raise NotTensorFunction("jax_function() needs a result made of tensors and tuples of "
                                "tensors; this program returns other values (closures, ADT values "
                                "or references) that only `run` can decode")
         return entry.jitted
