@@ -629,6 +629,9 @@ class Session:
         if not isinstance(text, str) or not text.strip():
             raise RequestError("evaluate needs an `expression`")
         depth = _int_arg(args, "frameId", 0)
+        if args.get("context") == "hover" and not text.startswith("%") \
+                and text in dbg.locals(depth=depth):
+            text = "%" + text       # an editor's word under the mouse leaves out the %
         value = dbg.evaluate(text, depth=depth)
         shown = self._variable(text, value)
         return {"result": shown["value"], "type": shown["type"],

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from relayish.errors import RelayishError
+from relayish.backend.values import ConstructorValue, RefValue
 from relayish.debug.api import DebuggerError
 
 __all__ = ["interact", "parse_command", "COMMANDS", "PROMPT"]
@@ -30,6 +31,7 @@ __all__ = ["interact", "parse_command", "COMMANDS", "PROMPT"]
 PROMPT = "(rdb) "
 LIST_CONTEXT = 5                     # lines shown above and below the current one by `l`
 VALUE_ELEMENTS = 200                 # elements of a tensor `p` prints before eliding
+TEXT_LIMIT = 2000                    # characters of a tuple's or ADT value's text `p` prints
 
 COMMANDS = """\
   n, next             run to the next line, over calls
@@ -313,7 +315,8 @@ def _function(frame):
 
 def value_text(value):
     """A value as `p` prints it: a tensor's summary line and its elements (elided past
-    VALUE_ELEMENTS), a tuple's or ADT value's parts, a closure's name."""
+    VALUE_ELEMENTS); a scalar's number and dtype; a tuple, ADT value or reference written
+    out (cut after TEXT_LIMIT characters); a closure's name."""
     from relayish.backend.runtime.summary import summarize
     if isinstance(value, (np.ndarray, np.generic)):
         arr = np.asarray(value)
@@ -321,7 +324,58 @@ def value_text(value):
             return f"{arr.item()!r} ({arr.dtype})"
         body = np.array2string(arr, threshold=VALUE_ELEMENTS, max_line_width=100)
         return f"{summarize(arr)}\n{body}"
-    return f"{summarize(value)}: {value!r}" if not callable(value) else summarize(value)
+    return plain_text(value)
+
+
+def plain_text(value, limit=None):
+    """`(1.5, Cons(2.5, Nil))`: a value written out, tensors as numbers or nested lists, cut
+    with "..." after `limit` characters. A loop over an explicit stack: an ADT list may be
+    10^5 long."""
+    from relayish.backend.runtime.summary import summarize
+    limit = TEXT_LIMIT if limit is None else limit
+    out, size = [], 0
+    stack = [value]
+    while stack and size <= limit:
+        item = stack.pop()
+        if isinstance(item, _Literal):
+            text = item.text
+        elif isinstance(item, (np.ndarray, np.generic)):
+            arr = np.asarray(item)
+            text = repr(arr.tolist()) if arr.size <= VALUE_ELEMENTS else summarize(arr)
+        elif isinstance(item, tuple):
+            stack.append(_Literal(",)" if len(item) == 1 else ")"))
+            for k in reversed(range(len(item))):
+                stack.append(item[k])
+                if k:
+                    stack.append(_Literal(", "))
+            text = "("
+        elif isinstance(item, ConstructorValue):
+            text = item.constructor.name_hint
+            if item.fields:
+                stack.append(_Literal(")"))
+                for k in reversed(range(len(item.fields))):
+                    stack.append(item.fields[k])
+                    if k:
+                        stack.append(_Literal(", "))
+                text += "("
+        elif isinstance(item, RefValue):
+            stack += [_Literal(")"), item.value]
+            text = "ref("
+        else:
+            text = summarize(item)
+        out.append(text)
+        size += len(text)
+    text = "".join(out)
+    return text if not stack and size <= limit else text[:limit] + "..."
+
+
+class _Literal:
+    """Punctuation waiting on plain_text's stack (a str there would be taken for a value)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
 
 
 def interact(target, stdin, stdout):

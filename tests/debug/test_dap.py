@@ -239,6 +239,7 @@ def test_a_session_on_closures_refs_a_match_and_recursion(program, client):
     assert c.ok("evaluate", expression="%a * 2f64", frameId=0,
                 context="repl")["result"] == "3 (float64)"
     assert c.ok("evaluate", expression="%x", context="hover")["result"].startswith("float64[2]")
+    assert c.ok("evaluate", expression="a", context="hover")["result"] == "1.5 (float64)"
     assert "%nosuch" in c.fails("evaluate", expression="%nosuch + 1f64", frameId=0)
 
     # stepBack: to the line before, the reference write undone; next redoes it
@@ -333,7 +334,7 @@ def test_the_gradient_program(program, client):
     ref = frame["source"]["sourceReference"]
     text = c.ok("source", sourceReference=ref, source=frame["source"])["content"]
     assert text.splitlines()[frame["line"] - 1].strip() and "def @main" in text
-    steps = 0
+    steps = closures = refs = 0
     while True:
         c.ok("stepIn", threadId=1, granularity="instruction")
         e = c.events.get(timeout=TIMEOUT)
@@ -342,10 +343,17 @@ def test_the_gradient_program(program, client):
         if e["event"] == "output":
             break
         steps += 1
-        if steps % 25 == 0:             # the backward pass's closures and refs are values
-            c.locals()
+        # the backward pass's closures (backpropagators) and gradient references are values
+        _, names = c.locals()
+        for v in names.values():
+            if v["type"] == "fn" and v["variablesReference"]:
+                closures += 1
+                c.expand(v)
+            elif v["type"].startswith("ref") and v["variablesReference"]:
+                refs += 1
+                assert set(c.expand(v)) == {"value"}
     assert e["body"]["output"] == "@main returned [7.75, [[5.0, 0.0]]]\n"
-    assert steps > 20
+    assert steps > 20 and closures > 0 and refs > 0
     c.event("terminated")
     c.ok("disconnect")
 

@@ -19,6 +19,8 @@ import time
 
 import pytest
 
+import relayish as rl
+
 from relayish.debug.terminal import ALIASES, PROMPT, UsageError, parse_break, parse_command
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -179,7 +181,8 @@ def test_the_commands_on_closures_refs_a_match_and_recursion(program, terminal):
     out = t.send("c")
     assert f":{line_of('Cons(%h, %t) =>')}:" in out and "in @sum_list" in out
     assert "2.5" in t.send("p %h")
-    assert "Cons" in t.send("p %l")
+    assert t.send("p %l") == "Cons(2.5, Nil)\n"
+    assert t.send("p (%h, %t, ref(%h))") == "(2.5, Nil, ref(2.5))\n"
     stack = t.send("bt")
     # outermost first; the recursion shows as two @sum_list frames under @main
     names = [ln.split(" in ")[-1] for ln in stack.strip().splitlines()]
@@ -271,6 +274,21 @@ def test_a_bad_file_or_argument_is_reported_before_the_session(tmp_path, program
                               capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
         assert proc.returncode == 1 and message in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+def test_values_print_without_recursion():
+    import numpy as np
+    from relayish.backend.values import ConstructorValue, RefValue
+    from relayish.debug.terminal import plain_text, value_text
+    cons, nil = rl.Constructor("Cons", []), rl.Constructor("Nil", [])
+    value = ConstructorValue(nil, [])
+    for k in range(100_000):
+        value = ConstructorValue(cons, [np.float64(k), value])
+    text = plain_text(value, limit=60)
+    assert text.startswith("Cons(99999.0, Cons(99998.0, ") and text.endswith("...")
+    assert plain_text((RefValue(np.float32(2)),)) == "(ref(2.0),)"
+    assert value_text(np.zeros((2, 2))).startswith("float64[2, 2] min 0 max 0")
+    assert value_text(np.float32(1.5)) == "1.5 (float32)"
 
 
 def test_parse_command():
