@@ -1,7 +1,8 @@
 """Checkpointed reverse mode: `rl.gradient(f, checkpoint=...)` recomputes forward values in the
 backward pass instead of keeping them alive.
 
-    fn (T1..Tn) -> R   to   fn (T1..Tn) -> (R, (dT1..dTn))     (rl.gradient's type and values)
+    fn (T1..Tn) -> R   to a Module whose @main is fn (T1..Tn) -> (R, (dT1..dTn)) (rl.gradient's
+                       type and values)
 
     checkpoint=k               cut the let-chain every k bindings, keep every cut's state
                                (k near sqrt(n): O(sqrt n) live values, each step run twice)
@@ -14,21 +15,31 @@ backward pass instead of keeping them alive.
 Scheme. relayish/ir/passes/checkpoint.py cuts f's body (in A-normal form) into steps, step i a
 function `fn (%s: S_i) -> S_{i+1}` of the tuple of variables live at its cut, and gives the
 schedule: a binary tree of ranges of steps. Each step is differentiated on its own (`vjp`; the
-last one by `gradient`, which seeds f's result as rl.gradient does), and the output program is
-the schedule, written out:
+last one by `gradient`, which seeds f's result as rl.gradient does), and the output module is
+the schedule, written out as globals:
 
-    let %seg_i  = <step i>                         one per distinct step (alike steps share it)
-    let %vjp_i  = <vjp of step i>
-    let %rev_a_b = fn (%s: S_a, %g: S_b) {          reverse [a, b): the cotangent of S_a
-      let %m = %adv_a_mid(%s);                      advance: a closure, so the states it makes
-      let %g_mid = %rev_mid_b(%m, %g);              die with its frame
-      %rev_a_mid(%s, %g_mid)                        a tail call: this frame is gone
-    };
-    let %rev_a_a+1 = fn (%s, %g) { %vjp_a(%s).1(%g).0 }     a leaf: the step's tape lives
-                                                             only during this call
+    @ck_seg<i>   = <step i>                        one per distinct step (alike steps share it)
+    @ck_vjp<i>   = <vjp of step i>
+    @ck_rev<a>_<b> = fn (%s: S_a, %g: S_b) {       reverse [a, b): the cotangent of S_a
+      let %s_mid = @ck_adv<a>_<mid>(%s);           advance (or one step, or one span)
+      let %g_mid = @ck_rev<mid>_<b>(%s_mid, %g);
+      @ck_rev<a>_<mid>(%s, %g_mid)                 a tail call: this frame is gone
+    }
+    @ck_span<lo>_<hi> = fn (%s) { @ck_span<half>_<hi>(@ck_span<lo>_<half>(%s)) }
+    @ck_adv<a>_<mid>  = fn (%s) { the <= 2 log2 m spans covering [a, mid), in order }
+
+An advance is a walk down a segment tree of spans over the steps: a span's frame holds two
+states and the walk is log2 m deep, so an advance holds O(log m) states at a time, and the
+spans (at most 2m) are shared by every advance. (A let-chain of the steps would keep all the
+states it made in its frame until it returned; and one function advancing "to a given stop"
+has no single result type, since the states at different cuts have different types.)
+    @ck_rev<a>_<a+1> = fn (%s, %g) { @ck_vjp<a>(%s).1(%g).0 }   a leaf: the step's tape lives
+                                                                only during this call
     ranges ending at the last step take no %g and give (R, cotangent)
-    main: let %r = %rev_0_m((%x1, .., %xn)); (%r.0, %r.1)
+    @main = fn (%x1, ..) { let %r = @ck_rev0_<m>((%x1, .., %xn)); (%r.0, %r.1) }
 
+Globals, not let-bound closures: a closure per range would be allocated on every run (2m of
+them for m steps, more memory than the states the schedule saves when the steps are small).
 The interpreter keeps a frame's slots until the frame returns, so what a backward pass keeps is
 what the frames on the stack hold: the chain of right ranges (one snapshot each, the schedule's
 `kept`), and one step's tape. Without checkpointing the backpropagator closures keep every
@@ -46,7 +57,7 @@ import math
 
 from relayish.errors import GradientError, RelayishError
 from relayish.ir.analysis import global_refs
-from relayish.ir.expr import Call, Function, Let, Tuple, TupleGetItem, Var
+from relayish.ir.expr import Call, Function, GlobalVar, Let, Tuple, TupleGetItem, Var
 from relayish.ir.module import Module
 from relayish.ir.passes.checkpoint import schedule, step_chain
 from relayish.ir.text.printer import astext
@@ -107,10 +118,11 @@ class _Builder:
     def __init__(self, chain, plan, vjp, gradient):
         self.chain, self.plan = chain, plan
         self.vjp, self.gradient = vjp, gradient
-        self.lets = []                       # (Var, value) of the output's top-level chain
+        self.out = Module()                  # every piece a global (the module text)
         self.seg, self.back = {}, {}         # step index -> Var of its step / its vjp
         self.by_text = {}                    # step text -> (seg Var, vjp Var)
-        self.rev = {}                        # (a, b) -> Var of the range's reversal
+        self.rev = {}                        # (a, b) -> @ck_rev<a>_<b>, a range's reversal
+        self.spans = {}                      # (lo, hi) -> @ck_span<lo>_<hi>
 
     def program(self, func):
         chain, plan = self.chain, self.plan
@@ -128,12 +140,13 @@ class _Builder:
         r = Var("r")
         body = Let(r, Call(self.rev[(0, m)], [Tuple(params)]),
                    Tuple([TupleGetItem(r, 0), TupleGetItem(r, 1)]))
-        return Function(params, build_let_chain(self.lets, body))
+        self.out["main"] = Function(params, body)
+        return self.out
 
-    def _let(self, name, value, t=None):
-        v = Var(name, t)
-        self.lets.append((v, value))
-        return v
+    def _let(self, name, value):
+        gv = GlobalVar("ck_" + name)
+        self.out[gv] = value
+        return gv
 
     def _steps(self):
         """A Var bound to each step and one to its vjp (the last step: its gradient); alike
@@ -170,34 +183,67 @@ class _Builder:
         body = TupleGetItem(Call(back, [g]), 0)
         self.rev[(a, b)] = self._let(f"rev{a}_{b}", Function([s, g], body))
 
-    def _advance(self, a, mid):
-        """A callee advancing state a to mid: a step, or a closure running the steps (its
-        frame, holding the states in between, is gone when it returns)."""
+    def _advance(self, a, mid, s):
+        """The call advancing state %s at a to mid: a step, a span, or @ck_adv<a>_<mid>
+        running the spans that cover [a, mid) one after the other."""
         if mid - a == 1:
-            return self.seg[a]
-        s = Var("s", self.chain.states[a])
-        lets, cur = [], s
-        for i in range(a, mid - 1):
+            return Call(self.seg[a], [s])
+        cover = self._cover(a, mid)
+        if len(cover) == 1:
+            return Call(self._span(*cover[0]), [s])
+        s0 = Var("s", self.chain.states[a])
+        lets, cur = [], s0
+        for lo, hi in cover[:-1]:
             nxt = Var("s")
-            lets.append((nxt, Call(self.seg[i], [cur])))
+            lets.append((nxt, Call(self._span(lo, hi), [cur])))
             cur = nxt
-        body = build_let_chain(lets, Call(self.seg[mid - 1], [cur]))
-        return self._let(f"adv{a}_{mid}", Function([s], body))
+        body = build_let_chain(lets, Call(self._span(*cover[-1]), [cur]))
+        return Call(self._let(f"adv{a}_{mid}", Function([s0], body)), [s])
+
+    def _cover(self, a, mid):
+        """The nodes of the segment tree over steps [0, m - 1) that cover [a, mid), in order
+        (at most 2 log2 m of them)."""
+        out, stack = [], [(0, len(self.chain) - 1)]
+        while stack:
+            lo, hi = stack.pop()
+            if mid <= lo or hi <= a:
+                continue
+            if a <= lo and hi <= mid:
+                out.append((lo, hi))
+                continue
+            half = (lo + hi) // 2
+            stack.append((half, hi))
+            stack.append((lo, half))
+        return out
+
+    def _span(self, lo, hi):
+        """@ck_span<lo>_<hi>(%s) = @ck_span<half>_<hi>(@ck_span<lo>_<half>(%s)), a step at the
+        bottom: shared by every advance through that node, and its frame holds two states."""
+        if hi - lo == 1:
+            return self.seg[lo]
+        hit = self.spans.get((lo, hi))
+        if hit is None:
+            half = (lo + hi) // 2              # depth log2 m: Python recursion is fine here
+            left, right = self._span(lo, half), self._span(half, hi)
+            s, mid = Var("s", self.chain.states[lo]), Var("s_half")
+            hit = self.spans[(lo, hi)] = self._let(
+                f"span{lo}_{hi}", Function([s], Let(mid, Call(left, [s]), Call(right, [mid]))))
+        return hit
 
     def _range(self, a, b, mid):
         s_t, g_t = self._types(a, b)
-        adv = self._advance(a, mid)
         s, sm = Var("s", s_t), Var("s_mid")
+        adv = self._advance(a, mid, s)
         if g_t is None:
             r, ga = Var("r"), Var("g")
-            body = Let(sm, Call(adv, [s]),
+            body = Let(sm, adv,
                    Let(r, Call(self.rev[(mid, b)], [sm]),
                    Let(ga, Call(self.rev[(a, mid)], [s, TupleGetItem(r, 1)]),
                        Tuple([TupleGetItem(r, 0), ga]))))
             self.rev[(a, b)] = self._let(f"rev{a}_{b}", Function([s], body))
             return
         g, gm = Var("g", g_t), Var("g_mid")
-        body = Let(sm, Call(adv, [s]),
+        body = Let(sm, adv,
                Let(gm, Call(self.rev[(mid, b)], [sm, g]),
                    Call(self.rev[(a, mid)], [s, gm])))
         self.rev[(a, b)] = self._let(f"rev{a}_{b}", Function([s, g], body))

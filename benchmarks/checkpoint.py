@@ -1,0 +1,142 @@
+"""Gradient checkpointing (issue 13): peak memory and time of the interpreter running a gradient,
+checkpointed against not.
+
+    python benchmarks/checkpoint.py [--steps 10000] [--width 256]
+
+1. a let-chain of `steps` steps `u = tanh(u) * 0.5 + u` over a float64 vector of `width`, then
+   sum(u * x): rl.gradient(f) against checkpoint=k ("sqrt"), "revolve" (log2 snapshots) and
+   ("revolve", s) for a few s;
+2. a loop over a list of `steps` vectors, `@main(xs, s, w)`: s <- tanh(s * w + h) for each h,
+   then sum(s * s): rl.gradient(mod) against checkpoint=k for k near sqrt(steps).
+
+Peak memory: tracemalloc's peak over one run of the gradient program's compiled @main, after a
+first run (the interpreter compiles a program once; that is not the backward pass's memory).
+Time: wall time of one run (best of `--repeat`), and its ratio to the plain gradient's (the
+recompute factor as the interpreter sees it). The figures are in notes/passes.md.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import time
+import tracemalloc
+
+import numpy as np
+
+import relayish as rl
+from relayish.backend.interp.api import _compile_module
+from relayish.ir.passes.checkpoint import repetitions, schedule
+
+F = "float64"
+
+
+def chain(steps, width):
+    x = rl.var("x", shape=(width,), dtype=F)
+    sb = rl.ScopeBuilder()
+    u = x
+    for _ in range(steps):
+        u = sb.let("u", rl.tanh(u) * rl.const(0.5, F) + u)
+    sb.ret(rl.sum(u * x))
+    return rl.Function([x], sb.get())
+
+
+def list_loop(width):
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    T = rl.TensorType((width,), F)
+    LT = rl.TypeCall(p.List, [T])
+    xs, s, w = rl.var("xs", type=LT), rl.var("s", type=T), rl.var("w", type=T)
+    h, t = rl.var("h", type=T), rl.var("t", type=LT)
+    main = rl.GlobalVar("main")
+    mod[main] = rl.Function([xs, s, w], rl.Match(xs, [
+        rl.Clause(rl.PatternConstructor(p.Cons, [rl.PatternVar(h), rl.PatternVar(t)]),
+                  rl.Call(main, [t, rl.tanh(s * w + h), w])),
+        rl.Clause(rl.PatternConstructor(p.Nil, []), rl.sum(s * s))]))
+    return mod
+
+
+def measure(prog, args, repeat):
+    """(peak MiB of one run, best wall seconds of one run, the result)."""
+    if not isinstance(prog, rl.Module):
+        prog = rl.Module.from_expr(prog)
+    # The compiled @main, called directly: rl.evaluate on a Module first snapshots the
+    # module's whole global table to check its cache (a tuple per global, every call), which
+    # is the entry's cost, not the program's: a checkpointed program has thousands of globals.
+    run = _compile_module(prog)
+    result = run(*args)
+    gc.collect()
+    gc.freeze()         # the program's own objects: not rescanned by every collection
+    best = math.inf
+    for _ in range(repeat):
+        t = time.perf_counter()      # wall time: process_time read far too low here
+        run(*args)
+        best = min(best, time.perf_counter() - t)
+    tracemalloc.start()
+    run(*args)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    gc.unfreeze()
+    return peak / 2 ** 20, best, result
+
+
+def row(label, build_s, peak, run_s, base, extra=""):
+    ratio = run_s / base[1]
+    print(f"  {label:<26} build {build_s:6.1f} s   peak {peak:8.2f} MiB ({peak / base[0]:5.3f}x)"
+          f"   run {run_s:6.3f} s ({ratio:4.2f}x){extra}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=10_000)
+    ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--repeat", type=int, default=3)
+    opts = ap.parse_args()
+    n, width = opts.steps, opts.width
+    rng = np.random.default_rng(0)
+
+    print(f"1. let-chain of {n} steps (3 ops each: {3 * n} bindings in A-normal form), "
+          f"vectors of {width} float64")
+    f = chain(n, width)
+    x = rng.normal(size=width) * 0.1
+    t = time.process_time()
+    plain = rl.gradient(f)
+    build = time.process_time() - t
+    base = measure(plain, (x,), opts.repeat)
+    row("no checkpointing", build, base[0], base[1], base)
+    m = 3 * n + 1
+    for spec in ["sqrt", "revolve", ("revolve", 8), ("revolve", 16, 3), ("revolve", 8, 3)]:
+        t = time.process_time()
+        g = rl.gradient(f, checkpoint=spec)
+        build = time.process_time() - t
+        peak, run, result = measure(g, (x,), opts.repeat)
+        assert np.allclose(result[1][0], base[2][1][0], rtol=1e-10), spec
+        extra = ""
+        if isinstance(spec, tuple) or spec == "revolve":
+            s = spec[1] if isinstance(spec, tuple) else math.ceil(math.log2(m)) + 1
+            k = spec[2] if isinstance(spec, tuple) and len(spec) == 3 else 1
+            plan = schedule(-(-(m - 1) // k) + 1 if k > 1 else m, s)
+            extra = (f"   {plan.m} steps, s={s}: t={repetitions(plan.m, s)}, "
+                     f"{plan.advances / plan.m:.2f} advances a step")
+        row(f"checkpoint={spec!r}", build, peak, run, base, extra)
+
+    print(f"\n2. loop over a list of {n} vectors of {width} float64 (tail recursion @main)")
+    mod = list_loop(width)
+    args = (rl.list_value(mod, [rng.normal(size=width) * 0.1 for _ in range(n)]),
+            rng.normal(size=width) * 0.1, rng.normal(size=width))
+    t = time.process_time()
+    plain = rl.gradient(mod)
+    build = time.process_time() - t
+    base = measure(plain, args, opts.repeat)
+    row("no checkpointing", build, base[0], base[1], base)
+    for k in (int(math.isqrt(n)) // 2, int(math.isqrt(n)), 4 * int(math.isqrt(n))):
+        t = time.process_time()
+        g = rl.gradient(mod, checkpoint=k)
+        build = time.process_time() - t
+        peak, run, result = measure(g, args, opts.repeat)
+        assert np.allclose(result[1][2], base[2][1][2], rtol=1e-10), k
+        row(f"checkpoint={k}", build, peak, run, base)
+
+
+if __name__ == "__main__":
+    main()
