@@ -35,6 +35,7 @@ from relayish.ad.api import (derivative, grad, gradient, hessian, hvp, jacobian,
                              value_and_grad, vjp)
 from relayish import optim
 from relayish import debug
+from relayish.debug.dot import to_dot
 from relayish.ir.passes import FunctionPass, Pass, Sequential, optimize
 from relayish.ir.passes import api as passes
 from relayish import eager  # define-by-run: `from relayish import eager as re`

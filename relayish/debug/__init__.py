@@ -10,9 +10,11 @@ Modules (each imports only those above it):
     positions.py   source positions of the debugged program's nodes (and AD's origins)
     engine.py      the stepping machine over the interpreter's compiled Code
     api.py         Debugger, Position, Frame, Breakpoint
+    dot.py         to_dot
 Value summaries (shape, dtype, min/max, NaN counts) are backend/runtime/summary.py's: the
 interpreter's debug_nans error shows them too. notes/debugger.md has the design and costs.
 """
 from relayish.debug.api import Breakpoint, Debugger, DebuggerError, Frame, Position
+from relayish.debug.dot import to_dot
 
-__all__ = ["Debugger", "Position", "Frame", "Breakpoint", "DebuggerError"]
+__all__ = ["Debugger", "Position", "Frame", "Breakpoint", "DebuggerError", "to_dot"]
