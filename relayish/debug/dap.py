@@ -11,7 +11,8 @@ an argument keeps this module below the command line in the import graph.
 The session, as VS Code runs it:
 
     initialize          -> the capabilities below
-    launch              -> {program, args: [JSON value per parameter], stopOnEntry, grad}
+    launch              -> {program, args: [JSON value per parameter], stopOnEntry, grad,
+                           noDebug (run to the end, past any breakpoint)}
                            the program is loaded now; then the `initialized` event (sent after
                            launch, so that breakpoints are checked against a loaded program)
     setBreakpoints      -> per line (with an optional `condition`, an expression over the
@@ -252,6 +253,7 @@ class Session:
         self.target = None              # the DebugTarget of `launch`
         self.dbg = None                 # its Debugger
         self.stop_on_entry = False
+        self.no_debug = False
         self.configured = False
         self.ended = False              # the program finished or failed; `terminated` sent
         self.line_breaks = {}           # source path -> [{line, condition}] as the client gave
@@ -344,6 +346,8 @@ class Session:
         self.target = self.load(program, call_args, bool(args.get("grad", False)))
         self.dbg = self.target.debugger()
         self.stop_on_entry = bool(args.get("stopOnEntry", False))
+        # "Run Without Debugging": the program runs to its end, past every breakpoint
+        self.no_debug = bool(args.get("noDebug", False))
         for path, breaks in self.line_breaks.items():
             self._apply_line_breaks(path, breaks)
         # `initialized` after the program is loaded: breakpoints then check against it
@@ -364,6 +368,9 @@ class Session:
         return {"breakpoints": self._apply_line_breaks(path, breaks)}
 
     def _apply_line_breaks(self, path, breaks):
+        if self.no_debug:
+            return [{"verified": False, "line": b["line"], "message": "running without "
+                     "debugging"} for b in breaks]
         if self.dbg is None:
             return [{"verified": False, "line": b["line"],
                      "message": "the program is not launched yet"} for b in breaks]
@@ -437,7 +444,11 @@ class Session:
         if self.configured:
             raise RequestError("configurationDone was already received")
         self.configured = True
-        if self.stop_on_entry:
+        if self.no_debug:
+            self.line_breaks, self.function_breaks = {}, []
+            self.dbg.clear_breaks()
+            self._run(lambda dbg: dbg.cont(), "breakpoint")
+        elif self.stop_on_entry:
             self._stopped("entry")
         elif self._at_breakpoint(self.dbg):
             # the debugger runs at least one step before it checks breakpoints: one on the

@@ -358,6 +358,20 @@ def test_the_gradient_program(program, client):
     c.ok("disconnect")
 
 
+def test_run_without_debugging(program, client):
+    c = client()
+    c.ok("initialize", adapterID="relayish")
+    c.ok("launch", program=program, args=[[1.5, 2]], noDebug=True, stopOnEntry=True)
+    c.event("initialized")
+    bps = c.ok("setBreakpoints", source={"path": program},
+               breakpoints=[{"line": line_of("let %s =")}])["breakpoints"]
+    assert not bps[0]["verified"]
+    c.ok("configurationDone")
+    assert c.event("output")["output"] == "@main returned 7.75\n"
+    c.event("terminated")
+    c.ok("disconnect")
+
+
 def test_a_failing_program_pauses_at_the_binding_that_failed(tmp_path, client):
     path = tmp_path / "fail.rly"
     path.write_text("def @main(%x: Tensor[(2), float64]) -> float64 {\n"
