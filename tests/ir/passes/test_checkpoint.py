@@ -1,6 +1,7 @@
 """Gradient checkpointing: the schedules (ir/passes/checkpoint.py) and rl.gradient(f, checkpoint=)
 (ad/checkpoint.py): same gradients, the recompute count, order 2, the program's round trip."""
 import functools
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -165,6 +166,37 @@ def test_recompute_count():
     m = len(step_chain(rl.infer_type(f), 1).steps)
     t = repetitions(m, int(np.ceil(np.log2(m))) + 1)
     assert evaluations(rl.gradient(f, checkpoint="revolve"), x) <= (t + 1) * n
+
+
+# ---- live memory ------------------------------------------------------------------------------
+
+def peak_bytes(prog, *args):
+    """tracemalloc's peak over one run of the compiled @main (compiled by a first run; called
+    directly: rl.evaluate's cache check copies the module's global table on every call)."""
+    from relayish.backend.interp.api import _compile_module
+    run = _compile_module(prog if isinstance(prog, rl.Module) else rl.Module.from_expr(prog))
+    run(*args)
+    tracemalloc.start()
+    try:
+        run(*args)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_live_memory_grows_as_the_schedule_says():
+    x = np.full(1024, 0.1)                  # states of 8 KiB: they, not the program, count
+    peaks = {}
+    for n in (64, 256):
+        f = chain(n, shape=(1024,))
+        for spec in (None, "sqrt", "revolve"):
+            g = rl.gradient(f, checkpoint=spec) if spec else rl.gradient(f)
+            peaks[spec, n] = peak_bytes(g, x)
+    assert peaks[None, 256] > 3.5 * peaks[None, 64]                # linear
+    assert 1.5 < peaks["sqrt", 256] / peaks["sqrt", 64] < 2.5       # sqrt(4) = 2
+    assert peaks["revolve", 256] < 1.5 * peaks["revolve", 64]      # log
+    assert peaks["sqrt", 256] < 0.15 * peaks[None, 256]
+    assert peaks["revolve", 256] < 0.05 * peaks[None, 256]
 
 
 # ---- the output is an ordinary program --------------------------------------------------------
