@@ -12,7 +12,7 @@ from relayish.backend.interp import deferred
 def run(text, *args):
     mod = rl.infer_type(rl.parse(text))
     out = rl.evaluate(mod, *args)
-    assert not deferred.PENDING        # nothing pending once control is back in Python
+    assert not deferred.pending()        # nothing pending once control is back in Python
     return out
 
 
@@ -121,7 +121,7 @@ def test_an_error_mid_run_leaves_no_pending_sum():
 }"""
     with pytest.raises(rl.RelayishError):
         run(text, G, X, H, np.int32(7))
-    assert not deferred.PENDING
+    assert not deferred.pending()
 
 
 def test_matmul_gradient_in_a_loop_matches_numpy():
@@ -141,7 +141,7 @@ def @main(%W: Tensor[(4, 3), float32], %h: Tensor[(3), float32]) -> float32 {
     W = rng.normal(size=(4, 3)).astype("float32")
     h = rng.normal(size=3).astype("float32")
     gW, gh = rl.evaluate(rl.grad(mod, argnums=(0, 1)), W, h)
-    assert not deferred.PENDING
+    assert not deferred.pending()
 
     def loss(W, h):
         for _ in range(6):
@@ -171,3 +171,29 @@ def test_split_on_the_interpreter_matches_numpy_split(shape, sections, axis):
     for g, w in zip(got, want):
         assert g.shape == w.shape
         np.testing.assert_array_equal(g, w)
+
+
+def test_runs_in_two_threads_do_not_settle_each_others_references():
+    import threading
+    text = HEAD.format(extra="") + """
+  let %u0 = %r := !%r + %v;
+  let %u1 = %r := !%r + %w;
+  let %u2 = %r := !%r + %v;
+  !%r
+}"""
+    mod = rl.infer_type(rl.parse(text))
+    want = 2 * OUTER + np.outer(H, X)
+    rl.evaluate(mod, G, X, H)
+    bad = []
+
+    def work():
+        for _ in range(300):
+            got = rl.evaluate(mod, G, X, H)
+            if not np.allclose(got, want):
+                bad.append(got)
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad

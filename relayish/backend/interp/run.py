@@ -26,7 +26,7 @@ from relayish.errors import EvaluationError, RelayishError
 from relayish.backend.values import Closure
 from relayish.backend.runtime.describe import node_text, value_text, value_type_text
 from relayish.backend.interp.code import BRANCH, CALL, JUMP, RETURN, TAILCALL
-from relayish.backend.interp.deferred import PENDING, settle_all
+from relayish.backend.interp.deferred import settle_all
 
 __all__ = ["execute", "InterpreterClosure", "call_foreign", "MAX_CALL_DEPTH"]
 
@@ -73,8 +73,7 @@ def execute(code, slots):
         try:
             return _run(code, slots)
         finally:
-            if PENDING:          # no deferred sum leaves interpreter code (deferred.py)
-                settle_all()
+            settle_all()         # no deferred sum leaves interpreter code (deferred.py)
 
 
 def _run(code, slots):
@@ -160,8 +159,7 @@ def call_foreign(fn, args, node):
     """Call a function value that is not interpreter code: constructors, ops, other backends."""
     if not callable(fn):
         raise EvaluationError(f"cannot call a value of type {value_type_text(fn)} in {node_text(node)}")
-    if PENDING:                  # the callee may read a reference (deferred.py)
-        settle_all()
+    settle_all()                 # the callee may read a reference (deferred.py)
     try:
         return fn(*args)
     except EvaluationError as exc:
