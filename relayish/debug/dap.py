@@ -23,7 +23,8 @@ The session, as VS Code runs it:
     next, stepIn, stepOut, stepBack, reverseContinue, continue -> `stopped` or, at the end,
                            an `output` event with the result, `exited` and `terminated`
     setVariable         -> a JSON value (or an expression) of the variable's type
-    evaluate            -> an expression over the variables in scope (of the frame given)
+    evaluate            -> an expression over the variables in scope (of the frame given);
+                           `:dot` gives the frame's function as Graphviz DOT (rl.to_dot)
     source              -> the text of a program that has no file (the gradient program)
     disconnect, terminate
 
@@ -42,12 +43,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+import weakref
 
 import numpy as np
 
 from relayish.errors import RelayishError
 from relayish.backend.values import Closure, ConstructorValue, RefValue
 from relayish.debug.api import DebuggerError
+from relayish.debug.dot import to_dot
 from relayish.debug.terminal import back_by_line, by_line
 from relayish.backend.runtime.summary import summarize, type_summary
 
@@ -640,6 +643,8 @@ class Session:
         if not isinstance(text, str) or not text.strip():
             raise RequestError("evaluate needs an `expression`")
         depth = _int_arg(args, "frameId", 0)
+        if text.strip() == ":dot":
+            return {"result": self._dot(dbg, depth), "variablesReference": 0}
         if args.get("context") == "hover" and not text.startswith("%") \
                 and text in dbg.locals(depth=depth):
             text = "%" + text       # an editor's word under the mouse leaves out the %
@@ -647,6 +652,19 @@ class Session:
         shown = self._variable(text, value)
         return {"result": shown["value"], "type": shown["type"],
                 "variablesReference": shown["variablesReference"]}
+
+    def _dot(self, dbg, depth):
+        """rl.to_dot of the function that frame `depth` runs."""
+        frames = dbg.machine.frames
+        if not 0 <= depth < len(frames):
+            raise RequestError(f"frameId {depth} is not on the stack (0..{len(frames) - 1})")
+        func = frames[-1 - depth].code.func
+        if isinstance(func, weakref.ref):
+            func = func()
+        if func is None:
+            raise RequestError("the frame's function is gone (it was compiled from a value "
+                               "that no longer exists)")
+        return to_dot(func, mod=dbg.mod)
 
     def source(self, args):
         self._debugger()

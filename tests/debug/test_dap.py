@@ -241,6 +241,8 @@ def test_a_session_on_closures_refs_a_match_and_recursion(program, client):
     assert c.ok("evaluate", expression="%x", context="hover")["result"].startswith("float64[2]")
     assert c.ok("evaluate", expression="a", context="hover")["result"] == "1.5 (float64)"
     assert "%nosuch" in c.fails("evaluate", expression="%nosuch + 1f64", frameId=0)
+    dot = c.ok("evaluate", expression=":dot", frameId=0, context="repl")["result"]
+    assert dot.startswith("digraph") and "%scale" in dot and "%pair" in dot
 
     # stepBack: to the line before, the reference write undone; next redoes it
     for line in ("let %pair", "%r := !%r"):
@@ -272,6 +274,8 @@ def test_a_session_on_closures_refs_a_match_and_recursion(program, client):
     _, outer = c.locals(frame_id=2)                 # @main's variables, two frames up
     assert outer["%a"]["value"] == "1.5 (float64)"
     assert c.ok("evaluate", expression="%h", frameId=1)["result"] == "1.5 (float64)"
+    dot = c.ok("evaluate", expression=":dot", frameId=0)["result"]
+    assert dot.startswith("digraph") and "%h" in dot and "%scale" not in dot
 
     # stepOut: to the caller, the other @sum_list
     c.ok("setBreakpoints", source={"path": program}, breakpoints=[])
