@@ -9,13 +9,13 @@ import relayish as rl
 from relayish import eager as re
 from relayish.eager.graph import Node
 
-jax.config.update("jax_enable_x64", True)
 
 
 @pytest.fixture(autouse=True)
 def _fresh():
     re.run()
-    yield
+    with jax.enable_x64(True):      # float64 references, without touching the global config
+        yield
     re.run()
 
 
