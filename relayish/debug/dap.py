@@ -351,8 +351,8 @@ class Session:
         self.stop_on_entry = bool(args.get("stopOnEntry", False))
         # "Run Without Debugging": the program runs to its end, past every breakpoint
         self.no_debug = bool(args.get("noDebug", False))
-        for path, breaks in self.line_breaks.items():
-            self._apply_line_breaks(path, breaks)
+        if self.line_breaks or self.function_breaks:      # set before the launch
+            self._reset_breakpoints()
         # `initialized` after the program is loaded: breakpoints then check against it
         self._event("initialized")
         return None
@@ -368,17 +368,17 @@ class Session:
             raise RequestError("setBreakpoints: `breakpoints` must be a list of {line, "
                                "condition?}")
         self.line_breaks[path] = breaks
-        return {"breakpoints": self._apply_line_breaks(path, breaks)}
+        if self.dbg is None or self.no_debug:
+            return {"breakpoints": [self._unset(b["line"]) for b in breaks]}
+        return {"breakpoints": self._reset_breakpoints()[0][path]}
 
-    def _apply_line_breaks(self, path, breaks):
-        if self.no_debug:
-            return [{"verified": False, "line": b["line"], "message": "running without "
-                     "debugging"} for b in breaks]
-        if self.dbg is None:
-            return [{"verified": False, "line": b["line"],
-                     "message": "the program is not launched yet"} for b in breaks]
-        self._reset_breakpoints()
-        return self._last_line_results
+    def _unset(self, line=None):
+        """The reply for a breakpoint that is kept but not set in the debugger."""
+        result = {"verified": False, "message": "running without debugging" if self.no_debug
+                  else "the program is not launched yet"}
+        if line is not None:
+            result["line"] = line
+        return result
 
     def set_function_breakpoints(self, args):
         breaks = args.get("breakpoints")
@@ -387,27 +387,21 @@ class Session:
             raise RequestError("setFunctionBreakpoints: `breakpoints` must be a list of "
                                "{name, condition?}")
         self.function_breaks = breaks
-        if self.dbg is None:
-            return {"breakpoints": [{"verified": False, "message": "the program is not "
-                                     "launched yet"} for _ in breaks]}
-        self._reset_breakpoints()
-        return {"breakpoints": self._last_function_results}
+        if self.dbg is None or self.no_debug:
+            return {"breakpoints": [self._unset() for _ in breaks]}
+        return {"breakpoints": self._reset_breakpoints()[1]}
 
     def _reset_breakpoints(self):
         """Set every breakpoint the client holds (DAP sends each source's whole list, so the
-        debugger's breakpoints are cleared and set again)."""
+        debugger's breakpoints are cleared and all set again); returns the replies:
+        ({source path: [one per line breakpoint]}, [one per function breakpoint])."""
         dbg = self.dbg
         dbg.clear_breaks()
-        results = []
-        for path, breaks in self.line_breaks.items():
-            for b in breaks:
-                results.append(self._set_one(dbg, dict(line=b["line"]), b, path))
-        self._last_line_results = results
-        fresults = []
-        for b in self.function_breaks:
-            name = b["name"].lstrip("@")
-            fresults.append(self._set_one(dbg, dict(function=name), b, None))
-        self._last_function_results = fresults
+        lines = {path: [self._set_one(dbg, {"line": b["line"]}, b, path) for b in breaks]
+                 for path, breaks in self.line_breaks.items()}
+        functions = [self._set_one(dbg, {"function": b["name"].lstrip("@")}, b, None)
+                     for b in self.function_breaks]
+        return lines, functions
 
     def _set_one(self, dbg, where, b, path):
         condition = b.get("condition") or None

@@ -329,6 +329,27 @@ def test_breakpoints_before_the_run_and_reverse_continue(program, client):
     c.ok("disconnect")
 
 
+def test_breakpoints_sent_before_launch_are_set_at_launch(program, tmp_path, client):
+    c = client()
+    c.ok("initialize", adapterID="relayish")
+    early = c.ok("setBreakpoints", source={"path": program},
+                 breakpoints=[{"line": line_of("let %s =")}])["breakpoints"]
+    assert not early[0]["verified"] and "not launched" in early[0]["message"]
+    other = c.ok("setBreakpoints", source={"path": str(tmp_path / "other.rly")},
+                 breakpoints=[{"line": 1}])["breakpoints"]
+    assert len(other) == 1
+    c.ok("launch", program=program, args=[[1.5, 2]])
+    c.event("initialized")
+    other = c.ok("setBreakpoints", source={"path": str(tmp_path / "other.rly")},
+                 breakpoints=[{"line": 1}, {"line": 2}])["breakpoints"]
+    assert [b["verified"] for b in other] == [False, False]
+    assert "not the launched program" in other[0]["message"]
+    c.ok("configurationDone")
+    assert c.event("stopped")["reason"] == "breakpoint"
+    assert c.top()["line"] == line_of("let %s =")
+    c.ok("disconnect")
+
+
 def test_the_gradient_program(program, client):
     c = client()
     launch(c, program, grad=True)
