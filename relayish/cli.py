@@ -713,7 +713,14 @@ def cmd_debug(args):
 
 def cmd_dap(args):
     from relayish.debug.dap import serve
-    return serve(sys.stdin.buffer, sys.stdout.buffer, debug_target)
+    saved = sys.stdout
+    # stdout carries the protocol: anything else printed while serving (a stray print of a
+    # Python callback) goes to stderr instead of corrupting a message
+    sys.stdout = sys.stderr
+    try:
+        return serve(sys.stdin.buffer, saved.buffer, debug_target)
+    finally:
+        sys.stdout = saved
 
 
 class DebugTarget:
