@@ -117,7 +117,9 @@ def by_line(dbg, move):
     an editor's "step over", goes by lines. (dap.py moves the same way.)"""
     start, depth = dbg.where().line, len(dbg.frames())
     move()
-    while not dbg.finished and dbg.where().line == start and len(dbg.frames()) == depth:
+    # (a binding without a place in the text is a line of its own)
+    while start is not None and not dbg.finished and dbg.where().line == start \
+            and len(dbg.frames()) == depth:
         move()
 
 
@@ -127,7 +129,7 @@ def back_by_line(dbg):
     debugger's history cannot be looked into without stepping back)."""
     start = (dbg.where().line, len(dbg.frames()))
     dbg.step_back()                  # nothing to go back to: DebuggerError, nothing changed
-    while (dbg.where().line, len(dbg.frames())) == start:
+    while start[0] is not None and (dbg.where().line, len(dbg.frames())) == start:
         try:
             dbg.step_back()
         except DebuggerError:
