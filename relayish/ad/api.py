@@ -47,7 +47,8 @@ def gradient(f, mod=None, checkpoint=None):
         value, (dx,) = rl.evaluate(g, np.arange(3.0))      # dx == 2 * x
 
     checkpoint= (ad/checkpoint.py): recompute forward values in the backward pass instead of
-    keeping them. For a Function's let-chain, k: cut every k bindings ("sqrt": k = sqrt(n));
+    keeping them; the result is a Module whose @main is the gradient (same values and type).
+    For a Function's let-chain, k: cut every k bindings ("sqrt": k = sqrt(n));
     "revolve" or ("revolve", snapshots): Griewank's binomial schedule, O(log n) kept states.
     For a Module whose @main is a tail recursion over a List or Nat (ad/checkpoint_loop.py),
     k: keep the state every k iterations.

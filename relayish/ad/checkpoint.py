@@ -119,8 +119,8 @@ class _Builder:
         self.chain, self.plan = chain, plan
         self.vjp, self.gradient = vjp, gradient
         self.out = Module()                  # every piece a global (the module text)
-        self.seg, self.back = {}, {}         # step index -> Var of its step / its vjp
-        self.by_text = {}                    # step text -> (seg Var, vjp Var)
+        self.seg, self.back = {}, {}         # step index -> @ck_seg<i> / @ck_vjp<i> it uses
+        self.by_text = {}                    # step text -> (@ck_seg<i>, @ck_vjp<i>)
         self.rev = {}                        # (a, b) -> @ck_rev<a>_<b>, a range's reversal
         self.spans = {}                      # (lo, hi) -> @ck_span<lo>_<hi>
 
