@@ -533,7 +533,7 @@ class Session:
             else:
                 self.failed = True
                 self._event("output", category="stderr", output=f"{self.target.path}: {e}\n")
-                self._stopped("exception", f"the program failed: {e}")
+                self._stopped("exception", str(e))
             return
         self.failed = False
         if dbg.finished:
@@ -544,9 +544,12 @@ class Session:
                           else reason)
 
     def _stopped(self, reason, text=None):
-        pos = self.dbg.where()
-        self._event("stopped", reason=reason, threadId=THREAD_ID, allThreadsStopped=True,
-                    description=text or str(pos), text=text or str(pos))
+        """Queue `stopped`; `text` (an exception's message) is what editors show beside the
+        stop; other stops are told by their reason and the stack."""
+        body = {"reason": reason, "threadId": THREAD_ID, "allThreadsStopped": True}
+        if text is not None:
+            body.update(description="the program failed", text=text)
+        self._event("stopped", **body)
 
     def _end(self, text, category, code):
         self.ended = True
