@@ -42,15 +42,14 @@ import numpy as np
 
 from relayish.errors import RelayishError
 from relayish.ir.expr import Function, Var
-from relayish.ir.fields import children
 from relayish.ir.module import Module
 from relayish.ir.visitor import no_gc, run_deep
 from relayish.backend.runtime.check import checked, param_type
 from relayish.backend.runtime.describe import node_text
 from relayish.backend.interp.code import BRANCH, CALL, MATCH, RETURN, TAILCALL
 from relayish.backend.interp.closures import value_checker
-from relayish.backend.interp.compiler import Program
 from relayish.debug.engine import Machine, Snapshot, is_pause
+from relayish.debug.program import DebugProgram
 from relayish.debug.positions import SourceMap, origin
 from relayish.backend.runtime.summary import summarize, type_summary
 
@@ -116,23 +115,6 @@ class Breakpoint:
 _KINDS = {CALL: "call", TAILCALL: "tailcall", RETURN: "return", BRANCH: "branch", MATCH: "match"}
 
 
-class _Program(Program):
-    """A Program that remembers every Code it compiles (the debugger's breakpoints and
-    reference-write logging cover them all)."""
-
-    def __init__(self, mod):
-        super().__init__(mod, reuse=False)
-        self.codes = []
-
-    def compile_function(self, *args, **kwargs):
-        code = super().compile_function(*args, **kwargs)
-        self.codes.append(code)
-        return code
-
-    def all_codes(self):
-        return self.codes + [clo.code for clo in self.globals.values()]
-
-
 class Debugger:
     """A paused run of a program on the interpreter (see the module docstring)."""
 
@@ -147,7 +129,7 @@ class Debugger:
         main_mod, main = checked(target, main_mod, who="Debugger")
         self.program = target
         self.mod = main_mod
-        program = _Program(main_mod)
+        program = DebugProgram(main_mod)
 
         def build():
             if isinstance(target, Module):
@@ -161,7 +143,9 @@ class Debugger:
             self.code = code = run_deep(build)
         frame = code.params.convert(args) + list(code.rest)
         self.source_map = SourceMap(target, main_mod)
-        self.machine = Machine(code, frame, program.all_codes(), self._node_position)
+        self.machine = Machine(code, frame, program.codes, self._node_position)
+        self._slot_vars = program.slot_vars
+        self._names = {}               # id(code) -> per slot, its name in the text (or None)
         self.history = []
         self._breakpoints = []
         self._vars = None
@@ -193,16 +177,12 @@ class Debugger:
         block, index = frame.block, frame.index
         if index < len(block.info):
             info = block.info[index]
-            node, kind, binding = info.node, "step", info.name
+            node, kind, binding = info.node, "step", self._slot_names(frame.code)[info.slot]
         else:
             node, kind = block.node, _KINDS.get(block.kind, "step")
-            binding = (frame.code.slot_names[block.dst]
+            binding = (self._slot_names(frame.code)[block.dst]
                        if block.kind is CALL and block.dst is not None else None)
-        pos = self.source_map.position(node)
-        if pos is None:
-            func = frame.code.func
-            func = func() if callable(func) and not isinstance(func, Function) else func
-            pos = self.source_map.position(func) if func is not None else None
+        pos = self._position_at(block, index)
         line, col = pos if pos else (None, None)
         org = _origin_at(block, index)
         return Position(line, col, self.source_map.line_text(line).strip(), frame.code.name,
@@ -353,8 +333,30 @@ class Debugger:
             raise DebuggerError(f"no frame at depth {depth} (the call stack has {len(frames)})")
         return frames[-1 - depth]
 
+    def _slot_names(self, code):
+        """Per slot of `code`, the name its variable has in dbg.text (None: a temporary)."""
+        names = self._names.get(id(code))
+        if names is None:
+            names = list(code.slot_names)
+            for i, var in enumerate(self._slot_vars.get(id(code), ())):
+                if var is not None:
+                    names[i] = self.source_map.name(var)
+            self._names[id(code)] = names
+        return names
+
+    def _position_at(self, block, index, look_ahead=8):
+        """(line, column) of unit `index` of `block`: its node's, else that of the next unit
+        with one (a node the parser does not mark, such as a `fn` literal, is shown at the
+        binding it is part of)."""
+        info = block.info
+        for i in range(index, min(len(info), index + look_ahead) + 1):
+            pos = self.source_map.position(info[i].node if i < len(info) else block.node)
+            if pos is not None:
+                return pos
+        return None
+
     def _named_slots(self, frame):
-        names = frame.code.slot_names
+        names = self._slot_names(frame.code)
         out = {}
         for i, (name, value) in enumerate(zip(names, frame.slots)):
             if name is not None and value is not None:
@@ -397,23 +399,11 @@ class Debugger:
 
     # ---- expressions over the variables in scope -------------------------------------------------
     def _program_vars(self):
-        """name -> Var of the program, every function walked once, iteratively (to read a
-        condition's names when the breakpoint is set, before any frame exists)."""
+        """name -> a Var of that name, for every variable name of the program's text (to
+        read a condition when its breakpoint is set, before any frame exists)."""
         if self._vars is None:
-            found = {}
-            roots = (list(self.mod.functions.values()) if self.mod is not None else [])
-            if isinstance(self.program, Function):
-                roots.append(self.program)
-            stack, seen = roots, set()
-            while stack:
-                node = stack.pop()
-                if id(node) in seen:
-                    continue
-                seen.add(id(node))
-                if isinstance(node, Var):
-                    found.setdefault(node.name_hint, node)
-                stack.extend(children(node))
-            self._vars = found
+            self._vars = {name: Var(name) for code in self.machine.codes
+                          for name in self._slot_names(code) if name is not None}
         return self._vars
 
     def _parse(self, text, env, what):
@@ -438,7 +428,7 @@ class Debugger:
         compiled = self._exprs.get(key)
         if compiled is None:
             env = {}
-            for i, name in enumerate(frame.code.slot_names):
+            for i, name in enumerate(self._slot_names(frame.code)):
                 if name is not None and name not in env:
                     t = self._slot_type(frame.code, i, name)
                     if t is not None:
@@ -469,11 +459,9 @@ class Debugger:
                 if t is not None:
                     types.setdefault(info.slot, t)
             self._types[id(code)] = types
-        t = types.get(slot)
-        if t is None:
-            var = self._program_vars().get(name)
-            t = param_type(var) if var is not None else None
-        return t
+        var = self._slot_vars.get(id(code), [None] * (slot + 1))[slot]
+        t = param_type(var) if var is not None else None
+        return t if t is not None else types.get(slot)
 
 
 def _origin_at(block, index, look_ahead=8):

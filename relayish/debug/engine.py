@@ -20,9 +20,9 @@ beside the Code and never in the interpreter's own loop (`run.execute` is untouc
   interpreter runs them: that is what keeps an attached debugger within a small factor of
   the interpreter's speed.
 - *undo*: a reference write inside the debugged program's own Code is logged (reference, old
-  value) by a wrapper step, so that stepping back can restore references too; the program is
-  compiled without the buffer-sharing fast paths (`reuse=False`: no in-place accumulation, no
-  shared zeros) so that an old value is never mutated after it was logged.
+  value) by a wrapper step, so that stepping back can restore references too. The log holds
+  the old value before the write runs, so the interpreter's in-place accumulation (which needs
+  the reference to be the array's only holder, by its reference count) never mutates it.
 
 IR calls never recurse in Python: a CALL pushes a StackFrame, a RETURN pops one, a TAILCALL
 replaces the top one (with a new serial, so "step over" a tail call runs until the caller).

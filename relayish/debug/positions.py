@@ -4,6 +4,8 @@
     table.position(node) -> (line, column) | None
     table.line_text(line) -> str
     table.text                         the whole text the lines refer to
+    table.name(var) -> str             the name the text gives a Var (the printer makes each
+                                       unique: %g, %g_1, ...; a parsed program's own names)
     origin(node) -> (filename, line, column, kind) | None    for a node AD generated: where
                                        its primal expression was ("primal", "backward", "tangent")
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 import bisect
 
 from relayish.errors import RelayishError
+from relayish.ir.expr import Call, Var
 from relayish.ir.fields import children
 from relayish.ir.module import Module
 from relayish.ir.text.parse_core import POSITIONS
@@ -63,6 +66,27 @@ def _first_where(root):
     return None
 
 
+def _parsed_source(main, sample=200):
+    """The Source `main` was parsed from, or None when it was built otherwise. The parser
+    marks every call it reads; a program built in Python or by a transform has calls without
+    a position of their own (it may share a few parsed nodes with the program it came from),
+    so the test is that the first `sample` calls of `main` all have a parser's position."""
+    stack, seen, calls, source = [main], set(), 0, None
+    while stack and calls < sample:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.__class__ is Call:
+            calls += 1
+            where = _where(node)
+            if where is None or (source is not None and where[0] is not source):
+                return None
+            source = where[0]
+        stack.extend(reversed(children(node)))
+    return source
+
+
 def _line_col(source, offset):
     starts = source.line_starts
     line = bisect.bisect_right(starts, offset) - 1
@@ -88,14 +112,15 @@ class SourceMap:
 
     def __init__(self, target, mod=None):
         self.offsets = {}          # id(node) -> offset into self.source (printed case)
+        self.names = {}            # id(Var) -> its name in the printed text
         self.nodes = []            # keeps the mapped nodes alive while the ids are used
         self.source = None
         self.parsed = False
         main = target["main"] if isinstance(target, Module) else target
-        where = _first_where(main)
-        if where is not None:
+        source = _parsed_source(main)
+        if source is not None:
             self.parsed = True
-            self.source = where[0]
+            self.source = source
             return
         try:
             if isinstance(target, Module):
@@ -123,6 +148,8 @@ class SourceMap:
                 continue
             seen.add(id(a))
             self.nodes.append(a)
+            if a.__class__ is Var:
+                self.names[id(a)] = b.name_hint
             where = _where(b)
             if where is not None and where[0] is self.source:
                 offsets[id(a)] = where[1]
@@ -152,6 +179,10 @@ class SourceMap:
             return _line_col(self.source, where[1])
         offset = self.offsets.get(id(node))
         return None if offset is None else _line_col(self.source, offset)
+
+    def name(self, var):
+        """The name of `var` in the text (without the %)."""
+        return self.names.get(id(var), var.name_hint)
 
     def line_text(self, line):
         """The text of 1-based `line` (without its newline), '' outside the text."""

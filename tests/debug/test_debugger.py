@@ -58,8 +58,9 @@ def test_step_over_runs_calls_to_their_end(mod):
     lines = [d.where().line]
     while not d.finished:
         lines.append(d.step().line)
-    # the ref write is three steps (read, add, write); the tree four constructors
-    assert lines == [18, 19, 23, 23, 23, 24, 24, 24, 24, 24, 25, 26, None]
+    # `%r := !%r + 1f64` is one step (the interpreter's fused accumulation); the tree is
+    # four constructor steps and the outer Node
+    assert lines == [18, 19, 23, 24, 24, 24, 24, 24, 25, 26, None]
     assert d.result == 12.0 and d.where().kind == "finished"
     assert d.step().kind == "finished"          # stepping a finished program is harmless
 
@@ -309,3 +310,42 @@ def test_a_program_without_positions_has_no_origins():
     d = Debugger(rl.grad(rl.Function([x], rl.sin(x) * x)), 0.5)
     while not d.finished:
         assert d.step_in().origin is None
+
+
+def _refs(d):
+    """Copies of the values of the references in scope (by name)."""
+    from relayish import RefValue
+    return {k: np.array(v.value) for k, v in d.locals().items() if isinstance(v, RefValue)}
+
+
+def test_step_back_through_a_backward_pass_restores_every_reference():
+    """The gradient accumulates in place where the interpreter may (a reference that owns its
+    array); the undo log keeps each old value, so stepping back shows the values of then."""
+    x = rl.var("x", shape=(4,), dtype="float64")
+    f = rl.Function([x], rl.sum(x * x) + rl.sum(rl.tanh(x) * x) + rl.sum(x * rl.const(3.0, "float64")))
+    g = rl.grad(f)
+    arg = np.linspace(-1.0, 1.0, 4)
+    d = Debugger(g, arg)
+    seen = []
+    while not d.finished:
+        seen.append((d.where(), len(d.frames()), _refs(d)))
+        d.step_in()
+    result = np.array(d.result)
+    assert np.allclose(result, rl.evaluate(g, arg))
+    # each step back lands on an earlier stop (out of calls that have returned, it skips
+    # their stops: it rewinds within the current call)
+    j, backs = len(seen), 0
+    while j > 0:
+        try:
+            back = d.step_back()
+        except rl.RelayishError:
+            break
+        backs += 1
+        j = next(i for i in range(j - 1, -1, -1)
+                 if (seen[i][0], seen[i][1]) == (back, len(d.frames())))
+        now, then = _refs(d), seen[j][2]
+        assert now.keys() == then.keys()
+        for k in then:
+            assert np.array_equal(now[k], then[k]), (back, k)
+    assert j == 0 and backs > 10
+    assert d.cont().kind == "finished" and np.allclose(d.result, result)
