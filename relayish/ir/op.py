@@ -36,7 +36,8 @@ An op's record (`register_op` fills it; the families in relayish/ops/ register t
     identity_in = {}                         two-argument ops: argument position -> the fill value
                                              that makes the op give back its other argument
                                              (add: {0: 0, 1: 0}; subtract: {1: 0}; multiply:
-                                             {0: 1, 1: 1}; divide: {1: 1}); simplify reads it
+                                             {0: 1, 1: 1}; divide, power: {1: 1}); simplify
+                                             reads it
     involution = False                       one-argument ops: op(op(x)) is x, bit for bit
                                              (negative, logical_not); simplify reads it
     shape_only_in = ()                       argument positions whose values are never read, only

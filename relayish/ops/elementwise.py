@@ -167,7 +167,10 @@ def _power_impl(xp, x, y):
     return as_array(xp, result)
 
 
-register_op("power", 2, type_rule=binary_rule("power"), impl=_power_impl, doc="x ** y")
+# x ** 1 is x bit for bit: integer power by squaring multiplies 1 by x once, and C's pow gave
+# x back for every float16/32/64 bit pattern tried (2 million each, NaNs and subnormals too)
+register_op("power", 2, type_rule=binary_rule("power"), impl=_power_impl,
+            identity_in={1: 1}, doc="x ** y")
 
 
 def _safe_log(x):

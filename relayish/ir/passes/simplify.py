@@ -15,13 +15,13 @@ nothing but attributes and its arguments' types computes, `zeros(...)`, `ones_li
                                       argument is all `fill` and the other argument's type is
                                       the result's type (no broadcasting, no dtype change):
                                       `zeros + g`, `g + zeros`, `g - zeros`, `g * ones`,
-                                      `ones * g`, `g / ones`
+                                      `ones * g`, `g / ones`, `g ** ones`
     op(op(g)) -> g                    the record's `involution`: `negative(negative(g))`
     !r -> its initial value           a read of a reference that no write can have reached
                                       yet (below), when the value `ref(v)` stored is a Constant
                                       or an effect-free op call without arguments (`zeros(..)`)
-    let %v = c; ... %v -> c           a let of a Constant (at most FOLD_LIMIT elements) is put
-                                      in place, so the rules see it
+    let %v = c; ... %v -> c           a let of a Constant (at most FOLD_LIMIT elements) or of
+                                      a variable is put in place, so the rules see it
 
 Not a rule: `g * zeros -> zeros`. IEEE gives nan for `inf * 0` and `nan * 0`, so replacing the
 product would hide a NaN or Inf of `g` that the program shows. Only when `g` is known finite is
@@ -29,7 +29,8 @@ it safe, and the one such `g` this pass knows is a Constant, which constant fold
 computes the product, and gives nan where IEEE does).
 
 NaN and Inf. Every rule but one gives back bit for bit what the program computed: x * 1, x / 1,
-x - 0, -(-x) are x for every x, NaN, Inf and -0.0 included, and integer arithmetic is exact.
+x - 0, x ** 1, -(-x) are x for every x, NaN, Inf and -0.0 included, and integer arithmetic is
+exact (ops/elementwise.py says how x ** 1 was checked).
 The exception is the sign of a zero: IEEE's -0.0 + 0.0 is +0.0, so `zeros + g` at g = -0.0 was
 +0.0 and becomes -0.0 (and `g - zeros` with a fill of -0.0, likewise). Only 1/x, atan2 or a
 printed sign can tell them apart; jax's symbolic zeros behave the same way, and XLA's
@@ -305,9 +306,11 @@ class _Simplify(ExprMutator):
         while isinstance(e, Let):
             value = self.visit(e.value)
             var = e.var
-            if isinstance(value, Constant) and value.data.size <= FOLD_LIMIT and \
-                    var.type_annotation is None:
-                self.subst[id(var)] = value     # put in place: the rules see the constant
+            if var.type_annotation is None and (isinstance(value, Var) or isinstance(
+                    value, Constant) and value.data.size <= FOLD_LIMIT):
+                # put in place: the rules see the constant, and a rule that gave back a
+                # variable (`let %a = zeros + %g`) leaves no `let %a = %g` behind
+                self.subst[id(var)] = value
             else:
                 if isinstance(value, (Call, Constant, Var)):
                     self.values[id(var)] = value
