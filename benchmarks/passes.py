@@ -18,7 +18,8 @@
    (for `y ** 5`), the issue's yardstick. The optimized programs are evaluated and checked
    against the raw ones.
 3. The same programs through `dead_code(simplify(cse(...)))` (rl.optimize with those passes),
-   with the CPU time of the three passes.
+   with the CPU time of the three passes; then the operations left by partial_eval and
+   dead_code, and by partial_eval followed by cse, simplify and dead_code.
 4. The same programs through `dead_code(partial_eval(inline(...)))`, with the passes' CPU time.
 5. The same programs through all five
    (`dead_code(simplify(cse(dead_code(partial_eval(inline(...))))))`), with the passes' CPU time.
@@ -165,44 +166,25 @@ def size_table(max_order):
 
 
 def pipeline_table(max_order):
-    """Section 3: the same programs through cse, simplify and dead_code (issue 13)."""
-    print("\n3. AD output before and after dead_code(simplify(cse(...))): lets, operations, lines")
+    """Section 3: the same programs through cse, simplify and dead_code (issue 13), and the
+    operations left when partial_eval runs first (alone with dead_code, then with the two)."""
+    print("\n3. AD output before and after dead_code(simplify(cse(...))): lets, operations, lines;"
+          "\n   then operations after partial_eval + dead_code, and after partial_eval, cse,"
+          " simplify, dead_code")
     print(f"{'program':>15} {'lets':>11} {'operations':>13} {'lines':>13} {'jaxpr eqns':>11} "
-          f"{'pass CPU s':>10}")
+          f"{'pass CPU s':>10} {'pe':>5} {'pe+cse+simp':>11}")
     passes = [rl.passes.cse, rl.passes.simplify, rl.passes.dead_code]
     cases = list(_power_grads(max_order)) + [_mlp2(), _mlp20()]
     for name, g, args, eqns in cases:
         t, out = _cpu(rl.optimize, g, passes)
-        assert _same(rl.evaluate(out, *args), rl.evaluate(g, *args)), name
-        ops = [bindings(rl.passes.to_anf(p)) for p in (g, out)]
+        pe = rl.optimize(g, passes=[rl.passes.partial_eval, rl.passes.dead_code])
+        full = rl.optimize(g, passes=[rl.passes.partial_eval] + passes)
+        for p in (out, pe, full):
+            assert _same(rl.evaluate(p, *args), rl.evaluate(g, *args)), name
+        ops = [bindings(rl.passes.to_anf(p)) for p in (g, out, pe, full)]
         print(f"{name:>15} {bindings(g):>5}->{bindings(out):<5} {ops[0]:>6}->{ops[1]:<6} "
-              f"{lines(g):>6}->{lines(out):<6} {'' if eqns is None else eqns:>11} {t:10.3f}")
-
-
-def pe_table(max_order):
-    """Section 4: the same programs through inline, partial_eval and dead_code (issue 13)."""
-    pe = [rl.passes.inline, rl.passes.partial_eval, rl.passes.dead_code]
-    every = pe + [rl.passes.cse, rl.passes.simplify, rl.passes.dead_code]
-    for number, title, passes in (("4", "dead_code(partial_eval(inline(...)))", pe),
-                                  ("5", "those, then cse, simplify, dead_code", every)):
-        print(f"\n{number}. AD output before and after {title}: lets, operations, lines")
-        print(f"{'program':>15} {'lets':>11} {'operations':>13} {'lines':>13} "
-              f"{'jaxpr eqns':>11} {'pass CPU s':>10}")
-        cases = list(_power_grads(max_order)) + [_mlp2(), _mlp20()]
-        for name, g, args, eqns in cases:
-            t, out = _cpu(rl.optimize, g, passes)
-            assert _same(rl.evaluate(out, *args), rl.evaluate(g, *args)) or np.allclose(
-                _flat(rl.evaluate(out, *args)), _flat(rl.evaluate(g, *args))), name
-            ops = [bindings(rl.passes.to_anf(p)) for p in (g, out)]
-            print(f"{name:>15} {bindings(g):>5}->{bindings(out):<5} {ops[0]:>6}->{ops[1]:<6} "
-                  f"{lines(g):>6}->{lines(out):<6} {'' if eqns is None else eqns:>11} "
-                  f"{t:10.3f}")
-
-
-def _flat(value):
-    if isinstance(value, tuple):
-        return np.concatenate([_flat(v) for v in value]) if value else np.zeros(0)
-    return np.ravel(np.asarray(value, dtype=float))
+              f"{lines(g):>6}->{lines(out):<6} {'' if eqns is None else eqns:>11} {t:10.3f} "
+              f"{ops[2]:>5} {ops[3]:>11}")
 
 
 def main(argv=None):
