@@ -149,6 +149,7 @@ class _PartialEvaluator:
         self.local: dict = {}          # id(Var) -> _PV: parameters and lets of the current body
         self.captured: dict = {}       # id(Var) -> _PV: the current closure's free variables
         self.store: dict = {}          # ref key -> (_PV, time written)
+        self.outer_stores: list = []   # the stores of the enclosing scopes, being evaluated
         self.scope = _Scope()
         self.free = FreeVars()
         self.clock = 0
@@ -193,9 +194,12 @@ class _PartialEvaluator:
         """The residual expression holding `pv`, filling in its slot on first use."""
         if pv.kind == _REF and pv.data not in self.escaped:
             self.escaped[pv.data] = self.tick()
-            entry = self.store.get(pv.data)
-            if entry is not None:   # what it holds is reachable by the code it escapes to
-                self.atom(entry[0])
+            # what it holds is reachable by the code it escapes to (also the value an enclosing
+            # scope knows: a closure's body escaping it runs where that value is current)
+            for store in [self.store] + self.outer_stores:
+                entry = store.get(pv.data)
+                if entry is not None:
+                    self.atom(entry[0])
         if pv.atom is not None:
             return pv.atom
         slot = pv.slot
@@ -242,6 +246,7 @@ class _PartialEvaluator:
     def in_scope(self, expr, store, bind=()):
         """Evaluate `expr` as a nested let-list with `store`; returns (scope, atom, store)."""
         saved = self.scope, self.store
+        self.outer_stores.append(self.store)
         self.scope, self.store = _Scope(), store
         try:
             for var, pv in bind:
@@ -250,6 +255,7 @@ class _PartialEvaluator:
             return self.scope, result, self.store
         finally:
             self.scope, self.store = saved
+            self.outer_stores.pop()
 
     def merge(self, stores):
         """The entries every branch left the same: the same value, or equal constants (then

@@ -214,3 +214,19 @@ def test_tree_recursion_stops_at_the_budget():
           if (%n < 2) { %n } else { %fib(%n - 1) + %fib(%n - 2) } };
         %fib(20) }""", passes=[rl.passes.partial_eval])
     assert rl.evaluate(g) == rl.evaluate(f) == np.int32(6765)
+
+
+def test_a_reference_escaping_from_a_residual_closure_takes_what_it_holds_along():
+    """%c escapes (to %k), and its body hands %outer to %sink: %k2 may then write %inner
+    through it, so the read after %k2() is not the 1f written before."""
+    f, g = _pe("""fn (%k: fn (fn () -> ()) -> (), %k2: fn () -> (),
+                      %sink: ref(ref(ref(float32)))) {
+        let %inner = ref(0f); let %outer = ref(ref(5f)); %outer := %inner;
+        let %c = fn () { %sink := %outer };
+        %k(%c); %inner := 1f; %k2(); !%inner }""")
+    k = rl.evaluate(rl.parse_expr("fn () { fn (%f: fn () -> ()) { %f() } }"))
+    make_k2 = rl.parse_expr("""fn (%s: ref(ref(ref(float32)))) {
+        fn () { let %o = !%s; let %i = !%o; %i := 9f } }""")
+    for program in (f, g):
+        sink = rl.RefValue(rl.RefValue(rl.RefValue(np.float32(0.0))))
+        assert rl.evaluate(program, k, rl.evaluate(make_k2, sink), sink) == np.float32(9.0)
