@@ -143,7 +143,8 @@ class Debugger:
             self.code = code = run_deep(build)
         frame = code.params.convert(args) + list(code.rest)
         self.source_map = SourceMap(target, main_mod)
-        self.machine = Machine(code, frame, program.codes, self._node_position)
+        self.machine = Machine(code, frame, program.codes, self._node_position,
+                               program.ref_log)
         self._slot_vars = program.slot_vars
         self._names = {}               # id(code) -> per slot, its name in the text (or None)
         self.history = []

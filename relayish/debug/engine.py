@@ -19,10 +19,9 @@ beside the Code and never in the interpreter's own loop (`run.execute` is untouc
   which changes only at terminators), the block's remaining steps run in a plain loop, as the
   interpreter runs them: that is what keeps an attached debugger within a small factor of
   the interpreter's speed.
-- *undo*: a reference write inside the debugged program's own Code is logged (reference, old
-  value) by a wrapper step, so that stepping back can restore references too. The log holds
-  the old value before the write runs, so the interpreter's in-place accumulation (which needs
-  the reference to be the array's only holder, by its reference count) never mutates it.
+- *undo*: each reference write of the debugged program logs (reference, old value) in
+  `ref_log` before it runs (a step wrapper compiled in, program.py), so that stepping back can
+  restore references too; a Snapshot remembers the log's length.
 
 IR calls never recurse in Python: a CALL pushes a StackFrame, a RETURN pops one, a TAILCALL
 replaces the top one (with a new serial, so "step over" a tail call runs until the caller).
@@ -32,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from relayish.errors import EvaluationError, RelayishError
-from relayish.ir.expr import If, Match, RefWrite
+from relayish.ir.expr import If, Match
 from relayish.backend.runtime.describe import node_text, value_text
 from relayish.backend.interp.code import BRANCH, CALL, JUMP, MATCH, RETURN, TAILCALL
 from relayish.backend.interp.run import (MAX_CALL_DEPTH, InterpreterClosure, arity_error,
@@ -91,21 +90,19 @@ class Snapshot:
 class Machine:
     """A paused run of compiled Code (see the module docstring).
 
-    `codes`: the Code objects compiled for this run (their RefWrite steps get wrapped here);
-    `position(node)`: the source position of a node (for line breakpoints)."""
+    `codes`: the Code objects compiled for this run; `ref_log`: the list their reference
+    writes log into (program.py); `position(node)`: a node's (line, column), or None."""
 
-    def __init__(self, code, slots, codes, position):
+    def __init__(self, code, slots, codes, position, ref_log):
         self.serial = 0
         self.frames = [StackFrame(code, slots, self._next_serial())]
         self.finished = False
         self.result = None
-        self.ref_log = []               # (RefValue, old value) per logged reference write
+        self.ref_log = ref_log          # (RefValue, old value) per reference write run
         self.codes = list(codes)
         self.position = position
         self.breaks = {}                # id(block) -> {index: [condition or None, ...]}
         self._lines = {}                # id(code) -> [(block, index, line), ...] first per line
-        for c in self.codes:
-            self._wrap_ref_writes(c)
         self._skip_to_pause()
 
     def reset(self, code, slots):
@@ -113,7 +110,7 @@ class Machine:
         and the breakpoints stay)."""
         self.frames[:] = [StackFrame(code, slots, self._next_serial())]
         self.finished, self.result = False, None
-        del self.ref_log[:]            # the wrapped steps hold this very list
+        del self.ref_log[:]            # the logging steps hold this very list
         self._skip_to_pause()
 
     def _next_serial(self):
@@ -121,19 +118,6 @@ class Machine:
         return self.serial
 
     # ---- the program's Code ---------------------------------------------------------------------
-    def _wrap_ref_writes(self, code):
-        """Log each reference write of `code` (reference, old value) before it runs."""
-        log = self.ref_log
-        for block in code.blocks:
-            steps = list(block.steps)
-            changed = False
-            for i, info in enumerate(block.info):
-                if isinstance(info.node, RefWrite):
-                    steps[i] = _logged_write(steps[i], info, log)
-                    changed = True
-            if changed:
-                block.steps = tuple(steps)
-
     def pause_points(self, code):
         """[(block, index, line)] of every pause point of `code` that starts a line within its
         block (what a line breakpoint stops at), computed once per code."""
@@ -289,17 +273,3 @@ def is_pause(block, index):
     # a RETURN is no step of its own: the value it returns was computed by the step or call
     # before it, or is a variable or constant
     return block.kind is not JUMP and block.kind is not RETURN
-
-
-def _logged_write(step, info, log):
-    """`step` (the reference write `info`) preceded by logging the reference's old value, for
-    step_back. The reference is the step's first operand slot (code.Step.srcs)."""
-    ref_slot = info.srcs[0] if info.srcs else None
-    if ref_slot is None:
-        return step
-
-    def logged(slots):
-        ref = slots[ref_slot]
-        log.append((ref, ref.value))
-        step(slots)
-    return logged

@@ -4,6 +4,7 @@
     code = program.compile_function(func, "fn"); program.drain()
     program.codes                        every Code compiled (globals, inner functions)
     program.slot_vars[id(code)]          per slot, the Var first bound to it (or None)
+    program.ref_log                      (reference, old value) per reference write run
 
 The interpreter keeps only each slot's name_hint (Code.slot_names); the debugger needs the Var
 itself, to show it under the name `rl.astext` prints for it (the printer makes every Var's name
@@ -11,15 +12,20 @@ unique: `%g`, `%g_1`, ...) and to type-check a value set into it. This subclass 
 records them from its environment when a function's body is compiled, so the interpreter
 itself keeps nothing more.
 
-The interpreter's fast paths stay (fused accumulation steps, the shared zero tensor): the
-undo log of reference writes (engine.py) holds each old value before the write runs, so the
-in-place paths, which need the reference to be the array's only holder, never mutate a logged
-value. (Compiling with reuse=False instead made the TreeLSTM gradient 5x slower under the
-debugger: each embedding-row gradient became a dense one.)
+Each reference write is compiled with a logging wrapper (the Program's wrap_step, chosen at
+compile time like the debug modes'): it appends the reference and its old value to `ref_log`
+before the write, so step_back can undo it (engine.py). The interpreter's other fast paths
+stay (fused accumulation steps, the shared zero tensor): the log holds each old value before
+the write runs, so the in-place paths, which need the reference to be the array's only holder
+(by its reference count), never mutate a logged value. (Compiling the gradient accumulations
+as separate read, add and write steps instead made the TreeLSTM gradient 5x slower under the
+debugger: each embedding-row gradient became a dense one.) A wrap_step also keeps the
+deferred outer products off (backend/interp/deferred.py): a reference's value is always an
+array the user can look at.
 """
 from __future__ import annotations
 
-from relayish.ir.expr import Var
+from relayish.ir.expr import RefWrite, Var
 from relayish.backend.interp.code import Code
 from relayish.backend.interp.compiler import FunctionCompiler, Program
 
@@ -49,9 +55,23 @@ class DebugProgram(Program):
     """A Program compiling with _RecordingCompiler (see the module docstring)."""
 
     def __init__(self, mod):
-        super().__init__(mod)
+        super().__init__(mod, wrap_step=self.log_writes)
         self.codes = []
         self.slot_vars = {}
+        self.ref_log = []
+
+    def log_writes(self, info):
+        """The step of code.Step `info`; a reference write logs the old value first."""
+        step = info.fn
+        if not isinstance(info.node, RefWrite) or not info.srcs:
+            return step
+        log, ref_slot = self.ref_log, info.srcs[0]      # the reference is the first operand
+
+        def logged(slots):
+            ref = slots[ref_slot]
+            log.append((ref, ref.value))
+            step(slots)
+        return logged
 
     def compile_function(self, func, name, captures=(), ncaptures=None, tuple_fields=None):
         code = Code(name, func)

@@ -51,16 +51,14 @@ class Program:
     """The compile context of one evaluation target: the module's globals as closures.
 
     The debug modes choose their steps here, at compile time, so the plain machine pays
-    nothing for them: `reuse=False` turns the fused accumulation steps and the shared zero
-    tensor of `ref(zeros)` off (the debugger: each read, add and write is a step of its own,
-    and no value is mutated after it was read); `poison=True` (debug_alloc) keeps the fused
-    steps but never adds in place: the array the reference owned is filled with NaN instead,
-    and `ref(zeros)` allocates; `wrap_step(info) -> step`, when given, replaces each step the
-    compiler emits (info is its code.Step record: debug_nans's check, modes.py)."""
+    nothing for them: `poison=True` (debug_alloc) keeps the fused accumulation steps but never
+    adds in place: the array the reference owned is filled with NaN instead, and `ref(zeros)`
+    allocates; `wrap_step(info) -> step`, when given, replaces each step the compiler emits
+    (info is its code.Step record: debug_nans's check, modes.py; the debugger's log of
+    reference writes, debug/program.py)."""
 
-    def __init__(self, mod, reuse=True, poison=False, wrap_step=None):
+    def __init__(self, mod, poison=False, wrap_step=None):
         self.mod = mod
-        self.reuse = reuse
         self.poison = poison
         self.wrap_step = wrap_step
         self.globals = {}       # name -> InterpreterClosure (its Code filled by drain())
@@ -117,10 +115,9 @@ class FunctionCompiler(ExprFunctor):
         self.names = []                  # per slot: the name_hint of its Var (Code.slot_names)
         # outer products `let %v = expand_dims(g, axis=-1) * x` not computed where bound: a
         # gradient accumulation `r := !r + %v` defers them (outer_accumulate_step); any other
-        # use computes them there (materialize). Only with buffer reuse and no debug mode.
+        # use computes them there (materialize). Only without a debug mode.
         program = self.program
-        self.defers = program.reuse and not program.poison \
-            and program.wrap_step is None
+        self.defers = not program.poison and program.wrap_step is None
         self.lazy = {}                   # id(Var) -> (its value, g, x)
         self.lazy_slots = {}             # (id(Var), id(block)) -> slot computed in that block
         for p in params:
@@ -391,7 +388,7 @@ class FunctionCompiler(ExprFunctor):
 
     def visit_RefCreate(self, e):
         v = e.value
-        if (self.program.reuse and not self.program.poison and isinstance(v, Call)
+        if (not self.program.poison and isinstance(v, Call)
                 and isinstance(v.op, Op)
                 and v.op.fills_zeros and not v.args
                 and v.op.numpy_fast(v.attrs) is not None):     # (not while a user's impl runs)
@@ -424,10 +421,7 @@ class FunctionCompiler(ExprFunctor):
 
     def accumulate_step(self, e):
         """`r := !r + g` (reverse AD's gradient accumulation) with `r` and `g` variables or
-        constants: one step instead of a read, an add and a write. None for anything else
-        (and always None without buffer reuse: the fused steps accumulate in place)."""
-        if not self.program.reuse:
-            return None
+        constants: one step instead of a read, an add and a write. None for anything else."""
         v = e.value
         step = self.take_accumulate_step(e)
         if step is not None:
