@@ -34,6 +34,7 @@ from relayish.errors import EvaluationError, RelayishError
 from relayish.ir.expr import If, Match
 from relayish.backend.runtime.describe import node_text, value_text
 from relayish.backend.interp.code import BRANCH, CALL, JUMP, MATCH, RETURN, TAILCALL
+from relayish.backend.interp.deferred import pending, settle_all
 from relayish.backend.interp.run import (MAX_CALL_DEPTH, InterpreterClosure, arity_error,
                                          call_foreign)
 
@@ -161,32 +162,39 @@ class Machine:
         (depth and serials), not on the step index: that lets whole blocks run unchecked."""
         if self.finished:
             return
-        with np.errstate(all="ignore"):
+        try:
+            with np.errstate(all="ignore"):
+                self._run(stop)
+        finally:
+            if pending():       # the user sees arrays, never a pending sum (deferred.py)
+                settle_all()
+
+    def _run(self, stop):
+        self._advance()
+        self._skip_to_pause()
+        frames = self.frames
+        breaks = self.breaks
+        while not self.finished:
+            frame = frames[-1]
+            if stop(self) or self._break_hit(frame):
+                return
+            block = frame.block
+            steps = block.steps
+            if frame.index < len(steps) and id(block) not in breaks:
+                # nothing can stop inside this block: its steps run as in the interpreter
+                slots = frame.slots
+                i = frame.index
+                try:
+                    for i in range(i, len(steps)):
+                        steps[i](slots)
+                except BaseException:
+                    frame.index = i
+                    raise
+                frame.index = len(steps)
+                if is_pause(block, frame.index):
+                    continue
             self._advance()
             self._skip_to_pause()
-            frames = self.frames
-            breaks = self.breaks
-            while not self.finished:
-                frame = frames[-1]
-                if stop(self) or self._break_hit(frame):
-                    return
-                block = frame.block
-                steps = block.steps
-                if frame.index < len(steps) and id(block) not in breaks:
-                    # nothing can stop inside this block: its steps run as in the interpreter
-                    slots = frame.slots
-                    i = frame.index
-                    try:
-                        for i in range(i, len(steps)):
-                            steps[i](slots)
-                    except BaseException:
-                        frame.index = i
-                        raise
-                    frame.index = len(steps)
-                    if is_pause(block, frame.index):
-                        continue
-                self._advance()
-                self._skip_to_pause()
 
     def _skip_to_pause(self):
         """Advance over silent units (JUMPs, if/match moves) to the next pause point."""

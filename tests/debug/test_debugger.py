@@ -313,25 +313,45 @@ def test_a_program_without_positions_has_no_origins():
 
 
 def _refs(d):
-    """Copies of the values of the references in scope (by name)."""
-    from relayish import RefValue
-    return {k: np.array(v.value) for k, v in d.locals().items() if isinstance(v, RefValue)}
+    """The values of the references in scope (by name), copied."""
+    from relayish.backend.interp.deferred import OuterSum
+    return {k: v.value if isinstance(v.value, OuterSum) else np.array(v.value)
+            for k, v in d.locals().items() if isinstance(v, rl.RefValue)}
 
 
-def test_step_back_through_a_backward_pass_restores_every_reference():
-    """The gradient accumulates in place where the interpreter may (a reference that owns its
-    array); the undo log keeps each old value, so stepping back shows the values of then."""
+def _three_uses():
     x = rl.var("x", shape=(4,), dtype="float64")
-    f = rl.Function([x], rl.sum(x * x) + rl.sum(rl.tanh(x) * x) + rl.sum(x * rl.const(3.0, "float64")))
+    three = rl.const(3.0, "float64")
+    return rl.Function([x], rl.sum(x * x) + rl.sum(rl.tanh(x) * x) + rl.sum(x * three)), \
+        (np.linspace(-1.0, 1.0, 4),)
+
+
+def _weight_used_twice():
+    w = rl.var("w", shape=(3, 3), dtype="float64")
+    x = rl.var("x", shape=(3,), dtype="float64")
+    h = rl.tanh(rl.matmul(w, x))
+    return rl.Function([w, x], rl.sum(rl.tanh(rl.matmul(w, h)))), \
+        (np.arange(9.0).reshape(3, 3) / 10, np.array([1.0, -1.0, 0.5]))
+
+
+@pytest.mark.parametrize("program", [_three_uses, _weight_used_twice])
+def test_step_back_through_a_backward_pass_restores_every_reference(program):
+    """The gradient accumulates in place where the interpreter may (a reference that owns its
+    array), and defers the outer products of a matrix's gradient; the undo log keeps each old
+    value and every pending sum is settled when a command ends, so the references in scope
+    are always arrays and stepping back shows the values of then."""
+    from relayish.backend.interp.deferred import OuterSum
+    f, args = program()
     g = rl.grad(f)
-    arg = np.linspace(-1.0, 1.0, 4)
-    d = Debugger(g, arg)
+    d = Debugger(g, *args)
     seen = []
     while not d.finished:
-        seen.append((d.where(), len(d.frames()), _refs(d)))
+        refs = _refs(d)
+        assert not any(isinstance(v, OuterSum) for v in refs.values())
+        seen.append((d.where(), len(d.frames()), refs))
         d.step_in()
     result = np.array(d.result)
-    assert np.allclose(result, rl.evaluate(g, arg))
+    assert np.allclose(result, rl.evaluate(g, *args))
     # each step back lands on an earlier stop (out of calls that have returned, it skips
     # their stops: it rewinds within the current call)
     j, backs = len(seen), 0

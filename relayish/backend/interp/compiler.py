@@ -55,12 +55,15 @@ class Program:
     adds in place: the array the reference owned is filled with NaN instead, and `ref(zeros)`
     allocates; `wrap_step(info) -> step`, when given, replaces each step the compiler emits
     (info is its code.Step record: debug_nans's check, modes.py; the debugger's log of
-    reference writes, debug/program.py)."""
+    reference writes, debug/program.py). `defer`: the deferred outer products (deferred.py);
+    by default on unless a debug mode is (debug_nans checks each value written; the debugger
+    asks for them and settles them whenever it pauses)."""
 
-    def __init__(self, mod, poison=False, wrap_step=None):
+    def __init__(self, mod, poison=False, wrap_step=None, defer=None):
         self.mod = mod
         self.poison = poison
         self.wrap_step = wrap_step
+        self.defer = (not poison and wrap_step is None) if defer is None else defer
         self.globals = {}       # name -> InterpreterClosure (its Code filled by drain())
         self.pending = []
         # what each fn literal captures, found in one walk of the outermost function that holds
@@ -115,9 +118,8 @@ class FunctionCompiler(ExprFunctor):
         self.names = []                  # per slot: the name_hint of its Var (Code.slot_names)
         # outer products `let %v = expand_dims(g, axis=-1) * x` not computed where bound: a
         # gradient accumulation `r := !r + %v` defers them (outer_accumulate_step); any other
-        # use computes them there (materialize). Only without a debug mode.
-        program = self.program
-        self.defers = not program.poison and program.wrap_step is None
+        # use computes them there (materialize). Program.defer says when.
+        self.defers = self.program.defer
         self.lazy = {}                   # id(Var) -> (its value, g, x)
         self.lazy_slots = {}             # (id(Var), id(block)) -> slot computed in that block
         for p in params:

@@ -21,7 +21,7 @@ every pending reference before it calls foreign code and when execute returns or
 (run.py), so Python code (results, callbacks, the debugger's views) never sees one. The list
 of pending references is per thread: a run ending in one thread must not settle a reference
 another thread is appending to (its append would go to a dead OuterSum). Only
-programs compiled without a debug mode (compiler.Program's poison and wrap_step) create them.
+programs compiled with compiler.Program's `defer` (on unless a debug mode is) create them.
 """
 from __future__ import annotations
 
