@@ -11,6 +11,10 @@ linear classifier) with the same ops: one embedding row per leaf, one gate matmu
   ADT argument) evaluated per tree by the interpreter; the trees are converted to relayish
   values before timing (as a data loader would).
 * PyTorch eager on the CPU (the `bench` extra, torch==2.13.0), loss.backward() per tree.
+* hand-written numpy: the forward and backward pass written out by hand in Python + numpy, the
+  same ops as relayish's gradient program, with the weight gradients' outer products batched as
+  one matrix product per weight (as the interpreter defers them): the floor of running the model
+  op by op from Python, what the interpreter's own overhead is measured against.
 * HIPS autograd and jax eager: value_and_grad of examples/treelstm.reference_loss (jax eager:
   a few trees only, it dispatches every op through jax's machinery).
 * jax.jit per tree shape: the tree's structure is static, its words an array argument; the
@@ -133,6 +137,78 @@ def torch_runner(params, trees):
     return run
 
 
+def numpy_runner(params, trees):
+    """The hand-written numpy floor (module docstring)."""
+    E, Wl, bl, U, bn, Wo, bo = params
+    hidden = U.shape[1] // 2
+
+    def sigmoid(z):
+        return np.tanh(z * 0.5) * 0.5 + 0.5
+
+    def value_and_grad(tree, y):
+        dE, dbl, dbn = np.zeros_like(E), np.zeros_like(bl), np.zeros_like(bn)
+        leaf_g, leaf_x, node_g, node_x, tape = [], [], [], [], []
+
+        def cell(t):                      # -> h, c and the (zero) gradient buffers of h and c
+            gh, gc = np.zeros(hidden, E.dtype), np.zeros(hidden, E.dtype)
+            if not isinstance(t, tuple):
+                x = E[t]
+                i, o, u = np.split(Wl @ x + bl, 3)
+                si, so, tu = sigmoid(i), sigmoid(o), np.tanh(u)
+                c = si * tu
+                tc = np.tanh(c)
+                tape.append((t, x, si, so, tu, tc, gh, gc))
+                return so * tc, c, gh, gc
+            hl, cl, ghl, gcl = cell(t[0])
+            hr, cr, ghr, gcr = cell(t[1])
+            x = np.concatenate((hl, hr))
+            i, fl, fr, o, u = np.split(U @ x + bn, 5)
+            si, sfl, sfr, so, tu = sigmoid(i), sigmoid(fl), sigmoid(fr), sigmoid(o), np.tanh(u)
+            c = si * tu + sfl * cl + sfr * cr
+            tc = np.tanh(c)
+            tape.append((None, x, si, so, tu, tc, gh, gc, cl, cr, sfl, sfr, ghl, gcl, ghr, gcr))
+            return so * tc, c, gh, gc
+
+        h, _, gh, _ = cell(tree)
+        z = Wo @ h + bo
+        m = z.max()
+        logp = z - (m + np.log(np.exp(z - m).sum()))
+        gz = np.exp(logp)
+        gz[y] -= 1
+        gh += gz @ Wo
+        for t, x, si, so, tu, tc, gh, gc, *node in reversed(tape):
+            gc = gc + gh * so * (1 - tc * tc)
+            gi, gu = gc * tu * si * (1 - si), gc * si * (1 - tu * tu)
+            go = gh * tc * so * (1 - so)
+            if t is not None:
+                g = np.concatenate((gi, go, gu))
+                dbl += g
+                leaf_g.append(g)
+                leaf_x.append(x)
+                dE[t] += g @ Wl
+            else:
+                cl, cr, sfl, sfr, ghl, gcl, ghr, gcr = node
+                gfl, gfr = gc * cl * sfl * (1 - sfl), gc * cr * sfr * (1 - sfr)
+                g = np.concatenate((gi, gfl, gfr, go, gu))
+                dbn += g
+                node_g.append(g)
+                node_x.append(x)
+                gcl += gc * sfl
+                gcr += gc * sfr
+                gx = g @ U
+                ghl += gx[:hidden]
+                ghr += gx[hidden:]
+
+        def outer_sum(gs, xs, like):
+            return np.dot(np.stack(gs, axis=1), np.stack(xs)) if gs else np.zeros_like(like)
+        return -logp[y], [dE, outer_sum(leaf_g, leaf_x, Wl), dbl, outer_sum(node_g, node_x, U),
+                          dbn, np.outer(gz, h), gz]
+
+    def run(k):
+        return value_and_grad(*trees[k])
+    return run
+
+
 def autograd_runner(params, trees):
     import autograd
     import autograd.numpy as anp
@@ -197,6 +273,7 @@ def check_float64(rng, trees, per_gate=False):
     params = init_params(rng, dtype="float64")
     with jax.enable_x64(True):
         runners = {"PyTorch": torch_runner(params, trees), "autograd": autograd_runner(params, trees),
+                   "hand-written numpy": numpy_runner(params, trees),
                    "jax eager": jax_eager_runner(params, trees)}
         if per_gate:
             runners.update({
@@ -219,7 +296,7 @@ def check_float64(rng, trees, per_gate=False):
             for pname, a, b in zip(PARAMS, g, g0):
                 np.testing.assert_allclose(np.asarray(a), b, rtol=1e-7, atol=1e-12,
                                            err_msg=f"jax.jit: d{pname}")
-    print(f"float64 check: relayish, PyTorch, autograd, jax eager and jax.jit"
+    print(f"float64 check: relayish, PyTorch, hand-written numpy, autograd, jax eager and jax.jit"
           f"{' (and the per-gate models)' if per_gate else ''} agree on {len(trees)} trees "
           "(rtol 1e-7)")
 
@@ -254,6 +331,7 @@ def main(argv=None):
           f"best of {args.rounds} rounds, competitors interleaved tree by tree")
     runners = {"relayish interpreter (one program)": relayish_runner(params, trees, "float32"),
                "PyTorch eager CPU": torch_runner(params, trees),
+               "hand-written numpy (the floor)": numpy_runner(params, trees),
                "HIPS autograd": autograd_runner(params, trees)}
     if args.per_gate:
         runners.update({
