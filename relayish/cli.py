@@ -785,13 +785,9 @@ def _debug_target(path, data, grad):
                                f"them: {_excerpt(json.dumps(value))}")
         _check_tensor_param(param, t, what)
         values.append(tensor_value(value, t, f"{what} ({_param_text(param, t)})"))
-    program = mod
-    if grad:
-        # the gradient program as `relayish grad` prints it, parsed back: its lines are those
-        # of that text (the front ends list it), which the debugger's positions then read
-        from relayish.ir.text.parser import parse
-        from relayish.ir.text.printer import astext
-        program = parse(astext(api.gradient(mod)), filename=f"{path} (gradient)")
+    # the debugger places a gradient program's bindings in its text as `relayish grad` prints
+    # it, and each generated binding at the primal line it comes from (Position.origin)
+    program = api.gradient(mod) if grad else mod
     return DebugTarget(path, program, values, grad)
 
 

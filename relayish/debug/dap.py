@@ -51,7 +51,7 @@ from relayish.errors import RelayishError
 from relayish.backend.values import Closure, ConstructorValue, RefValue
 from relayish.debug.api import DebuggerError
 from relayish.debug.dot import to_dot
-from relayish.debug.terminal import back_by_line, by_line
+from relayish.debug.terminal import back_by_line, by_line, origin_note
 from relayish.backend.runtime.summary import summarize, type_summary
 
 __all__ = ["serve", "read_message", "write_message", "FramingError", "CAPABILITIES"]
@@ -716,8 +716,11 @@ def _int_arg(args, key, default):
 
 
 def _frame_name(frame):
-    name = getattr(frame, "function", None) or "?"
-    return name if name.startswith(("@", "fn", "%")) else f"@{name}"
+    """The function's name, and for a binding AD generated the primal line it comes from:
+    `fn  [backward step of line 8]`."""
+    name = frame.function or "?"
+    name = name if name.startswith(("@", "fn", "%")) else f"@{name}"
+    return name + origin_note(frame.position)
 
 
 def serve(instream, outstream, load):

@@ -257,7 +257,8 @@ class Shell:
             frame = frames[k]
             line = pos.line if k == 0 else getattr(frame, "line", None)
             mark = ">" if k == 0 else " "
-            self.write(f"{mark} {self._place()}:{line or '?'} in {_function(frame)}\n")
+            self.write(f"{mark} {self._place()}:{line or '?'} in {_function(frame)}"
+                       f"{origin_note(frame.position)}\n")
 
     def do_list(self, arg):
         self._paused("l")
@@ -300,14 +301,20 @@ class Shell:
             return
         pos = dbg.where()
         self.write(f"> {self._place()}:{pos.line}:{pos.column} in {pos.function}\n")
-        note = ""
-        if pos.origin is not None:
-            note = f"    (backward step of line {pos.origin[1]} of {self.target.path})"
-        self.write(f"-> {pos.text or pos.expr}{note}\n")
+        self.write(f"-> {pos.text or pos.expr}{origin_note(pos)}\n")
 
     def _place(self):
         """The name the lines belong to: the file, or the gradient program's text (`l`)."""
         return f"{self.target.path} (gradient)" if self.target.grad else self.target.path
+
+
+def origin_note(pos):
+    """"  [backward step of line 8]" for a binding AD generated (Position.origin: the primal
+    expression's place), "" otherwise."""
+    if pos is None or pos.origin is None:
+        return ""
+    kind = getattr(pos, "origin_kind", None) or "derived"
+    return f"  [{kind} step of line {pos.origin[1]}]"
 
 
 def _function(frame):

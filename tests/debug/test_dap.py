@@ -360,6 +360,7 @@ def test_the_gradient_program(program, client):
     text = c.ok("source", sourceReference=ref, source=frame["source"])["content"]
     assert text.splitlines()[frame["line"] - 1].strip() and "def @main" in text
     steps = closures = refs = 0
+    names_seen = set()
     while True:
         c.ok("stepIn", threadId=1, granularity="instruction")
         e = c.events.get(timeout=TIMEOUT)
@@ -368,6 +369,7 @@ def test_the_gradient_program(program, client):
         if e["event"] == "output":
             break
         steps += 1
+        names_seen.update(f["name"] for f in c.ok("stackTrace", threadId=1)["stackFrames"])
         # the backward pass's closures (backpropagators) and gradient references are values
         _, names = c.locals()
         for v in names.values():
@@ -379,6 +381,8 @@ def test_the_gradient_program(program, client):
                 assert set(c.expand(v)) == {"value"}
     assert e["body"]["output"] == "@main returned [7.75, [[5.0, 0.0]]]\n"
     assert steps > 20 and closures > 0 and refs > 0
+    # a frame running a binding AD generated names the primal line it comes from
+    assert f"fn  [backward step of line {line_of('let %a')}]" in names_seen, names_seen
     c.event("terminated")
     c.ok("disconnect")
 

@@ -225,15 +225,19 @@ def test_a_function_breakpoint_stops_at_each_call(program, terminal):
 
 def test_the_gradient_program(program, terminal):
     t = terminal(program, "[1.5, 2]", "--grad")
-    assert "(gradient)" in t.banner
+    assert "(gradient)" in t.banner and "[primal step of line" in t.banner
     listing = t.send("l")
     assert "->" in listing
-    # the backward pass is ordinary bindings: step through all of it
-    out = ""
+    # the backward pass is ordinary bindings, each placed at the primal line it comes from:
+    # step through all of it, into the backpropagator closures
+    out, seen = "", ""
     for _ in range(2000):
-        out = t.send("n")
+        out = t.send("s")
+        seen += out
         if "@main returned" in out:
             break
+    for primal in ("let %a", "%scale(!%r) + %s", "Cons(%h, %t) =>"):
+        assert f"[backward step of line {line_of(primal)}]" in seen, primal
     assert "@main returned [7.75, [[5.0, 0.0]]]" in out, out
     code, _ = t.finish("q")
     assert code == 0
