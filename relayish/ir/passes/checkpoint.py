@@ -5,8 +5,9 @@ that say which step states a backward pass keeps and which it recomputes (issue 
     chain.steps     [Function]   step i: fn (%s: S_i) -> S_{i+1}; the last one -> func's result
     chain.states    [TupleType]  S_0 = the tuple of func's parameter types
     tree = schedule(m, snapshots)       # how to reverse m steps keeping at most `snapshots`
-                                        # states besides the first (None: keep every state)
+                                        # states at once, the first included (None: all)
     tree.advances                       # step evaluations its forward sweeps make
+    repetitions(m, s), min_advances(m, s)   # t, and the fewest advances of any schedule
 
 The AD half (relayish/ad/checkpoint.py) turns these into a gradient program: each step is
 differentiated on its own, and the backward pass re-runs a step's forward from a kept state to
