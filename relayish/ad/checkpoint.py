@@ -99,9 +99,6 @@ def checkpointed_gradient(func, spec, vjp, gradient):
             "checkpoint= cuts the let-chain of a Function without globals; this one calls "
             f"@{global_refs(func.body)[0]}: differentiate it without checkpoint=")
     try:
-        if every == "sqrt":
-            n = len(step_chain(func, 1).steps)
-            every = max(1, math.isqrt(max(n - 1, 0)) + 1)
         chain = step_chain(func, every)
     except GradientError:
         raise

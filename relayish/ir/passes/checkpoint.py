@@ -2,6 +2,7 @@
 that say which step states a backward pass keeps and which it recomputes (issue 13).
 
     chain = step_chain(func, every=k)   # func: a type-checked Function; cut every k bindings
+                                        # (every="sqrt": k = ceil(sqrt(bindings)))
     chain.steps     [Function]   step i: fn (%s: S_i) -> S_{i+1}; the last one -> func's result
     chain.states    [TupleType]  S_0 = the tuple of func's parameter types
     tree = schedule(m, snapshots)       # how to reverse m steps keeping at most `snapshots`
@@ -69,10 +70,13 @@ def step_chain(func, every=1) -> StepChain:
     type-checked (its result and parameters carry types); the steps are new, unchecked
     Functions whose parameter is annotated with its state type."""
     from relayish.ir.typecheck import infer_type
-    if not isinstance(every, int) or every < 1:
-        raise RelayishError(f"step_chain: every must be a positive int, got {every!r}")
+    if every != "sqrt" and (not isinstance(every, int) or isinstance(every, bool) or every < 1):
+        raise RelayishError(f"step_chain: every must be a positive int or \"sqrt\", got "
+                            f"{every!r}")
     anf = infer_type(Function(list(func.params), to_anf_expr(func.body), func.ret_type))
     bindings, result = let_chain(anf.body)
+    if every == "sqrt":                        # ceil(sqrt(n)) bindings a step
+        every = math.isqrt(max(len(bindings) - 1, 0)) + 1
     params = list(anf.params)
     for p in params:
         if not _plain(p.checked_type):
