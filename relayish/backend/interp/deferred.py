@@ -10,10 +10,10 @@
 Why: reverse AD's gradient of `matmul(W, x)` w.r.t. W is the outer product of the output's
 gradient and x, accumulated into W's gradient reference once per use of W. In a recursive
 network (the TreeLSTM, notes/treelstm.md) that is one dense (m, n) product and one dense add
-per tree node: 3/4 of the run time for 750x300 weights. Recording the vectors and computing
-`base + G^T X` (G, X the stacked vectors) when the reference is read does the same sum as one
-matrix product. Only the order of the float additions differs (BLAS sums the k terms of each
-entry in its own order), as between any two BLAS builds.
+per tree node: about two thirds of the run time (750x300 weights). Recording the vectors and
+computing `base + G^T X` (G, X the stacked vectors) when the reference is read does the same
+sum as one matrix product. Only the order of the float additions differs (BLAS sums the k
+terms of each entry in its own order), as between any two BLAS builds.
 
 The contract: a RefValue's `.value` is an OuterSum only while interpreter code runs. Every step
 that reads a reference settles it first (steps.py: reading, accumulating); the machine settles
