@@ -25,6 +25,12 @@ from relayish.eager.tensor import Tensor, tensor
 from relayish.eager import runner as _runner
 
 
+def __getattr__(name):
+    """`re.my_op` for an op registered after import (ops.py builds it on first use)."""
+    from relayish.eager import ops
+    return getattr(ops, name)
+
+
 def pending():
     """The recorded program not yet run, as a relayish Function `fn(inputs...) -> (outputs...)`:
     every value it reads (arrays, Python scalars, earlier results) is a parameter, in the order

@@ -177,6 +177,31 @@ def _install_methods():
     Tensor.reshape = reshape_method
 
 
+def __getattr__(name):
+    """An op registered after this module was imported (`re.my_op`), built on first use."""
+    try:
+        op = get_op(name)
+    except RelayishError:
+        op = None
+    if op is None or "." in name or name.startswith("__"):
+        raise AttributeError(f"module 'relayish.eager' has no attribute {name!r}")
+    fn = _generic(op)
+    setattr(sys.modules[__name__], name, fn)
+    return fn
+
+
+def _op_method(self, name):
+    """Tensor.__getattr__: `t.my_op()` for an op registered after import."""
+    if name.startswith("_") or "." in name:
+        raise AttributeError(f"'Tensor' object has no attribute {name!r}")
+    try:
+        fn = __getattr__(name)
+    except AttributeError:
+        raise AttributeError(f"'Tensor' object has no attribute {name!r}") from None
+    return functools.partial(fn, self)
+
+
 _install()
 _install_methods()
+Tensor.__getattr__ = _op_method
 __all__ = [n for n in list_ops() if "." not in n] + ["nn"]

@@ -63,6 +63,17 @@ def test_every_registered_op_is_an_eager_function():
             assert callable(getattr(eager_ops, name)), name
 
 
+def test_an_op_registered_later_is_recorded_too():
+    with rl.ir.op.registered("eager_twice", 1, type_rule=lambda ts, attrs: ts[0],
+                             impl=lambda xp, x: x * 2) as _:
+        t = re.tensor(np.ones(2))
+        np.testing.assert_array_equal(np.asarray(re.eager_twice(t) + t.eager_twice()), [4, 4])
+    with pytest.raises(AttributeError):
+        re.no_such_op
+    with pytest.raises(AttributeError):
+        t.no_such_op
+
+
 def test_operators_methods_and_indexing_match_numpy():
     a = np.arange(12.0).reshape(3, 4) / 7
     b = np.linspace(-1, 1, 4)
