@@ -40,12 +40,12 @@ AUTO_RUN_BINDINGS = 10_000
 class Node:
     """One binding of the recorded program (see the module docstring)."""
     __slots__ = ("kind", "op", "attrs", "args", "type", "value", "requires_grad", "serial",
-                 "shape_key", "_var", "__weakref__")
+                 "shape_key", "mark", "num", "_var", "__weakref__")
 
     _serials = itertools.count()
 
     def __init__(self, kind, type_, *, op=None, attrs=None, args=None, value=None,
-                 requires_grad=False):
+                 requires_grad=False, frozen_attrs=None):
         self.kind = kind
         self.op = op
         self.attrs = attrs
@@ -54,7 +54,10 @@ class Node:
         self.value = value
         self.requires_grad = requires_grad
         self.serial = next(Node._serials)
-        self.shape_key = (kind, op, frozen(attrs))   # this binding's part of a program's key
+        # this binding's part of a program's key
+        self.shape_key = (kind, op, frozen(attrs) if frozen_attrs is None else frozen_attrs)
+        self.mark = 0        # the last walk (runner.collect) that reached this node
+        self.num = 0         # its number in the program being keyed (runner.Program)
         self._var = None
 
     @property
@@ -139,8 +142,9 @@ _RULE_MEMO_SIZE = 4096
 def record_op(op, args, attrs) -> Node:
     """Record `op(args, **attrs)` (attrs canonical), its type from the op's type rule."""
     arg_types = [a.type for a in args]
+    fa = frozen(attrs) if attrs else ()
     try:
-        memo_key = (op, *arg_types, frozen(attrs))
+        memo_key = (op, *arg_types, fa)
         out = _RULE_MEMO.get(memo_key)
     except TypeError:            # an unhashable attribute: no memo for this call
         memo_key, out = None, None
@@ -151,7 +155,7 @@ def record_op(op, args, attrs) -> Node:
                 _RULE_MEMO.clear()
             _RULE_MEMO[memo_key] = out
     node = Node("op", out, op=op, attrs=attrs, args=list(args),
-                requires_grad=_requires_grad(args))
+                requires_grad=_requires_grad(args), frozen_attrs=fa)
     _after_record()
     return node
 

@@ -23,6 +23,9 @@ The same collect/key/build serves `re.pending()` and `re.grad` (autodiff.py).
 """
 from __future__ import annotations
 
+import itertools
+import operator
+
 from relayish.errors import RelayishError
 from relayish.eager.graph import STATE
 from relayish.ir.expr import Call, Function, Let, Tuple, TupleGetItem, Var
@@ -47,12 +50,17 @@ class Program:
 
     def __init__(self, params, bindings, outputs):
         self.params, self.bindings, self.outputs = params, bindings, outputs
-        number = {id(n): i for i, n in enumerate(params)}
-        rows = [("p", n.type) for n in params]
+        # numbers stamped on the nodes (`num`): no dictionary keyed by id on the hot path
+        rows = []
+        for i, n in enumerate(params):
+            n.num = i
+            rows.append(("p", n.type))
+        i = len(params)
         for n in bindings:
-            number[id(n)] = len(number)
-            rows.append((n.shape_key, tuple(number[id(a)] for a in n.args)))
-        rows.append(("out", tuple(number[id(n)] for n in outputs)))
+            n.num = i
+            i += 1
+            rows.append((n.shape_key, tuple([a.num for a in n.args])))
+        rows.append(("out", tuple([n.num for n in outputs])))
         self.key = tuple(rows)
 
     def function(self, single=False) -> Function:
@@ -138,13 +146,14 @@ class Embedded:
 def collect(outputs, is_param, leading=()) -> Program:
     """Walk back from `outputs` (an explicit stack); `is_param(node)` stops the walk there.
     The parameters are `leading` (in that order), then the others in order of first use."""
-    params, bindings, seen = [], [], set()
+    params, bindings = [], []
+    epoch = next(_WALKS)        # stamped on each node reached (`mark`): no id set to fill
     stack = list(outputs)
     while stack:
         n = stack.pop()
-        if id(n) in seen:
+        if n.mark == epoch:
             continue
-        seen.add(id(n))
+        n.mark = epoch
         if is_param(n):
             params.append(n)
             continue
@@ -152,8 +161,12 @@ def collect(outputs, is_param, leading=()) -> Program:
             raise RelayishError("internal: a recorded value has neither a value nor a derivation")
         bindings.append(n)
         stack.extend(n.args)
-    bindings.sort(key=lambda n: n.serial)
+    bindings.sort(key=_SERIAL)
     return Program(_first_use(params, bindings, outputs, leading), bindings, outputs)
+
+
+_WALKS = itertools.count(1)
+_SERIAL = operator.attrgetter("serial")
 
 
 def _first_use(params, bindings, outputs, leading=()):
