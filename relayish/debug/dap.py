@@ -34,9 +34,12 @@ references and closures (their captured values) expand to their parts. A variabl
 lives until the program runs again, as DAP specifies.
 
 A failing request gets an error response (`success: false`, `message` and `body.error`) and
-the server goes on; an error of the debugged program (a failed op, a NaN check) ends the run
-with an `output` event on stderr and `terminated`. Nothing the client sends crashes the server:
-only a broken framing (no Content-Length) ends it, with a message on stderr.
+the server goes on; an error of the debugged program (a failed op, a failed match) is an
+`output` event on stderr and a `stopped` event (reason "exception") at the binding that
+failed, whose inputs can then be inspected; moving on ends the run (`exited` with code 1,
+`terminated`). Nothing the client sends crashes the server: only a broken framing (no
+Content-Length) ends it, with a message on stderr. One thread: requests are answered in
+order, each request's events after its response; there is no `pause`.
 """
 from __future__ import annotations
 
