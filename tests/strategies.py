@@ -87,6 +87,10 @@ class Options:
     ifs: bool = True
     globals: bool = True          # calls of the prelude's @map, @foldl, ... (AD must follow them)
     tensor_constants: bool = True  # non-scalar constants (else scalars broadcast by ops)
+    # float comparisons compare `a + 0.3701` with `b`: programs that compare one quantity computed
+    # two ways (mean in float64 against mean in float32, cast) otherwise branch on a last-ulp
+    # tie, which two correct backends may round apart (numpy's pairwise sum against XLA's)
+    offset_comparisons: bool = False
 
 
 class GeneratedProgram(NamedTuple):
@@ -415,7 +419,10 @@ class _Generator:
 
         def compare():
             operand = rl.TensorType(t.shape, self.choice(self.opts.dtypes))
-            return getattr(rl, self.choice(COMPARISONS))(e(operand, env, d), e(operand, env, d))
+            left = e(operand, env, d)
+            if self.opts.offset_comparisons and operand.dtype.startswith("float"):
+                left = left + rl.const(0.3701, operand.dtype)
+            return getattr(rl, self.choice(COMPARISONS))(left, e(operand, env, d))
 
         forms = [(6, compare),
                  (1, lambda: rl.logical_not(e(t, env, d))),

@@ -27,7 +27,7 @@ def _fresh_args(args):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(programs())
+@given(programs(offset_comparisons=True))
 def test_random_programs_agree(prog):
     mod, args = prog
     main = mod["main"]
