@@ -9,6 +9,7 @@ from relayish.backend.interp import api as interp_api
 from relayish.backend.interp.compiler import Program
 from relayish.backend.interp import run as interp_run
 from relayish.backend.interp.run import InterpreterClosure
+from relayish.ir.op import registered
 from relayish.ir.visitor import build_let_chain
 from strategies import CHAIN_LENGTHS
 
@@ -491,24 +492,16 @@ def test_evaluate_rejects_non_programs():
 
 # ---- errors at run time -----------------------------------------------------------------------
 
-def _register_failing_op():
-    try:
-        return rl.get_op("_interp_test_fail")
-    except rl.RelayishError:
-        pass
-
+def test_op_failure_is_an_evaluation_error_naming_the_call():
     def impl(xp, x):
         raise FloatingPointError("boom")
-    return rl.register_op("_interp_test_fail", 1, type_rule=lambda types, attrs: types[0],
-                          impl=impl)
-
-
-def test_op_failure_is_an_evaluation_error_naming_the_call():
-    op = _register_failing_op()
-    x = f64("x")
-    f = rl.Function([x], op(x * c64(2.0)))
-    with pytest.raises(rl.EvaluationError, match="_interp_test_fail") as info:
-        rl.evaluate(f, 1.0)
+    # registered for this test only: a leftover op would reach every test that walks the registry
+    with registered("_interp_test_fail", 1, type_rule=lambda types, attrs: types[0],
+                    impl=impl) as op:
+        x = f64("x")
+        f = rl.Function([x], op(x * c64(2.0)))
+        with pytest.raises(rl.EvaluationError, match="_interp_test_fail") as info:
+            rl.evaluate(f, 1.0)
     assert "boom" in str(info.value)
 
 
