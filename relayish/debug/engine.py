@@ -33,7 +33,7 @@ import numpy as np
 from relayish.errors import EvaluationError, RelayishError
 from relayish.ir.expr import If, Match
 from relayish.backend.runtime.describe import node_text, value_text
-from relayish.backend.interp.code import BRANCH, CALL, JUMP, MATCH, RETURN, TAILCALL
+from relayish.backend.interp.code import BRANCH, CALL, JUMP, RETURN, TAILCALL
 from relayish.backend.interp.deferred import pending, settle_all
 from relayish.backend.interp.run import (MAX_CALL_DEPTH, InterpreterClosure, arity_error,
                                          call_foreign)
