@@ -4,7 +4,10 @@
     relayish check FILE                 type-check; print each global with its type
     relayish fmt FILE... [--check|--write]
                                         print, check or rewrite the canonical text
-    relayish grad FILE [--order N]      print the gradient (N = 1) or the N-th derivative tensor
+    relayish grad FILE [--order N] [--raw]
+                                        print the gradient (N = 1) or the N-th derivative tensor,
+                                        optimized (--raw: the transform as built)
+    relayish opt FILE [--passes a,b,c]  print the program after rl.optimize (default pipeline)
     relayish minimize FILE --x0 JSON [--args JSON | --args-npz FILE] [--json] ...
                                         minimize @main over its first argument, showing progress
     relayish debug FILE [ARG...] [--grad]
@@ -79,7 +82,10 @@ order N >= 2 needs @main to take one float tensor x, of shape s, and return a fl
   for x of shape (n): order 2 the Hessian, shape (n, n); order 3 shape (n, n, n). It is
   rl.derivative(@main, order=N): the forward-mode jacobian (one jvp per element of x) of the
   order N-1 program, starting from the reverse-mode gradient, so the printed program grows
-  about n times with each order."""
+  about n times with each order.
+the printed program is optimized by rl.optimize's default pipeline (inline, partial_eval,
+  dead_code, cse, simplify, dead_code), as rl.gradient returns it; --raw prints the transform
+  as built (optimize=False)."""
 
 
 def _backend_help(names):
@@ -99,7 +105,7 @@ def _parser():
     from relayish import __version__
     p.add_argument("--version", action="version", version=f"relayish {__version__}")
     sub = p.add_subparsers(dest="command",
-                           metavar="{run,check,fmt,grad,minimize,debug,dap}")
+                           metavar="{run,check,fmt,grad,opt,minimize,debug,dap}")
     sub.required = True
 
     def command(name, help, example, description=None):
@@ -151,6 +157,20 @@ def _parser():
     sp.add_argument("file", metavar="FILE")
     sp.add_argument("--order", type=int, default=1, metavar="N",
                     help="1: value and gradient; N >= 2: the N-th derivative tensor")
+    sp.add_argument("--raw", action="store_true",
+                    help="print the transform as built, without the optimizing passes")
+
+    from relayish.ir.passes import api as passes_api
+    pass_names = [n for n in passes_api.__all__ if n[:1].islower()]
+    sp = command("opt", "print the program after the optimizing passes",
+                 "relayish opt prog.rly --passes inline,partial_eval,dead_code",
+                 description="Print the module of FILE optimized by rl.optimize: the default "
+                             "pipeline\n(inline, partial_eval, dead_code, cse, simplify, "
+                             "dead_code), or the passes named\nby --passes, in order.")
+    sp.add_argument("file", metavar="FILE")
+    sp.add_argument("--passes", metavar="a,b,c",
+                    help="comma-separated passes to run instead of the default pipeline: "
+                         + ", ".join(pass_names))
 
     sp = command("minimize", "minimize @main over its first parameter",
                  "relayish minimize examples/rosenbrock.rly --x0 '[-1.2, 1.0]' --json",
@@ -537,8 +557,9 @@ def _grad(args):
     from relayish.ir.text.printer import astext
     from relayish.ir.types import TensorType
     mod, main = _main_function(_load(args.file))
+    optimize = not args.raw
     if args.order == 1:
-        out = api.gradient(mod)
+        out = api.gradient(mod, optimize=optimize)
     else:
         ftype = main.checked_type
         x_t = ftype.arg_types[0] if len(ftype.arg_types) == 1 else None
@@ -548,8 +569,35 @@ def _grad(args):
             raise CommandError(f"grad --order {args.order} needs @main to take one float tensor "
                                f"and return a float scalar; @main is {ftype} (--order 1 "
                                "differentiates any @main)")
-        out = api.derivative(mod, order=args.order)
+        out = api.derivative(mod, order=args.order, optimize=optimize)
     print(astext(out))
+    return EXIT_OK
+
+
+def cmd_opt(args):
+    passes = _pass_list(args, args.passes) if args.passes is not None else None
+    return _guarded(args.file, lambda: _opt(args, passes))
+
+
+def _pass_list(args, text):
+    """The Pass objects named by --passes (a usage error names an unknown one)."""
+    from relayish.ir.passes import Pass
+    from relayish.ir.passes import api as passes_api
+    names = [n.strip() for n in text.split(",")]
+    known = [n for n in passes_api.__all__ if isinstance(getattr(passes_api, n), Pass)]
+    for name in names:
+        if name not in known:
+            _usage(args, f"unknown pass {name!r} in --passes; the passes are: "
+                         + ", ".join(known))
+    return [getattr(passes_api, n) for n in names]
+
+
+def _opt(args, passes):
+    from relayish.ir.passes.manager import optimize
+    from relayish.ir.text.printer import astext
+    from relayish.ir.typecheck import infer_type
+    mod = infer_type(_load(args.file))       # every global is optimized: no @main needed
+    print(astext(optimize(mod, passes=passes)))
     return EXIT_OK
 
 
@@ -785,13 +833,14 @@ def _debug_target(path, data, grad):
                                f"them: {_excerpt(json.dumps(value))}")
         _check_tensor_param(param, t, what)
         values.append(tensor_value(value, t, f"{what} ({_param_text(param, t)})"))
-    # the debugger places a gradient program's bindings in its text as `relayish grad` prints
-    # it, and each generated binding at the primal line it comes from (Position.origin)
-    program = api.gradient(mod) if grad else mod
+    # the debugger places a gradient program's bindings in its text as `relayish grad --raw`
+    # prints it, and each generated binding at the primal line it comes from (Position.origin):
+    # the raw transform, whose bindings all have one
+    program = api.gradient(mod, optimize=False) if grad else mod
     return DebugTarget(path, program, values, grad)
 
 
-COMMANDS = {"run": cmd_run, "check": cmd_check, "fmt": cmd_fmt, "grad": cmd_grad,
+COMMANDS = {"run": cmd_run, "check": cmd_check, "fmt": cmd_fmt, "grad": cmd_grad, "opt": cmd_opt,
             "minimize": cmd_minimize, "debug": cmd_debug, "dap": cmd_dap}
 
 

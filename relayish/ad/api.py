@@ -3,6 +3,11 @@
 The transforms are reverse.py (reverse mode) and forward.py (forward mode); this module type-checks
 the input, runs a transform (or composes them: hvp is jvp of gradient) and wraps the result.
 
+Every entry point takes `optimize=True`: its result goes through rl.optimize's default pipeline
+(ir/passes/manager.py), which removes most of the references and closures the transforms build;
+`optimize=False` gives the raw transform. Composed entry points optimize what they compose once
+more only where it shrinks the next transform's input (grad before its vjp in hessian).
+
 Every result is an ordinary relayish program (the closure property): it type-checks, prints,
 parses, runs on any backend and can be differentiated again, so `rl.grad(rl.grad(f))` works.
 
@@ -35,7 +40,7 @@ __all__ = ["gradient", "grad", "value_and_grad", "vjp", "hessian", "hvp", "jvp",
            "derivative", "hvp_forward_over_reverse", "hvp_reverse", "hessian_forward"]
 
 
-def gradient(f, mod=None, checkpoint=None):
+def gradient(f, mod=None, checkpoint=None, optimize=True):
     """`fn(T1..Tn) -> R` to `fn(T1..Tn) -> (R, (dT1..dTn))`.
 
     R is a float tensor (or a tuple whose first field is one); that tensor is seeded with ones,
@@ -52,13 +57,15 @@ def gradient(f, mod=None, checkpoint=None):
     "revolve" or ("revolve", snapshots): Griewank's binomial schedule, O(log n) kept states.
     For a Module whose @main is a tail recursion over a List or Nat (ad/checkpoint_loop.py),
     k: keep the state every k iterations.
+    With checkpoint=, optimize= applies to each step's derivative program, never to the
+    schedule's globals (inlining them would keep every state alive in one frame).
     """
     if checkpoint is not None:
-        return _run_transform(_checkpointed, f, mod, checkpoint)
-    return _transform(f, mod, "gradient")
+        return _run_transform(_checkpointed, f, mod, checkpoint, optimize)
+    return _optimized(_transform(f, mod, "gradient"), optimize)
 
 
-def _checkpointed(f, mod, spec):
+def _checkpointed(f, mod, spec, optimize):
     from relayish.ad.checkpoint import checkpoint_options, checkpointed_gradient
     if mod is not None:
         raise GradientError("checkpoint= takes a Function (its let-chain is cut) or a Module "
@@ -66,36 +73,41 @@ def _checkpointed(f, mod, spec):
     if isinstance(f, Module):
         from relayish.ad.checkpoint_loop import checkpointed_loop_gradient
         _prepare(f, None)
-        return checkpointed_loop_gradient(f, spec, vjp, gradient)
+        return checkpointed_loop_gradient(f, spec, *_step_transforms(optimize))
     checkpoint_options(spec)                 # a bad value is reported before anything runs
     func, _, _ = _prepare(f, None)
-    return checkpointed_gradient(func, spec, vjp, gradient)
+    return checkpointed_gradient(func, spec, *_step_transforms(optimize))
 
 
-def grad(f, argnums=0, mod=None):
+def _step_transforms(optimize):
+    return (lambda g, mod=None: vjp(g, mod=mod, optimize=optimize),
+            lambda g, mod=None: gradient(g, mod=mod, optimize=optimize))
+
+
+def grad(f, argnums=0, mod=None, optimize=True):
     """`fn(T1..Tn) -> scalar` to `fn(T1..Tn) -> gradient` w.r.t. argnums (int, or tuple -> tuple).
 
         df = rl.grad(f)                  # d f / d x0
         d2f = rl.grad(rl.grad(f))        # any order (for scalar -> scalar functions)
     """
-    return _transform(f, mod, "grad", argnums)
+    return _optimized(_transform(f, mod, "grad", argnums), optimize)
 
 
-def value_and_grad(f, argnums=0, mod=None):
+def value_and_grad(f, argnums=0, mod=None, optimize=True):
     """`fn(T1..Tn) -> scalar` to `fn(T1..Tn) -> (value, gradient w.r.t. argnums)`."""
-    return _transform(f, mod, "value_and_grad", argnums)
+    return _optimized(_transform(f, mod, "value_and_grad", argnums), optimize)
 
 
-def vjp(f, mod=None):
+def vjp(f, mod=None, optimize=True):
     """`fn(T1..Tn) -> R` to `fn(T1..Tn) -> (R, fn(R) -> (T1..Tn))`.
 
     The returned backpropagator maps an output cotangent to the input gradients and may be
     called any number of times with different cotangents.
     """
-    return _transform(f, mod, "vjp")
+    return _optimized(_transform(f, mod, "vjp"), optimize)
 
 
-def hessian(f, mod=None):
+def hessian(f, mod=None, optimize=True):
     """`fn(Tensor[(n,)]) -> scalar` to `fn(x) -> Tensor[(n, n)]` (reverse over reverse).
 
     Row i is the vector-Jacobian product of the gradient program with the i-th basis vector.
@@ -104,7 +116,7 @@ def hessian(f, mod=None):
     if len(x_t.shape) != 1:
         raise GradientError(f"hessian needs a function of one vector Tensor[(n,), float]; "
                             f"its parameter has type {x_t}")
-    back_prog = vjp(grad(f, mod=mod), mod=None)
+    back_prog = vjp(grad(f, mod=mod, optimize=optimize), mod=None, optimize=False)
     n = x_t.shape[0]
 
     def build(vjp_func):
@@ -115,33 +127,33 @@ def hessian(f, mod=None):
         body = make_call("stack", [Tuple(rows)], {"axis": 0}) if n else \
             make_call("zeros", [], {"shape": (0, 0), "dtype": x_t.dtype})
         return Function([x], Let(r, Call(vjp_func, [x]), Let(back, TupleGetItem(r, 1), body)))
-    return _wrap(back_prog, build)
+    return _optimized(_wrap(back_prog, build), optimize)
 
 
-def hvp(f, mod=None):
+def hvp(f, mod=None, optimize=True):
     """`fn(x) -> scalar` to `fn(x, v) -> H(x) v`.
 
     Forward over reverse (Pearlmutter): the jvp of the gradient program; a small constant times
     the cost of a gradient. `hvp_reverse` is the reverse-over-reverse one.
     """
     _one_vector_input(f, mod, "hvp")
-    return hvp_forward_over_reverse(f, mod=mod)
+    return hvp_forward_over_reverse(f, mod=mod, optimize=optimize)
 
 
-def hvp_reverse(f, mod=None):
+def hvp_reverse(f, mod=None, optimize=True):
     """`fn(x) -> scalar` to `fn(x, v) -> H(x) v`, as the vjp of the gradient program with v."""
     func, src, x_t = _one_vector_input(f, mod, "hvp")
-    back_prog = vjp(grad(f, mod=mod), mod=None)
+    back_prog = vjp(grad(f, mod=mod, optimize=optimize), mod=None, optimize=False)
 
     def build(vjp_func):
         x, v = Var("x", x_t), Var("v", x_t)
         r = Var("r")
         return Function([x, v], Let(r, Call(vjp_func, [x]),
                                     TupleGetItem(Call(TupleGetItem(r, 1), [v]), 0)))
-    return _wrap(back_prog, build)
+    return _optimized(_wrap(back_prog, build), optimize)
 
 
-def jvp(f, mod=None):
+def jvp(f, mod=None, optimize=True):
     """Forward mode: `rl.jvp(f)` is fn(x1..xn, v1..vn) -> (f(x), J(x) v).
 
         x = rl.var("x", shape=(3,), dtype="float64")
@@ -153,12 +165,12 @@ def jvp(f, mod=None):
     """
     f = _with_module(f, mod)
     if isinstance(f, Module):
-        return _run_transform(forward.transform_module, f)
+        return _optimized(_run_transform(forward.transform_module, f), optimize)
     _check_function(f, "jvp")
-    return _run_transform(forward.transform_function, f)
+    return _optimized(_run_transform(forward.transform_function, f), optimize)
 
 
-def hvp_forward_over_reverse(f, mod=None):
+def hvp_forward_over_reverse(f, mod=None, optimize=True):
     """fn(x, v) -> H(x) v, as jvp of the gradient program (Pearlmutter's trick).
 
     f: fn(x) -> float scalar (one parameter; with several, the result is the tuple of the
@@ -166,12 +178,12 @@ def hvp_forward_over_reverse(f, mod=None):
     """
     f = _with_module(f, mod)
     if isinstance(f, Module):
-        return run_deep(_hvp_module, f)
+        return _optimized(run_deep(_hvp_module, f, optimize), optimize)
     _check_function(f, "hvp")
-    return run_deep(_hvp_function, f)
+    return _optimized(run_deep(_hvp_function, f, optimize), optimize)
 
 
-def hessian_forward(f, mod=None):
+def hessian_forward(f, mod=None, optimize=True):
     """fn(x) -> H(x) for f: fn(Tensor[(n), float]) -> float scalar: the rows H e_i by
     forward-over-reverse, stacked (n Hessian-vector products in one program)."""
     f = _with_module(f, mod)
@@ -179,24 +191,24 @@ def hessian_forward(f, mod=None):
         def build(mod):
             mod = _infer(mod)
             xt = _hessian_param(mod["main"])
-            hmod = _hvp_module(mod)
+            hmod = _hvp_module(mod, optimize)
             hmod["main_hvp"] = hmod["main"]
             hmod["main"] = _stack_hvps(xt, lambda x, e: Call(GlobalVar("main_hvp"), [x, e]))
             return hmod
-        return run_deep(build, f)
+        return _optimized(run_deep(build, f), optimize)
     _check_function(f, "hessian")
 
     def build_fn(f):
         f = _infer(f)
         xt = _hessian_param(f)
-        hv = _hvp_function(f)
+        hv = _hvp_function(f, optimize)
         hv_var = Var("hvp", None)
         inner = _stack_hvps(xt, lambda x, e: Call(hv_var, [x, e]))
         return Function(inner.params, Let(hv_var, hv, inner.body))
-    return run_deep(build_fn, f)
+    return _optimized(run_deep(build_fn, f), optimize)
 
 
-def jacobian(f, mod=None):
+def jacobian(f, mod=None, optimize=True):
     """`fn(x: Tensor[s, float]) -> Tensor[t, float]` to `fn(x) -> Tensor[t + s]` (forward mode).
 
     Entry [i.., j..] is d out[i..] / d x[j..]: the trailing axes follow x, as in jax.jacfwd.
@@ -228,15 +240,16 @@ def jacobian(f, mod=None):
             if len(x_t.shape) > 1:
                 body = make_call("reshape", [body], {"newshape": shape})
         return Function([x], Let(jv, jvp_func, body))
-    return _wrap(jvp(f, mod=mod), build)
+    return _optimized(_wrap(jvp(f, mod=mod, optimize=False), build), optimize)
 
 
-def derivative(f, order=1, mod=None):
+def derivative(f, order=1, mod=None, optimize=True):
     """The `order`-th derivative tensor of `f: fn(x: Tensor[s, float]) -> float scalar`.
 
     Returns fn(x) -> Tensor[s * order]: order 1 the gradient (as rl.grad), order 2 the Hessian
     (shape (n, n) for x of shape (n,)), order 3 the (n, n, n) tensor of third derivatives, ...
-    Order k > 1 is the forward-mode jacobian (rl.jacobian) of order k - 1.
+    Order k > 1 is the forward-mode jacobian (rl.jacobian) of order k - 1; with optimize=True
+    each order is optimized before the next differentiates it (each stays small).
 
         x = rl.var("x", shape=(2,), dtype="float64")
         d3 = rl.derivative(rl.Function([x], rl.sum(x * x * x)), order=3)
@@ -249,13 +262,38 @@ def derivative(f, order=1, mod=None):
     if not (is_float_tensor(out_t) and out_t.shape == ()):
         raise GradientError(f"derivative needs a function returning a float scalar; this one "
                             f"returns {out_t}")
-    d = grad(f, mod=mod)
+    d = grad(f, mod=mod, optimize=optimize)
     for _ in range(order - 1):
-        d = jacobian(d)
+        d = jacobian(d, optimize=optimize)
     return d
 
 
 # ---- plumbing --------------------------------------------------------------------------------
+
+def _optimized(prog, optimize):
+    """prog through rl.optimize's default pipeline when `optimize` is true.
+
+    A Module's globals that @main does not reach (a prelude's, mostly) are left as they are:
+    optimizing them would cost time on every derivative and change nothing it computes."""
+    if not isinstance(optimize, bool):
+        raise GradientError(f"optimize= must be True or False, got {optimize!r}")
+    if not optimize:
+        return prog
+    from relayish.ir.passes.manager import optimize as run_pipeline
+    if not isinstance(prog, Module):
+        return run_pipeline(prog)
+    reached = CallGraph(prog).reachable("main")
+    part = Module()
+    for data in prog.type_definitions.values():
+        part.add_type(data)
+    for name in reached:
+        part[name] = prog[name]
+    done = run_pipeline(part)
+    out = prog.copy()
+    for gv, func in done.functions.items():
+        out[gv.name_hint] = func
+    return out
+
 
 def _wrap(prog, build):
     """Apply `build(entry_function) -> Function` to a Function, or to a Module's main."""
@@ -365,10 +403,10 @@ def _with_module(f, mod):
     return out
 
 
-def _hvp_function(f):
+def _hvp_function(f, optimize):
     f = _infer(f)
     _check_scalar_objective(f)
-    jg = forward.transform_function(_infer(gradient(f)))
+    jg = forward.transform_function(_infer(gradient(f, optimize=optimize)))
     n = len(f.params)
     types = f.checked_type.arg_types
     xs = [Var(p.name_hint, t) for p, t in zip(f.params, types)]
@@ -378,11 +416,12 @@ def _hvp_function(f):
     return Function(xs + vs, body)
 
 
-def _hvp_module(mod):
+def _hvp_module(mod, optimize):
     mod = _infer(mod)
     main = mod["main"]
     _check_scalar_objective(main)
-    out = forward.transform_module(gradient(mod), entry_name="main_grad_jvp_entry")
+    out = forward.transform_module(gradient(mod, optimize=optimize),
+                                   entry_name="main_grad_jvp_entry")
     types = main.checked_type.arg_types
     xs = [Var(p.name_hint, t) for p, t in zip(main.params, types)]
     vs = [Var("v_" + p.name_hint, t) for p, t in zip(main.params, types)]

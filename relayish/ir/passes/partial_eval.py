@@ -155,6 +155,7 @@ class _PartialEvaluator:
         self.clock = 0
         self.last_unknown = -1         # time of the last unknown call (or write through one)
         self.escaped: dict = {}        # ref key -> time it escaped
+        self.lost: dict = {}           # ref key -> values a branch wrote that a merge forgot
         self.refs = 0
         self.pending: list = []        # deferred writes: (slot, ref _PV, value _PV)
         self.active: dict = {}         # id(Function) -> activations on the inline stack
@@ -200,6 +201,10 @@ class _PartialEvaluator:
                 entry = store.get(pv.data)
                 if entry is not None:
                     self.atom(entry[0])
+            # and what a branch may have left in it (a backpropagator closure written in each
+            # arm of an `if`): that code can now run, and what it reads escapes
+            for value in self.lost.pop(pv.data, ()):
+                self.atom(value)
         if pv.atom is not None:
             return pv.atom
         slot = pv.slot
@@ -271,6 +276,11 @@ class _PartialEvaluator:
                 entry = (entry[0], min(entry[1], found[1]))
             else:
                 merged[k] = entry
+        for store in stores:        # a forgotten value may still be in the reference
+            for k, entry in store.items():
+                kept = merged.get(k)
+                if kept is None or kept[0] is not entry[0]:
+                    self.lost.setdefault(k, []).append(entry[0])
         return merged
 
     # ---- expressions ------------------------------------------------------------------------
