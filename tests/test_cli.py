@@ -143,6 +143,38 @@ def test_grad_second_order_of_a_scalar(capsys, program):
     assert np.shape(d2) == () and float(d2) == pytest.approx(12.0)     # d2/dx2 x^3 = 6 x
 
 
+def test_grad_prints_the_optimized_program_and_raw_the_transform(capsys, program):
+    path = program(SQUARE)
+    code, out, _ = run_main(capsys, "grad", path)
+    code_raw, raw, _ = run_main(capsys, "grad", path, "--raw")
+    assert code == code_raw == 0
+    assert "ref(" in raw and "ref(" not in out           # partial_eval removed the adjoints
+    x = np.array([1.0, 2.0])
+    (v, (dx,)), (v_raw, (dx_raw,)) = rl.evaluate(rl.parse(out), x), rl.evaluate(rl.parse(raw), x)
+    assert v == v_raw
+    np.testing.assert_array_equal(dx, dx_raw)
+
+
+def test_opt_prints_the_optimized_module(capsys, program):
+    path = program("def @double(%y: float64) -> float64 { %y * 2f64 }\n"
+                   "def @main(%x: float64) -> float64 {\n"
+                   "  let %unused = exp(%x); @double(%x) + 0f64\n}")
+    code, out, err = run_main(capsys, "opt", path)
+    assert code == 0, err
+    mod = rl.parse(out)
+    assert "exp" not in rl.astext(mod["main"]) and "@double" not in rl.astext(mod["main"])
+    assert rl.evaluate(mod, np.float64(3.0)) == 6.0
+    code, out, err = run_main(capsys, "opt", path, "--passes", "dead_code")
+    assert code == 0 and "exp" not in out and "@double(%x)" in out
+
+
+def test_opt_names_an_unknown_pass(capsys, program):
+    with pytest.raises(SystemExit) as e:
+        main(["opt", program(SQUARE), "--passes", "dead_code,nope"])
+    assert e.value.code == 2
+    assert "unknown pass 'nope'" in capsys.readouterr().err
+
+
 def test_parse_error_format(capsys, program):
     path = program("def @main(%x: float64) -> float64 {\n  %x +* 2f64\n}\n")
     code, out, err = run_main(capsys, "check", path)
