@@ -13,9 +13,17 @@ from relayish.ir.passes.checkpoint import (min_advances, repetitions, schedule, 
 F = "float64"
 COUNT = []
 
-COUNTER = rl.register_op("test_checkpoint_count", 1, type_rule=lambda ts, attrs: ts[0],
-                         impl=lambda xp, x: (COUNT.append(1), x)[1])
-rl.register_gradient("test_checkpoint_count")(lambda orig, g: [g])
+
+@functools.lru_cache(None)
+def counter():
+    """An identity op counting its evaluations, registered when a test first needs it (not at
+    import: tests/ops/test_ops_api.py parametrizes over the registry as it is at collection)."""
+    op = rl.register_op("test_checkpoint_count", 1, type_rule=lambda ts, attrs: ts[0],
+                        impl=lambda xp, x: (COUNT.append(1), x)[1],
+                        doc="identity, counting its evaluations (tests/ir/passes)")
+    rl.register_gradient("test_checkpoint_count")(lambda orig, g: [g])
+    rl.register_tangent("test_checkpoint_count")(lambda orig, tangents: tangents[0])
+    return op
 
 
 def chain(n, counted=False, shape=(4,)):
@@ -25,7 +33,7 @@ def chain(n, counted=False, shape=(4,)):
     u = x
     for _ in range(n):
         v = rl.tanh(u) * rl.const(0.5, F) + u
-        u = sb.let("u", rl.Call(COUNTER, [v]) if counted else v)
+        u = sb.let("u", rl.Call(counter(), [v]) if counted else v)
     sb.ret(rl.sum(u * x))
     return rl.Function([x], sb.get())
 
@@ -272,7 +280,7 @@ def list_loop(d=3, counted=False, result=None):
     main = rl.GlobalVar("main")
     new = rl.tanh(s * w + h)
     if counted:
-        new = rl.Call(COUNTER, [new])
+        new = rl.Call(counter(), [new])
     body = rl.Match(xs, [
         rl.Clause(rl.PatternConstructor(p.Cons, [rl.PatternVar(h), rl.PatternVar(t)]),
                   rl.Call(main, [t, new, w])),
