@@ -220,8 +220,8 @@ def _parser():
     sp.add_argument("args", nargs="*", metavar="ARG",
                     help="one JSON value per parameter of @main, as for `relayish run`")
     sp.add_argument("--grad", action="store_true",
-                    help="debug rl.gradient of @main (the program `relayish grad` prints): "
-                         "the backward pass as ordinary bindings")
+                    help="debug rl.gradient of @main as AD builds it (the program `relayish "
+                         "grad --raw` prints): the backward pass as ordinary bindings")
 
     command("dap", "serve the Debug Adapter Protocol on stdin/stdout (for VS Code)",
             "relayish dap   (started by the editor; docs/debugging.md has launch.json)",
