@@ -23,6 +23,11 @@
 4. The same programs through `dead_code(partial_eval(inline(...)))`, with the passes' CPU time.
 5. The same programs through all five
    (`dead_code(simplify(cse(dead_code(partial_eval(inline(...))))))`), with the passes' CPU time.
+6. The default pipeline (rl.optimize(x), what the AD entry points run): its CPU time on the raw
+   gradient of an n-step chain at the sizes of section 1 (past 20,000 lets only dead_code
+   runs); the tree network's gradient (examples/tree_network.py) on the interpreter, raw
+   and optimized, against HIPS autograd; jax trace + compile time of rl.hessian, raw and
+   optimized.
 """
 from __future__ import annotations
 
@@ -207,6 +212,77 @@ def pe_table(max_order):
                   f"{t:10.3f}")
 
 
+def _grad_chain(n):
+    """The raw gradient of an n-step chain `v = tanh(u) * 0.5 + u` (about 6n lets)."""
+    x = rl.var("x", shape=(), dtype=F)
+    steps, prev = [], x
+    for k in range(n):
+        v = rl.var(f"v{k}", dtype=F)
+        steps.append((v, rl.tanh(prev) * rl.const(0.5, F) + prev))
+        prev = v
+    return rl.gradient(rl.Function([x], build_let_chain(steps, prev)), optimize=False)
+
+
+def default_pipeline_table(sizes, trees, hidden, repeat):
+    """Section 6: the default pipeline (rl.optimize without passes, what the AD entry points
+    run): its cost on AD output against size, the tree network's gradient against HIPS autograd,
+    and jax trace + compile time of Hessians, raw against optimized."""
+    from relayish.ir.passes.manager import count_lets, default_passes
+    print("\n6. the default pipeline on the raw gradient of an n-step chain (CPU s)")
+    print(f"{'n':>8} {'lets in':>9} {'lets out':>9} {'passes':>8} {'pipeline s':>11} "
+          f"{'us/let':>7} {'AD s':>7}")
+    for n in sizes:
+        t_ad, g = _cpu(_grad_chain, n)
+        lets = count_lets(g, 10 ** 9)
+        full = default_passes(g) is rl.ir.passes.DEFAULT_PASSES
+        t, out = _cpu(rl.optimize, g)
+        x = np.float64(0.3)
+        assert _same(rl.evaluate(out, x), rl.evaluate(g, x))
+        print(f"{n:>8} {lets:>9} {count_lets(out, 10 ** 9):>9} {'full' if full else 'dce':>8} "
+              f"{t:>11.2f} {t / lets * 1e6:>7.1f} {t_ad:>7.2f}")
+
+    from ad import autograd_tree_grad       # ad.py puts examples/ on the path
+    from timing import best_of
+    from tree_network import random_tree, to_value, tree_module
+    rng = np.random.default_rng(0)
+    mod, p = tree_module(hidden)
+    W, b = rng.normal(size=(hidden, 2 * hidden)) * 0.5, rng.normal(size=hidden) * 0.1
+    shapes = [random_tree(rng, int(rng.integers(4, 13)), hidden) for _ in range(trees)]
+    values = [to_value(p, t) for t in shapes]
+    raw = rl.grad(mod, argnums=(0, 1), optimize=False)
+    t_opt, opt = _cpu(rl.grad, mod, (0, 1))
+    ag = autograd_tree_grad()
+    for v, t in zip(values, shapes):
+        for got, want in zip(rl.evaluate(opt, W, b, v), ag(W, b, t)):
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    times = {name: best_of(lambda: [rl.evaluate(g, W, b, v) for v in values], repeat)
+             for name, g in (("raw", raw), ("optimized", opt))}
+    times["autograd"] = best_of(lambda: [ag(W, b, t) for t in shapes], repeat)
+    print(f"\n   tree network gradient, {trees} trees of 4-12 leaves, hidden {hidden} (best of "
+          f"{repeat}; rl.grad with the pipeline: {t_opt:.2f} s)")
+    for name, t in times.items():
+        print(f"   {name:<10} {t * 1e3:8.2f} ms   {t / times['autograd']:5.2f}x autograd's time")
+
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        return
+    print("\n   jax backend: trace + compile (first call) of rl.hessian, raw and optimized")
+    for n in (4, 16):
+        x = rl.var("x", shape=(n,), dtype=F)
+        f = rl.Function([x], rl.sum(rl.tanh(x) * rl.tanh(x)) + rl.sum(x * x * x))
+        arg = np.linspace(-1.0, 1.0, n)
+        row = []
+        for optimize in (False, True):
+            h = rl.hessian(f, optimize=optimize)
+            t0 = time.perf_counter()
+            value = rl.compile(h, backend="jax")(arg)
+            row.append((time.perf_counter() - t0, count_lets(h, 10 ** 9), np.asarray(value)))
+        np.testing.assert_allclose(row[1][2], row[0][2], rtol=1e-12)
+        print(f"   n = {n:>3}: raw {row[0][0]:6.2f} s ({row[0][1]} lets), optimized "
+              f"{row[1][0]:6.2f} s ({row[1][1]} lets)")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="sizes up to 10^4, orders up to 3")
@@ -217,6 +293,7 @@ def main(argv=None):
     size_table(3 if args.quick else 4)
     pipeline_table(3 if args.quick else 4)
     pe_table(3 if args.quick else 4)
+    default_pipeline_table(sizes, 10 if args.quick else 30, 8, 3 if args.quick else 5)
 
 
 if __name__ == "__main__":

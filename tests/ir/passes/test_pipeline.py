@@ -1,6 +1,6 @@
 """The default pipeline (rl.optimize without passes; ir/passes/manager.py): which passes, that it
 keeps meaning on random programs, that AD entry points run it by default, and that a large
-program gets the cheap passes only (the pipeline stays linear)."""
+program gets dead_code only (the pipeline stays linear and cheap)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -128,7 +128,7 @@ def _chain(n):
     return rl.Function([x], build_let_chain(bindings, prev))
 
 
-def test_a_large_program_gets_the_cheap_passes_only(monkeypatch):
+def test_a_large_program_gets_dead_code_only(monkeypatch):
     monkeypatch.setattr(manager, "FULL_PIPELINE_LIMIT", 500)
     raw = rl.gradient(_chain(200), optimize=False)        # about 1,200 lets
     assert manager.default_passes(raw) == manager.LARGE_PROGRAM_PASSES
