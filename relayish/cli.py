@@ -83,7 +83,7 @@ order N >= 2 needs @main to take one float tensor x, of shape s, and return a fl
   rl.derivative(@main, order=N): the forward-mode jacobian (one jvp per element of x) of the
   order N-1 program, starting from the reverse-mode gradient, so the printed program grows
   about n times with each order.
-the printed program is optimized by rl.optimize's default pipeline (inline, partial_eval,
+the printed program is optimized by rl.optimize's default pipeline (partial_eval,
   dead_code, cse, simplify, dead_code), as rl.gradient returns it; --raw prints the transform
   as built (optimize=False)."""
 
@@ -165,8 +165,8 @@ def _parser():
     sp = command("opt", "print the program after the optimizing passes",
                  "relayish opt prog.rly --passes inline,partial_eval,dead_code",
                  description="Print the module of FILE optimized by rl.optimize: the default "
-                             "pipeline\n(inline, partial_eval, dead_code, cse, simplify, "
-                             "dead_code), or the passes named\nby --passes, in order.")
+                             "pipeline\n(partial_eval, dead_code, cse, simplify, dead_code), "
+                             "or the passes named\nby --passes, in order.")
     sp.add_argument("file", metavar="FILE")
     sp.add_argument("--passes", metavar="a,b,c",
                     help="comma-separated passes to run instead of the default pipeline: "

@@ -90,7 +90,7 @@ def test_identity_pipeline_gives_an_equal_module(passes):
 
 def test_the_default_pipeline_runs_the_optimizing_passes():
     names = [p.name for p in rl.ir.passes.DEFAULT_PASSES]
-    assert names == ["inline", "partial_eval", "dead_code", "cse", "simplify", "dead_code"]
+    assert names == ["partial_eval", "dead_code", "cse", "simplify", "dead_code"]
     f = _square()
     rl.assert_structural_equal(rl.optimize(f), f)     # nothing to remove: the same program
 
