@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from relayish.errors import GradientError, RelayishError
-from relayish.ir.analysis import CallGraph
+from relayish.ir.analysis import CallGraph, free_vars
 from relayish.ir.expr import (Call, Constant, Function, GlobalVar, Let, Tuple, TupleGetItem, Var,
                               const)
 from relayish.ir.module import Module
@@ -281,6 +281,11 @@ def _optimized(prog, optimize):
         return prog
     from relayish.ir.passes.manager import optimize as run_pipeline
     if not isinstance(prog, Module):
+        if free_vars(prog):
+            # an open Function (a gradient taken inside another program, its free variables
+            # bound there): the passes take closed programs; it is optimized with the
+            # program that closes it
+            return prog
         return run_pipeline(prog)
     reached = CallGraph(prog).reachable("main")
     part = Module()
