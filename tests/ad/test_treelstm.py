@@ -131,7 +131,7 @@ def test_take_gradient_accumulates_rows_into_the_reference():
     def @main(%E: Tensor[(5, 3), float64], %w: Tensor[(4), int32]) -> float64 {
       sum(take(%E, %w, axis=0) * take(%E, %w, axis=0)) + sum(take(%E, 2, axis=0))
     }""")
-    g = rl.grad(mod, argnums=0)
+    g = rl.grad(mod, argnums=0, optimize=False)     # the transform; the passes may fold it
     assert "+ take_backward(" in rl.astext(g)
     E = np.arange(15.0).reshape(5, 3) / 10
     w = np.array([1, 4, 1, 0], dtype=np.int32)

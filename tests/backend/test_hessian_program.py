@@ -98,8 +98,10 @@ def _zero_products(closed):
 def test_hessian_program_multiplies_nothing_by_zero(name):
     # Reverse AD reads adjoints nothing was added to (zeros) and multiplies them into the chain
     # rule; XLA keeps each `x * 0` (inf * 0 is nan), recomputed per element of the fused loop.
+    # The raw transform (what rl.optim compiles): the default pipeline removes the references
+    # the zero folding reads (a known gap: notes/passes.md, "Default pipeline")
     make, _, n = CASES[name]
-    run = rl.compile(rl.hessian(make(n)))
+    run = rl.compile(rl.hessian(make(n), optimize=False))
     with jax.enable_x64(True):
         closed = run.jax_function().trace(np.zeros(n)).jaxpr
     assert _zero_products(closed) == []
