@@ -13,8 +13,9 @@ PIPELINES = {
 }
 
 
-def assert_same_value(got, want, path="result"):
-    """Equal runtime values (exactly: the passes neither reorder nor rewrite arithmetic)."""
+def assert_same_value(got, want, path="result", atol=0.0):
+    """Equal runtime values (exactly: the passes neither reorder nor rewrite arithmetic; a
+    gradient of a rewritten program is another program, equal up to rounding: atol)."""
     stack = [(got, want, path)]
     while stack:
         got, want, path = stack.pop()
@@ -30,7 +31,11 @@ def assert_same_value(got, want, path="result"):
         elif isinstance(want, rl.Closure):
             assert isinstance(got, rl.Closure), path     # closures are compared by their uses
         else:
-            np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=path)
+            if atol:
+                np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12,
+                                           atol=atol, err_msg=path)
+            else:
+                np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=path)
             assert np.asarray(got).dtype == np.asarray(want).dtype, path
 
 
