@@ -38,7 +38,7 @@ from relayish.ir.analysis import free_vars
 from relayish.ir.expr import (Call, Clause, Function, GlobalVar, Match, PatternConstructor,
                               PatternVar, Tuple)
 from relayish.ir.module import Module
-from relayish.ir.types import TensorType, TupleType, TypeCall
+from relayish.ir.types import TypeCall, is_tensor_tree
 from relayish.ir.visitor import ExprMutator, let_chain
 
 __all__ = ["checkpointed_loop_gradient"]
@@ -128,7 +128,7 @@ class _Loop:
         for i, (p, a) in enumerate(zip(main.params, call.args)):
             if i == self.li:
                 continue
-            if not _plain(p.checked_type):
+            if not is_tensor_tree(p.checked_type):
                 raise GradientError(
                     f"checkpoint=: the loop's parameter %{p.name_hint} has type "
                     f"{p.checked_type}; the other parameters must be tensors or tuples of them")
@@ -274,15 +274,6 @@ def _tup(items) -> str:
     return f"({', '.join(items)})"
 
 
-def _plain(t) -> bool:
-    stack = [t]
-    while stack:
-        t = stack.pop()
-        if isinstance(t, TupleType):
-            stack.extend(t.fields)
-        elif not isinstance(t, TensorType):
-            return False
-    return True
 
 
 def _walk_calls(expr) -> list:

@@ -28,7 +28,7 @@ before they convert: does a value carry a float tensor, is it made of tensors an
 from __future__ import annotations
 
 from relayish.errors import GradientError
-from relayish.ir.types import GlobalTypeVar, TensorType, TupleType, TypeCall
+from relayish.ir.types import GlobalTypeVar, TensorType, TupleType, TypeCall, is_tensor_tree
 
 __all__ = ["map_structure", "has_float", "is_tensorish", "is_float_tensor"]
 
@@ -70,13 +70,4 @@ def has_float(t) -> bool:
     return False
 
 
-def is_tensorish(t) -> bool:
-    """Whether `t` is a tensor or a tuple of tensorish types (what ops take and return)."""
-    stack = [t]
-    while stack:
-        t = stack.pop()
-        if isinstance(t, TupleType):
-            stack.extend(t.fields)
-        elif not isinstance(t, TensorType):
-            return False
-    return True
+is_tensorish = is_tensor_tree   # a tensor or a tuple of tensorish types (what ops take)

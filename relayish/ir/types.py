@@ -285,6 +285,18 @@ def _type_fields(cls) -> tuple:
     return declared
 
 
+def is_tensor_tree(t: Type) -> bool:
+    """Whether `t` is a tensor or a (nested) tuple of tensors: what ops take and return."""
+    stack = [t]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, TupleType):
+            stack.extend(t.fields)
+        elif not isinstance(t, TensorType):
+            return False
+    return True
+
+
 def walk_type(t: Type, resolve=None):
     """Every type inside `t`, `t` included, with an explicit stack (types can be deep).
 

@@ -44,7 +44,7 @@ from relayish.errors import RelayishError
 from relayish.ir.analysis import FreeVars
 from relayish.ir.expr import Function, Tuple, TupleGetItem, Var
 from relayish.ir.passes.anf import to_anf_expr
-from relayish.ir.types import TensorType, TupleType
+from relayish.ir.types import TupleType, is_tensor_tree
 from relayish.ir.visitor import ExprMutator, build_let_chain, let_chain
 
 __all__ = ["StepChain", "step_chain", "Schedule", "schedule", "repetitions", "min_advances"]
@@ -79,7 +79,7 @@ def step_chain(func, every=1) -> StepChain:
         every = math.isqrt(max(len(bindings) - 1, 0)) + 1
     params = list(anf.params)
     for p in params:
-        if not _plain(p.checked_type):
+        if not is_tensor_tree(p.checked_type):
             raise RelayishError(
                 f"checkpointing needs tensor (or tuple of tensor) parameters; %{p.name_hint} "
                 f"has type {p.checked_type}")
@@ -101,7 +101,8 @@ def step_chain(func, every=1) -> StepChain:
         live_at[j] = sorted(live, key=order.__getitem__)
     cuts = [0]
     for j in range(1, len(bindings)):
-        if j - cuts[-1] >= every and all(_plain(byid[k].checked_type) for k in live_at[j]):
+        if j - cuts[-1] >= every and all(is_tensor_tree(byid[k].checked_type)
+                                         for k in live_at[j]):
             cuts.append(j)
     states = [TupleType([p.checked_type for p in params])]
     for j in cuts[1:]:
@@ -119,16 +120,6 @@ def step_chain(func, every=1) -> StepChain:
     return StepChain(steps, states, sizes)
 
 
-def _plain(t) -> bool:
-    """A tensor, or a tuple (nested) of tensors."""
-    stack = [t]
-    while stack:
-        t = stack.pop()
-        if isinstance(t, TupleType):
-            stack.extend(t.fields)
-        elif not isinstance(t, TensorType):
-            return False
-    return True
 
 
 class _Rename(ExprMutator):
