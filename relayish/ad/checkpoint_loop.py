@@ -38,7 +38,7 @@ from relayish.ir.analysis import free_vars
 from relayish.ir.expr import (Call, Clause, Function, GlobalVar, Match, PatternConstructor,
                               PatternVar, Tuple)
 from relayish.ir.module import Module
-from relayish.ir.types import TypeCall, is_tensor_tree
+from relayish.ir.types import is_tensor_tree
 from relayish.ir.visitor import ExprMutator, let_chain
 
 __all__ = ["checkpointed_loop_gradient"]
