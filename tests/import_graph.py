@@ -19,6 +19,8 @@ import ast
 import importlib.util
 import pathlib
 
+from relayish.ir.analysis import strongly_connected_components
+
 
 def module_files(package="relayish"):
     """{dotted module name: path} for every .py file under the package's folder (found
@@ -110,45 +112,9 @@ def package_graph(package):
 
 def strongly_connected(graph):
     """The strongly connected sets of more than one node (each an import cycle), each sorted,
-    in sorted order; Tarjan's algorithm with an explicit stack."""
-    index, low, on_stack, stack, found = {}, {}, set(), [], []
-    counter = 0
-    for root in sorted(graph):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph.get(root, ()))))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = counter
-                    counter += 1
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.get(child, ())))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1:
-                    found.append(sorted(component))
-    return sorted(found)
+    in sorted order (relayish's own Tarjan: ir/analysis.py)."""
+    ordered = {node: sorted(graph.get(node, ())) for node in sorted(graph)}
+    return sorted(sorted(c) for c in strongly_connected_components(ordered) if len(c) > 1)
 
 
 def describe_cycles(graph):

@@ -252,46 +252,50 @@ class CallGraph:
         return found
 
     def components(self) -> list:
-        """Strongly connected sets of globals (each a list), callees before callers (Tarjan's
-        algorithm with an explicit stack)."""
-        edges = self.callees
-        index, low, on_stack, stack, out = {}, {}, set(), [], []
-        counter = 0
-        for root in edges:
-            if root in index:
+        """Strongly connected sets of globals (each a list), callees before callers."""
+        return strongly_connected_components(self.callees)
+
+
+def strongly_connected_components(edges) -> list:
+    """The strongly connected sets of a graph {node: successors} (each a list), successors'
+    sets before their predecessors' (Tarjan's algorithm with an explicit stack: any depth)."""
+    index, low, on_stack, stack, out = {}, {}, set(), [], []
+    counter = 0
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(edges[root]))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for child in successors:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(edges.get(child, ()))))
+                    advanced = True
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            if advanced:
                 continue
-            work = [(root, iter(edges[root]))]
-            index[root] = low[root] = counter
-            counter += 1
-            stack.append(root)
-            on_stack.add(root)
-            while work:
-                node, callees = work[-1]
-                advanced = False
-                for child in callees:
-                    if child not in index:
-                        index[child] = low[child] = counter
-                        counter += 1
-                        stack.append(child)
-                        on_stack.add(child)
-                        work.append((child, iter(edges[child])))
-                        advanced = True
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
                         break
-                    if child in on_stack:
-                        low[node] = min(low[node], index[child])
-                if advanced:
-                    continue
-                work.pop()
-                if work:
-                    parent = work[-1][0]
-                    low[parent] = min(low[parent], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.append(member)
-                        if member == node:
-                            break
-                    out.append(component)
-        return out
+                out.append(component)
+    return out
