@@ -60,12 +60,13 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, Glo
                               Var, _short_text)
 from relayish.ir.module import Module
 from relayish.ir.op import Op, gradient_rule, make_call
+from relayish.ir.types import is_tensor_tree
 from relayish.ad.lifted import (BP_TYPE, const_type, lifted_types, param_type, type_of,
                                 zeros_of)
 from relayish.ad.origins import origin_of
 from relayish.ad.reverse_scopes import Deferred, ScopedEmitter
 from relayish.ad.rewrite import replace_node, with_checked_type
-from relayish.ad.structure import has_float, is_float_tensor, is_tensorish, map_structure
+from relayish.ad.structure import has_float, is_float_tensor, map_structure
 from relayish.ad.twins import adt_definitions, fresh_name
 
 
@@ -346,7 +347,7 @@ class ReverseAD(ScopedEmitter):
         z = self.emit(with_checked_type(Call(op, prims, call.attrs), out_type),
                       op.name.split(".")[-1], out_type)
         if not has_float(out_type):
-            if not is_tensorish(out_type):
+            if not is_tensor_tree(out_type):
                 raise GradientError(f"operator '{op.name}' returns {out_type}, which reverse "
                                     f"mode cannot lift, in {_text(call)}")
             return z

@@ -25,10 +25,10 @@ from relayish.ir.expr import (Call, Clause, Function, GlobalVar, Match, PatternC
                               PatternVar, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var,
                               _short_text)
 from relayish.ir.op import make_call
-from relayish.ir.types import TupleType, TypeCall, substitute
+from relayish.ir.types import TupleType, TypeCall, is_tensor_tree, substitute
 from relayish.ad.lifted import ones_of, param_type, type_of, zeros_of
 from relayish.ad.reverse import ReverseAD
-from relayish.ad.structure import is_float_tensor, is_tensorish, map_structure
+from relayish.ad.structure import is_float_tensor, map_structure
 from relayish.ad.twins import fresh_name
 
 __all__ = ["MODES", "build_entry"]
@@ -114,7 +114,7 @@ class _Conversions:
             raise GradientError(f"{what} has type {t}: a cotangent can only be given for "
                                 "tensors and tuples of tensors")
         # ADT fields of a tuple output are returned but not seeded (notes/ad.md)
-        map_structure(t, (x, ct), tensor, field=field, keep=is_tensorish, adt=refuse,
+        map_structure(t, (x, ct), tensor, field=field, keep=is_tensor_tree, adt=refuse,
                       other=refuse)
 
     def helper(self, kind, t):
@@ -253,7 +253,7 @@ def _text(node, limit=200):
 
 def _check_output(func, t, mode):
     if mode == "vjp":
-        if not is_tensorish(t):
+        if not is_tensor_tree(t):
             raise GradientError(f"vjp needs a function returning tensors or tuples of tensors; "
                                 f"this one returns {t}: {_text(func)}")
         return

@@ -22,7 +22,7 @@ Fields are walked in order, each field's `field` call just before the walk into 
 bindings a converter emits come out in the order of the type. Types are shallow (what a user
 wrote): the walk recurses over the type, never over a program.
 
-`has_float(t)` and `is_tensorish(t)` are the two questions about a type the transforms ask
+`has_float(t)` and ir.types `is_tensor_tree(t)` are the two questions about a type the transforms ask
 before they convert: does a value carry a float tensor, is it made of tensors and tuples only.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from __future__ import annotations
 from relayish.errors import GradientError
 from relayish.ir.types import GlobalTypeVar, TensorType, TupleType, TypeCall, is_tensor_tree
 
-__all__ = ["map_structure", "has_float", "is_tensorish", "is_float_tensor"]
+__all__ = ["map_structure", "has_float", "is_float_tensor"]
 
 
 def map_structure(t, value, tensor, *, field=None, pack=None, adt=None, other=None, keep=None):
@@ -70,4 +70,3 @@ def has_float(t) -> bool:
     return False
 
 
-is_tensorish = is_tensor_tree   # a tensor or a tuple of tensorish types (what ops take)

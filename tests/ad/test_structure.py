@@ -5,7 +5,8 @@ import pytest
 
 import relayish as rl
 from relayish.ad.rewrite import replace_node, with_checked_type
-from relayish.ad.structure import has_float, is_tensorish, map_structure
+from relayish.ad.structure import has_float, map_structure
+from relayish.ir.types import is_tensor_tree
 from relayish.errors import GradientError
 
 F = rl.TensorType((2,), "float64")
@@ -54,8 +55,8 @@ def test_adt_functions_and_refs_go_to_their_own_actions():
 def test_type_predicates():
     assert has_float(rl.TupleType([I, rl.TupleType([F])]))
     assert not has_float(rl.TupleType([I, rl.TypeCall(rl.GlobalTypeVar("List"), [F])]))
-    assert is_tensorish(rl.TupleType([I, rl.TupleType([F])]))
-    assert not is_tensorish(rl.TupleType([F, rl.FuncType([], F)]))
+    assert is_tensor_tree(rl.TupleType([I, rl.TupleType([F])]))
+    assert not is_tensor_tree(rl.TupleType([F, rl.FuncType([], F)]))
 
 
 def test_replace_node_swaps_one_node_and_keeps_types():
