@@ -31,6 +31,7 @@ from relayish.backend.values import (Closure, ConstructorValue, RefValue, from_l
                                      list_value)
 from relayish.backend.interp.api import evaluate
 from relayish.backend.api import compile  # noqa: A004  API name
+from relayish.backend.batching import vmap
 from relayish.ad.api import (derivative, grad, gradient, hessian, hvp, jacobian, jvp,
                              value_and_grad, vjp)
 from relayish import optim

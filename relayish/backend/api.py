@@ -4,17 +4,18 @@
     run = rl.compile(f, backend="interpreter")          # the numpy reference interpreter
     run(*args)
 """
-from relayish.errors import EvaluationError
+from relayish.errors import EvaluationError, RelayishError
 from relayish.backend import registry
+from relayish.backend.batching import Batched, compile_batched
 
 
-def compile(f_or_mod, backend="jax", device="cpu", limits=None,  # noqa: A001 - API name
-            debug_nans=False, debug_alloc=False):
+def compile(f_or_mod, backend="jax", device=None, limits=None,  # noqa: A001 - API name
+            debug_nans=False, debug_alloc=False, devices=None, capacity=None):
     """A callable running `f_or_mod` (a Function, or a Module's @main) on `backend`, one of the
     registered backends (relayish/backend/registry.py: `registry.names()`).
 
     backend="jax": lowered to XLA by tracing under jax.jit (relayish/backend/jax/);
-    device="cpu" or "gpu" (a CUDA device; a RelayishError when jax has none).
+    device="cpu" (the default) or "gpu" (a CUDA device; a RelayishError when jax has none).
     limits: a dict overriding the bounds on tracing (relayish.backend.jax.TRACE_LIMITS):
     "max_depth" (longest chain of dependent operations handed to XLA, 10,000: deeper programs
     crash XLA's compiler), "max_ops" (tensor operations recorded in one trace, 200,000) and
@@ -25,6 +26,13 @@ def compile(f_or_mod, backend="jax", device="cpu", limits=None,  # noqa: A001 - 
     debug_nans checks each result and, where one holds a NaN or an Inf, runs the program again
     in the interpreter with debug_nans to name the first binding that makes it (as jax's own
     debug_nans re-runs op by op); debug_alloc runs the program in the interpreter's mode.
+    capacity: a dict sizing the jax backend's loops over dynamic structure (a tree or list
+    argument folded by a recognized recursion runs as one XLA loop for every shape, issue 17):
+    "nodes" (rows of a node table; default: the node count rounded up to a power of two, so
+    a data set compiles once per bucket, while a fixed capacity compiles once). An argument
+    over capacity is an EvaluationError naming it.
+    A batched program (rl.vmap, backend/batching.py) runs as one jax.vmap on the jax backend;
+    devices= (jax devices or strings such as "cpu:0") shards its batch over a 1-D mesh of them.
     An unknown backend or device, or limits= for a backend that takes none, is a RelayishError
     naming what is registered.
 
@@ -32,7 +40,21 @@ def compile(f_or_mod, backend="jax", device="cpu", limits=None,  # noqa: A001 - 
     >>> run(np.ones(3, "float32"))    # Array(3., dtype=float32)
     """
     record = registry.get(backend)
-    run = registry.compile_with(record, f_or_mod, device=device, limits=limits)
+    if isinstance(f_or_mod, Batched):
+        if devices is not None and device is not None:
+            raise RelayishError("rl.compile takes device= or devices= (a batch sharded over "
+                                "several devices), not both")
+
+        def compile_one(program, platform):
+            return registry.compile_with(record, program, device=platform or device,
+                                         limits=limits)
+        run = compile_batched(f_or_mod, record, compile_one, devices)
+    elif devices is not None:
+        raise RelayishError("devices= shards a batch over several devices: compile a batched "
+                            "program, rl.compile(rl.vmap(f), devices=...)")
+    else:
+        run = registry.compile_with(record, f_or_mod, device=device, limits=limits,
+                                    capacity=capacity)
     if not (debug_nans or debug_alloc):
         return run
     from relayish.backend.interp.api import evaluate

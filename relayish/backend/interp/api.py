@@ -16,6 +16,7 @@ from relayish.errors import EvaluationError, RelayishError
 from relayish.ir.expr import Expr, Function
 from relayish.ir.module import Module
 from relayish.ir.visitor import no_gc, run_deep
+from relayish.backend.batching import Batched
 from relayish.backend.runtime.check import checked
 from relayish.backend.runtime.describe import value_type_text
 from relayish.backend.interp.compiler import Program
@@ -96,7 +97,8 @@ def evaluate(f_or_mod, *args, mod=None, debug_nans=False, debug_alloc=False):
     - a Module: runs @main on `args`;
     - a Function: calls it on `args` (globals it names are looked up in `mod=`);
     - any other closed expression: its value (if that is a function and args are given, it is
-      called on them).
+      called on them);
+    - a batched program (rl.vmap): the program on each example, results stacked.
 
     debug_nans=True: an EvaluationError at the first binding whose value has a NaN or an Inf,
     naming it, its op, its source position and its inputs' summaries (modes.py).
@@ -110,6 +112,10 @@ def evaluate(f_or_mod, *args, mod=None, debug_nans=False, debug_alloc=False):
     array([1., 4.])
     """
     options = compile_options(debug_nans, debug_alloc)
+    if isinstance(f_or_mod, Batched):
+        # rl.vmap's reference semantics: the program on each example, results stacked
+        return f_or_mod.map_examples(lambda *xs: evaluate(
+            f_or_mod.program, *xs, debug_nans=debug_nans, debug_alloc=debug_alloc), args)
     if isinstance(f_or_mod, Module):
         return _compile_module(f_or_mod, options)(*args)
     if isinstance(f_or_mod, Function):

@@ -69,6 +69,9 @@ def astext(node, show_version=None, declare_free_vars=False, **_ignored) -> str:
         return print_module(node, True if show_version is None else show_version)
     if isinstance(node, (Expr, Pattern, Clause)):
         return _render(run_deep(_Printer().top, node, bool(show_version), declare_free_vars))
+    if hasattr(node, "relayish_text"):
+        # a wrapper of a program from a higher layer (rl.vmap's Batched) prints itself
+        return node.relayish_text(show_version)
     raise RelayishError(f"astext prints expressions, modules, types and patterns, "
                         f"not {type(node).__name__}")
 
