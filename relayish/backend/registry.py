@@ -117,16 +117,21 @@ def check_device(backend, device):
                         f"got device={device!r}")
 
 
-def compile_with(backend, f_or_mod, device=None, limits=None):
+def compile_with(backend, f_or_mod, device=None, limits=None, capacity=None):
     """Compile `f_or_mod` with the Backend record `backend` (device and limits checked)."""
     check_device(backend, device)
     if limits is not None and not backend.takes_limits:
         raise RelayishError(f"limits= bounds tracing for a compiler; the {backend.name} "
                             "takes none")
+    # capacity= sizes a compiler's loops over dynamic structure (jax backend, issue 17)
+    extra = {} if capacity is None else {"capacity": capacity}
+    if extra and not backend.takes_limits:
+        raise RelayishError(f"capacity= sizes a compiler's loops over dynamic structure; the "
+                            f"{backend.name} takes none")
     compile_fn = backend.load()
     _USED.add(backend.name)
     return compile_fn(f_or_mod, device=backend.devices[0] if device is None else device,
-                      limits=limits)
+                      limits=limits, **extra)
 
 
 def used(name):

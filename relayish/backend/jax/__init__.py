@@ -20,6 +20,9 @@ Modules, each importing only those listed before it:
     limits.py     TRACE_LIMITS, the join bounds, the chain depth of a jaxpr
     joins.py      switch: probes, the joiner and rebuilder of joined values
     batching.py   a tuple of independent calls traced as one jax.vmap
+    dynamic_rule.py    which recursions over ADT arguments run as loops (the rule, IR only)
+    dynamic_tables.py  node tables: tree/list arguments as arrays (TableSpec, NodeTable)
+    dynamic_loops.py   a fold over a node table as one lax loop; its closures' chain as another
     trace.py      TraceEvaluator: one visit_<Node> per node kind
     dtypes.py     does a program need float64 (x64 mode)?
     devices.py    resolve_device: "cpu" / "gpu"

@@ -34,6 +34,8 @@ from relayish.backend.jax.arguments import (build_arg, decode, encode, flatten_a
                                             leaf_indices, parameters, pure_tree, ref_paths)
 from relayish.backend.jax.devices import resolve_device
 from relayish.backend.jax.dtypes import program_uses64
+from relayish.backend.jax.dynamic_rule import dynamic_params, find_folds
+from relayish.backend.jax.dynamic_tables import JTable, TableSpec
 from relayish.backend.jax.limits import chain_depth, trace_limits
 from relayish.backend.jax.trace import TraceEvaluator
 from relayish.backend.jax.values import JClosure, Restart, jax_array_class, load_jax
@@ -73,7 +75,7 @@ class JaxFunction:
     `jax_function()` gives the pure jax function behind `run` (tensor parameters and results).
     """
 
-    def __init__(self, mod, main, device="cpu", limits=None):
+    def __init__(self, mod, main, device="cpu", limits=None, capacity=None):
         self.mod = mod
         self.main = main
         self.device = resolve_device(device)
@@ -96,6 +98,13 @@ class JaxFunction:
         tensor_params = all(sig is not None for sig in self.parameters.tensors)
         self._tensor_sig = list(self.parameters.tensors) if tensor_params else None
         self._fast = None                # set once the tensor-only specialization is traced
+        # issue 17: recursive-ADT parameters that recognized folds consume are node tables,
+        # folded by one loop for every shape (dynamic_rule.py has the rule)
+        self.capacity = dynamic_capacity(capacity)
+        folds = find_folds(mod)
+        self._tables = {k: TableSpec(mod, adt, orders)
+                        for k, (adt, orders) in dynamic_params(mod, main, folds).items()}
+        self._folds = folds if self._tables else {}
 
     def __repr__(self):
         return f"<relayish JaxFunction on {self.device}>"
@@ -295,8 +304,10 @@ class JaxFunction:
     def _evaluate(self, entry, leaves, batching):
         ev = TraceEvaluator(self.mod, batching=batching, captured=self._captured,
                             limits=self.limits)
+        ev.folds = self._folds
         refs = []
-        args = [build_arg(t, leaves, refs) for t in entry.tree]
+        args = [JTable(t[1], [leaves[j] for j in t[2]]) if t[0] == "table" else
+                build_arg(t, leaves, refs) for t in entry.tree]
         initial = [r.value for r in refs]
         main = JClosure(self.main, {}, "@main", -1)
         try:
@@ -328,8 +339,17 @@ class JaxFunction:
     def _flatten_args(self, args):
         """(tensor leaves, cache key, rebuild trees, argument references) of checked `args`."""
         leaves, key, refs, ref_ids = [], [], [], {}
-        tree = [flatten_arg(v, leaves, key, refs, ref_ids)
-                for v in self.parameters.convert(args)]
+        tree = []
+        for k, v in enumerate(self.parameters.convert(args)):
+            spec = self._tables.get(k)
+            if spec is None:
+                tree.append(flatten_arg(v, leaves, key, refs, ref_ids))
+                continue
+            table = spec.encode(v, self.capacity.get("nodes"),
+                                f"parameter %{self.params[k].name_hint} of @main")
+            key.append(("table", table.capacity))
+            tree.append(("table", spec, list(range(len(leaves), len(leaves) + len(table.leaves)))))
+            leaves.extend(table.leaves)
         return leaves, tuple(key), tree, refs
 
 
@@ -340,13 +360,36 @@ def _with_writes(entry, outcome):
     return outcome
 
 
-def compile_jax(f_or_mod, device="cpu", limits=None):
-    """`rl.compile(f_or_mod, backend="jax", device=..., limits=...)`: see JaxFunction and
-    TRACE_LIMITS. Type-checked once, by the rule every backend shares (runtime/check.py)."""
+CAPACITY_KEYS = ("nodes", "steps")
+
+
+def dynamic_capacity(capacity):
+    """The checked capacity={"nodes": rows of a node table (default: the node count rounded
+    up to a power of two, so a data set compiles once per bucket), "steps": iterations of a
+    loop whose trip count is traced}."""
+    if capacity is None:
+        return {}
+    from relayish.errors import RelayishError
+    if not isinstance(capacity, dict):
+        raise RelayishError(f"capacity must be a dict (keys {', '.join(CAPACITY_KEYS)}), got "
+                            f"{type(capacity).__name__}")
+    for key, value in capacity.items():
+        if key not in CAPACITY_KEYS:
+            raise RelayishError(f"unknown capacity {key!r}; the capacities are "
+                                f"{', '.join(CAPACITY_KEYS)}")
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise RelayishError(f"capacity {key} must be a positive int, got {value!r}")
+    return dict(capacity)
+
+
+def compile_jax(f_or_mod, device="cpu", limits=None, capacity=None):
+    """`rl.compile(f_or_mod, backend="jax", device=..., limits=..., capacity=...)`: see
+    JaxFunction, TRACE_LIMITS and dynamic_capacity. Type-checked once, by the rule every
+    backend shares (runtime/check.py)."""
     mod = None
     if isinstance(f_or_mod, Expr):
         # the trace looks globals up in a Module: one whose @main is the function
         mod = Module.from_expr(f_or_mod)
         f_or_mod = mod["main"]
     mod, main = checked(f_or_mod, mod, who="rl.compile", error=CompileError)
-    return JaxFunction(mod, main, device, limits)
+    return JaxFunction(mod, main, device, limits, capacity)

@@ -16,6 +16,7 @@ each written reference's new contents) side by side and makes a *template* of th
                                     own tensors (zeros where another alternative ran); nested
                                     unions flatten
     ("tail", t, [t])                pending tail calls, joined like values
+    ("parts", v, [t])               rows of one table in a loop (values.Indexed): their parts
 
 Then `lax.switch` runs each probe's jaxpr and pads it to the joined outputs, and `_Rebuilder`
 builds the joined value from the switch outputs; written references get the joined contents.
@@ -35,8 +36,8 @@ import numpy as np
 from relayish.errors import CompileError
 from relayish.backend.values import ConstructorValue
 from relayish.backend.jax.limits import MAX_SWITCH_NESTING
-from relayish.backend.jax.values import (POISON, Frame, JAdt, JClosure, JRef, JUnion, Restart,
-                                         TailCall, describe, is_jax_value, is_tensor,
+from relayish.backend.jax.values import (POISON, Frame, Indexed, JAdt, JClosure, JRef, JUnion,
+                                         Restart, TailCall, describe, is_jax_value, is_tensor,
                                          is_tensor_tree, is_traced, load_jax, next_serial,
                                          same_tree_type, serial_of)
 
@@ -201,6 +202,9 @@ def _walk_fresh(value, start, leaves, seen):
             seen.add(id(v))
             leaves.append(v)
             continue
+        if isinstance(v, Indexed):                # a row of a loop's table: its parts
+            stack.extend(v.parts())
+            continue
         if serial_of(v) < start and not isinstance(v, TailCall):
             continue                              # built before the join: unchanged by it
         seen.add(id(v))
@@ -295,6 +299,12 @@ class _Joiner:
               and all(v.constructor is first.constructor for v in vals)):
             out = ("adt", first.constructor,
                    [self.join([v.fields[k] for v in vals]) for k in range(len(first.fields))])
+        elif (all(isinstance(v, Indexed) for v in vals)
+              and all(v.join_key() == first.join_key() for v in vals)):
+            # rows of one table (dynamic_loops.py): join the row's parts
+            parts = [v.parts() for v in vals]
+            out = ("parts", first, [self.join([p[k] for p in parts])
+                                    for k in range(len(parts[0]))])
         elif (all(isinstance(v, JClosure) for v in vals)
               and all(v.func is first.func for v in vals)):
             out = ["closure", first.func, first.name, []]
@@ -350,6 +360,8 @@ class _Joiner:
             return ("tuple", [self.export(f, i) for f in v])
         if isinstance(v, TailCall):
             return ("tail", self.export(v.callee, i), [self.export(a, i) for a in v.args])
+        if isinstance(v, Indexed):
+            return ("parts", v, [self.export(p, i) for p in v.parts()])
         if serial_of(v) < self.start:
             return _Same(v)
         key = ("o", id(v))
@@ -414,6 +426,8 @@ class _Rebuilder:
         elif kind == "union":
             out = JUnion(self.build(t[1]), [self.build(a) for a in t[2]], self.start,
                           next_serial())
+        elif kind == "parts":
+            out = t[1].with_parts([self.build(p) for p in t[2]])
         else:
             raise CompileError(f"internal: unknown join template {kind!r}")
         self.memo[key] = out

@@ -29,6 +29,7 @@ from relayish.ir.analysis import FreeVars
 from relayish.backend.runtime.bindings import bind_pattern, is_recursive, let_chain
 from relayish.backend.runtime.describe import node_text
 from relayish.backend.jax.batching import batched_calls
+from relayish.backend.jax.dynamic_loops import JPoolRef, JRow, fold_call
 from relayish.backend.jax.joins import select_tree, switch, tensor_contents
 from relayish.backend.jax.limits import MAX_ACTIVATIONS_UNDER_JOIN, TRACE_LIMITS
 from relayish.backend.jax.values import (POISON, Frame, JAdt, JClosure, JConstructorFn, JRef,
@@ -89,6 +90,8 @@ class TraceEvaluator:
         self.ops = 0                         # traced tensor operations recorded
         self.started = time.monotonic()
         self.zeros = ZeroTracker()           # zero adjoints, folded before XLA (zeros.py)
+        self.folds: dict = {}                # Function -> Fold run as a loop (dynamic_rule.py)
+        self.loop = None                     # the fold loop being traced (dynamic_loops.py)
 
     # ---- entry ------------------------------------------------------------------------------
     def eval(self, expr, env, tail=False):
@@ -116,6 +119,10 @@ class TraceEvaluator:
         """One function body, evaluated in tail position (may return a TailCall)."""
         if isinstance(callee, JClosure):
             func = callee.func
+            if func in self.folds:          # a fold over a node table: one loop (issue 17)
+                looped = fold_call(self, self.folds[func], callee, args)
+                if looped is not None:
+                    return looped
             if len(args) != len(func.params):
                 raise CompileError(f"{closure_name(callee)} takes {len(func.params)} "
                                    f"argument(s), got "
@@ -147,6 +154,8 @@ class TraceEvaluator:
                                 for alt in callee.alts], tail_stop=callee.start)
         if isinstance(callee, JConstructorFn):
             return JAdt(callee.constructor, list(args), next_serial())
+        if isinstance(callee, JRow):        # closures a fold's loop left: the backward loop
+            return callee.call(self, args)
         raise CompileError(f"cannot call a {describe(callee)}")
 
     def unrolled(self):
@@ -342,7 +351,12 @@ class TraceEvaluator:
         raise EvaluationError(f"no clause of {text} matches the value {describe(data)}")
 
     def visit_RefCreate(self, e, env, tail):
-        return JRef(self.zeros.stored(self.eval(e.value, env)), next_serial())
+        return self.new_ref(self.zeros.stored(self.eval(e.value, env)))
+
+    def new_ref(self, value):
+        if self.loop is not None:           # made in a fold's iteration: a row of a pool
+            return self.loop.new_ref(value)
+        return JRef(value, next_serial())
 
     def visit_RefRead(self, e, env, tail):
         return self.read(self.eval(e.ref, env))
@@ -369,6 +383,8 @@ class TraceEvaluator:
                     self.read(alt)               # (notes the reads for batching)
                 return select_tree(ref.index, contents)
             return self.switch(ref.index, [lambda s, a=a: self.read(a) for a in ref.alts])
+        if isinstance(ref, JPoolRef):
+            return ref.read(self)
         raise CompileError(f"cannot read a {describe(ref)} as a reference")
 
     def write(self, ref, value):
@@ -388,6 +404,9 @@ class TraceEvaluator:
                     self.write(alt, select_tree(chosen, [alt.value, value]))
                 return
             self.switch(ref.index, [lambda s, a=a: self.write(a, value) or () for a in ref.alts])
+            return
+        if isinstance(ref, JPoolRef):
+            ref.write(self, value)
             return
         raise CompileError(f"cannot write to a {describe(ref)} as a reference")
 

@@ -90,6 +90,25 @@ class JUnion:
         self.index, self.alts, self.start, self.serial = index, alts, start, serial
 
 
+class Indexed:
+    """A trace-time value made of a fixed part and tensors: a reference or closure that lives
+    in a row of a table inside a loop over dynamic structure (dynamic_loops.py). A join joins
+    the `parts()` of values with equal `join_key()` and rebuilds one with `with_parts(parts)`.
+    Its serial is -1 (old): a pending tail call of one stops at every join, so the loop that
+    owns it continues it."""
+    __slots__ = ()
+    serial = -1
+
+    def join_key(self):
+        raise NotImplementedError
+
+    def parts(self):
+        raise NotImplementedError
+
+    def with_parts(self, parts):
+        raise NotImplementedError
+
+
 class TailCall:
     """A call in tail position, returned to the caller's trampoline instead of being made."""
     __slots__ = ("callee", "args")

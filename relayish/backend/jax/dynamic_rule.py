@@ -1,0 +1,270 @@
+"""Which recursions the jax backend compiles as loops over runtime data (issue 17): the rule.
+
+    folds = find_folds(mod)                   # {Function: Fold}: structural recursions (shape A)
+    dynamic = dynamic_params(mod, main, folds)   # {param index: (ADT type, child orders)}
+
+**The rule.** A parameter of the compiled function whose type is a recursive ADT (a tree, a
+list) is *dynamic* -- passed as a node table (dynamic_tables.py) and folded by ONE compiled loop
+for every shape -- when every use of it in @main is as the recursive argument of a call of a
+recognized fold. Every other ADT argument stays static structure, and recursion over it unrolls
+at trace time as before (right for small, fixed structures; each new shape is a new trace).
+
+**A fold** (a catamorphism) is a global `@f(inv..., %t, inv...)` whose body is
+`match (%t) { C_j(p...) => body_j }` where
+  * each constructor of the ADT has one clause, whose sub-patterns are variables or `_`, and
+    every field is a tensor or of the ADT's own type (a child);
+  * inside body_j, @f appears only as leading calls `let %x = @f(...)` that pass the same
+    parameters as invariants and a child pattern variable at position k, each child exactly
+    once, before any effectful binding (references, calls of functions); pure bindings may be
+    interleaved (their order does not matter). A child variable has no other use;
+  * %t has no other use; @f is not mutually recursive (no callee of @f reaches @f);
+  * its result type is made of tensors, tuples and references to tensor trees (what a row
+    of the result table holds).
+Then evaluating @f on every node of the table in post-order, children in the order body_j calls
+them, IS the original evaluation order, effects included (dynamic_loops.py). The order of the
+calls is each constructor's `order`: the field indices of its children, first called first.
+
+Everything here is an IR analysis: loops with explicit stacks, no jax.
+"""
+from __future__ import annotations
+
+from relayish.ir.analysis import CallGraph, use_counts, walk
+from relayish.ir.fields import EXPR, EXPRS, iter_fields
+from relayish.ir.expr import (Call, Constructor, GlobalVar, Let, Match,
+                              PatternConstructor, PatternVar, PatternWildcard, RefCreate,
+                              RefRead, RefWrite, Var)
+from relayish.ir.op import Op
+from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, TypeCall,
+                               TypeVar, map_type)
+
+
+class Fold:
+    """A recognized structural recursion: `func` folds its parameter `k` (of ADT type `adt`).
+
+    clauses[tag] = (clause, field variables (Var or None), order: child field indices in
+    call order); `field_types[tag]` the constructor's field types with the ADT's type
+    arguments substituted.
+    """
+
+    def __init__(self, name, func, k, adt, data, clauses, field_types, ret):
+        self.name, self.func, self.k, self.adt, self.data = name, func, k, adt, data
+        self.clauses, self.field_types, self.ret = clauses, field_types, ret
+
+    def orders(self):
+        return {tag: c[2] for tag, c in self.clauses.items()}
+
+
+def adt_fields(mod, t):
+    """(TypeData, [[field type per constructor field], ...] by tag) of a recursive ADT type `t`
+    (its type arguments substituted), or None when t is not an ADT with a field of its own
+    type."""
+    if isinstance(t, GlobalTypeVar):
+        t = TypeCall(t, ())
+    if not isinstance(t, TypeCall):
+        return None
+    try:
+        data = mod.get_type_data(t.func)
+    except Exception:      # noqa: BLE001 - not an ADT of this module: not dynamic
+        return None
+    subst = dict(zip(data.type_vars, t.args))
+
+    def sub(x):
+        if isinstance(x, TypeVar):
+            return subst.get(x, x)
+        if isinstance(x, GlobalTypeVar) and x == t.func:
+            return t
+        return map_type(x, sub)
+    fields = [[sub(f) for f in ctor.inputs] for ctor in data.constructors]
+    if not any(_same_type(f, t) for fs in fields for f in fs):
+        return None
+    return data, fields
+
+
+def _same_type(a, b):
+    if isinstance(a, GlobalTypeVar):
+        a = TypeCall(a, ())
+    if isinstance(b, GlobalTypeVar):
+        b = TypeCall(b, ())
+    return a == b
+
+
+def _row_type(t):
+    """Can a value of type t be a row of a result table (tensors, tuples, refs to tensor
+    trees)?"""
+    stack = [(t, False)]
+    while stack:
+        x, in_ref = stack.pop()
+        if isinstance(x, TensorType):
+            continue
+        if isinstance(x, TupleType):
+            stack.extend((f, in_ref) for f in x.fields)
+        elif isinstance(x, RefType) and not in_ref:
+            stack.append((x.value, True))
+        else:
+            return False
+    return True
+
+
+def _pure(expr):
+    """No reference operation and no call of a function anywhere in `expr` (ops and
+    constructors are pure): moving it past the recursive calls changes nothing."""
+    for node in walk(expr):
+        if isinstance(node, (RefCreate, RefRead, RefWrite)):
+            return False
+        if isinstance(node, Call) and not isinstance(node.op, (Op, Constructor)):
+            return False
+    return True
+
+
+def _fold_of(mod, name, func, graph):
+    body = func.body
+    if not isinstance(body, Match) or not isinstance(body.data, Var):
+        return None
+    if body.data not in func.params:
+        return None
+    k = func.params.index(body.data)
+    t = getattr(func.params[k], "_checked_type", None) or func.params[k].type_annotation
+    found = adt_fields(mod, t)
+    checked = getattr(func, "_checked_type", None)
+    ret = func.ret_type or (checked.ret_type if isinstance(checked, FuncType) else None)
+    if found is None or ret is None or not _row_type(ret):
+        return None
+    data, field_types = found
+    if isinstance(t, GlobalTypeVar):
+        t = TypeCall(t, ())
+    counts = use_counts(body)
+    if counts.get(func.params[k], 0) != 1:
+        return None
+    # no mutual recursion: no other global @f calls reaches @f
+    for callee in graph.callees.get(name, ()):
+        if callee != name and name in graph.reachable(callee):
+            return None
+    clauses = {}
+    for clause in body.clauses:
+        lhs = clause.lhs
+        if not isinstance(lhs, PatternConstructor):
+            return None
+        ctor = lhs.constructor
+        if ctor.tag in clauses or ctor.tag >= len(field_types):
+            return None
+        subs = []
+        for p in lhs.patterns:
+            if isinstance(p, PatternVar):
+                subs.append(p.var)
+            elif isinstance(p, PatternWildcard):
+                subs.append(None)
+            else:
+                return None
+        kinds = field_types[ctor.tag]
+        if len(subs) != len(kinds):
+            return None
+        for ft in kinds:
+            if not (_same_type(ft, t) or isinstance(ft, TensorType)):
+                return None
+        order = _leading_calls(name, func, k, clause.rhs, subs, kinds, t, counts)
+        if order is None:
+            return None
+        clauses[ctor.tag] = (clause, subs, order)
+    if len(clauses) != len(data.constructors):
+        return None
+    return Fold(name, func, k, t, data, clauses, field_types, ret)
+
+
+def _leading_calls(name, func, k, rhs, subs, kinds, t, counts):
+    """The child field indices of the leading recursive calls of one clause body, in call
+    order, or None when the clause breaks the rule (module docstring)."""
+    children = {v: m for m, v in enumerate(subs) if v is not None and _same_type(kinds[m], t)}
+    order, effects = [], False
+    node = rhs
+    while isinstance(node, Let):              # the clause's let-chain, by a loop
+        value = node.value
+        if _is_recursive_call(value, name, func, k, children):
+            if effects:
+                return None
+            order.append(children[value.args[k]])
+        elif not _pure(value):
+            effects = True
+        node = node.body
+    # every child of the clause is called exactly once, and @f appears nowhere else
+    if sorted(order) != sorted(set(order)) or set(order) != set(children.values()):
+        return None
+    if _global_uses(rhs, name) != len(order):
+        return None
+    if any(counts.get(v, 0) != 1 for v in children):
+        return None
+    return order
+
+
+def _global_uses(expr, name):
+    """How many child positions in `expr` hold @name (a GlobalVar node may be shared, so
+    counting the nodes would miss uses)."""
+    count = 0
+    for node in walk(expr):
+        for _, kind, value in iter_fields(node):
+            items = value if kind == EXPRS else (value,) if kind == EXPR else ()
+            count += sum(1 for x in items if isinstance(x, GlobalVar) and x.name_hint == name)
+    return count
+
+
+def _is_recursive_call(value, name, func, k, children):
+    if not (isinstance(value, Call) and isinstance(value.op, GlobalVar)
+            and value.op.name_hint == name and len(value.args) == len(func.params)):
+        return False
+    for m, a in enumerate(value.args):
+        if m == k:
+            if not (isinstance(a, Var) and a in children):
+                return False
+        elif a is not func.params[m]:
+            return False
+    return True
+
+
+def find_folds(mod):
+    """{Function: Fold} of the module's globals that are structural recursions (docstring)."""
+    if mod is None:
+        return {}
+    graph = CallGraph(mod)
+    out = {}
+    for gv, func in mod.functions.items():
+        fold = _fold_of(mod, gv.name_hint, func, graph)
+        if fold is not None:
+            out[func] = fold
+    return out
+
+
+def dynamic_params(mod, main, folds):
+    """{parameter index of main: (ADT type, {tag: child order})} of main's parameters that the
+    rule makes dynamic: recursive-ADT parameters used only as the folded argument of fold calls
+    that agree on the order of the children."""
+    if not folds:
+        return {}
+    by_name = {f.name: f for f in folds.values()}
+    out = {}
+    counts = use_counts(main.body)
+    for index, p in enumerate(main.params):
+        t = getattr(p, "_checked_type", None) or p.type_annotation
+        if adt_fields(mod, t) is None:
+            continue
+        uses, orders = 0, None
+        for node in walk(main.body):
+            if not (isinstance(node, Call) and isinstance(node.op, GlobalVar)):
+                continue
+            fold = by_name.get(node.op.name_hint)
+            if fold is None or len(node.args) != len(fold.func.params):
+                continue
+            if node.args[fold.k] is p and _same_type(fold.adt, t):
+                uses += 1
+                if orders is not None and orders != fold.orders():
+                    uses = -1
+                    break
+                orders = fold.orders()
+        if uses > 0 and uses == counts.get(p, 0):
+            out[index] = (fold_type(t), orders)
+    return out
+
+
+def fold_type(t):
+    return TypeCall(t, ()) if isinstance(t, GlobalTypeVar) else t
+
+
+__all__ = ["Fold", "adt_fields", "find_folds", "dynamic_params"]

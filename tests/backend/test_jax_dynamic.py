@@ -1,0 +1,230 @@
+"""Recursion over runtime data in ONE compiled program (issue 17, section 1): folds over tree and
+list arguments run as one XLA loop over a node table (relayish/backend/jax/dynamic_*.py), for
+every shape, with the same values as the interpreter; reverse AD's backpropagator chain runs
+as a second loop."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import relayish as rl
+from relayish.errors import CompileError, EvaluationError, RelayishError
+from relayish.backend.jax.dynamic_rule import dynamic_params, find_folds
+from relayish.backend.jax.dynamic_tables import TableSpec, bucket
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples"))
+from treelstm import init_params, random_tree, to_value, treelstm_module  # noqa: E402
+
+DIMS = dict(vocab=20, embed=6, hidden=4, classes=3)
+
+
+@pytest.fixture(scope="module")
+def model():
+    mod = treelstm_module(**DIMS)
+    params = init_params(np.random.default_rng(0), **DIMS)
+    return mod, params
+
+
+def _trees(mod, seed, n, most=30):
+    rng = np.random.default_rng(seed)
+    return [(to_value(mod, random_tree(rng, int(rng.integers(1, most + 1)), DIMS["vocab"])),
+             np.int32(rng.integers(DIMS["classes"]))) for _ in range(n)]
+
+
+def _close(a, b, rtol):
+    for x, y in zip(_flat(a), _flat(b)):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=1e-6)
+
+
+def _flat(v):
+    if isinstance(v, (tuple, list)):
+        return [z for x in v for z in _flat(x)]
+    return [v]
+
+
+def test_the_rule_recognizes_the_treelstm_folds(model):
+    mod, _ = model
+    folds = find_folds(mod)
+    assert {f.name for f in folds.values()} == {"cell"}
+    (adt, orders), = dynamic_params(mod, mod["main"], folds).values()
+    assert orders == {0: [], 1: [0, 1]}          # WLeaf: no child; WNode: left, then right
+    vg = rl.value_and_grad(mod, argnums=tuple(range(7)))
+    assert {f.name for f in find_folds(vg).values()} == {"cell", "cell_ad"}
+    assert list(dynamic_params(vg, vg["main"], find_folds(vg))) == [7]
+
+
+def test_the_node_table_is_post_order_in_call_order(model):
+    mod, _ = model
+    spec = TableSpec(mod, *next(iter(dynamic_params(mod, mod["main"],
+                                                    find_folds(mod)).values())))
+    table = spec.encode(to_value(mod, ((1, 2), 3)))
+    tag, words, left, right, count = table.leaves
+    assert int(count) == 5 and table.capacity == 16
+    assert tag[:6].tolist() == [0, 0, 1, 0, 1, -1]
+    assert words[:5].tolist() == [1, 2, 0, 3, 0]
+    assert left[:5].tolist() == [-1, -1, 0, -1, 2] and right[:5].tolist() == [-1, -1, 1, -1, 3]
+    assert [bucket(n) for n in (1, 16, 17, 100)] == [16, 16, 32, 128]
+
+
+def test_forward_one_compilation_for_every_tree_shape(model):
+    mod, params = model
+    run = rl.compile(mod, backend="jax", capacity={"nodes": 64})
+    for tree, y in _trees(mod, 1, 25):
+        _close(run(*params, tree, y), rl.evaluate(mod, *params, tree, y), 1e-5)
+    assert run.trace_count == 1
+
+
+def test_value_and_grad_one_compilation_same_gradients(model):
+    mod, params = model
+    vg = rl.value_and_grad(mod, argnums=tuple(range(7)))
+    run = rl.compile(vg, backend="jax", capacity={"nodes": 64})
+    for tree, y in _trees(mod, 2, 20):
+        _close(run(*params, tree, y), rl.evaluate(vg, *params, tree, y), 1e-4)
+    assert run.trace_count == 1
+
+
+def test_default_capacity_buckets_node_counts(model):
+    mod, params = model
+    run = rl.compile(mod, backend="jax")
+    for leaves in (1, 3, 8, 2, 5):           # 1-15 nodes: one bucket of 16 rows
+        tree = to_value(mod, random_tree(np.random.default_rng(leaves), leaves, 20))
+        _close(run(*params, tree, np.int32(0)), rl.evaluate(mod, *params, tree, np.int32(0)),
+               1e-5)
+    assert run.trace_count == 1
+    tree = to_value(mod, random_tree(np.random.default_rng(9), 12, 20))    # 23 nodes: 32 rows
+    run(*params, tree, np.int32(0))
+    assert run.trace_count == 2
+
+
+def test_an_argument_over_capacity_is_an_evaluation_error(model):
+    mod, params = model
+    run = rl.compile(mod, backend="jax", capacity={"nodes": 16})
+    tree = to_value(mod, random_tree(np.random.default_rng(0), 9, 20))     # 17 nodes
+    with pytest.raises(EvaluationError, match=r"parameter %t of @main has 17 nodes, more than "
+                                              r"the capacity of 16"):
+        run(*params, tree, np.int32(0))
+
+
+def test_capacity_option_is_checked():
+    x = rl.var("x", shape=(2,))
+    f = rl.Function([x], x * 2.0)
+    with pytest.raises(RelayishError, match="unknown capacity 'rows'"):
+        rl.compile(f, backend="jax", capacity={"rows": 3})
+    with pytest.raises(RelayishError, match="must be a positive int"):
+        rl.compile(f, backend="jax", capacity={"nodes": 0})
+    with pytest.raises(RelayishError, match="interpreter takes none"):
+        rl.compile(f, backend="interpreter", capacity={"nodes": 8})
+
+
+LIST = """
+type L { Nil, Cons(Tensor[(3), float64], L) }
+
+def @fold(%w: Tensor[(3), float64], %l: L) -> Tensor[(3), float64] {
+  match (%l) {
+    Nil => zeros_like(%w),
+    Cons(%x, %rest) => {
+      let %s = @fold(%w, %rest);
+      tanh(%s * %w + %x)
+    }
+  }
+}
+"""
+
+
+def _list(mod, xs):
+    nil, cons = mod.get_constructor("Nil"), mod.get_constructor("Cons")
+    v = rl.ConstructorValue(nil, [])
+    for x in reversed(xs):
+        v = rl.ConstructorValue(cons, [x, v])
+    return v
+
+
+def _list_reference(w, xs):
+    s = np.zeros(3)
+    for x in reversed(xs):
+        s = np.tanh(s * w + x)
+    return s
+
+
+def test_a_list_fold_forward_one_compilation_gradient_static():
+    mod = rl.infer_type(rl.parse(LIST + """
+def @main(%w: Tensor[(3), float64], %l: L) -> float64 { sum(@fold(%w, %l)) }
+"""))
+    run = rl.compile(mod, backend="jax", capacity={"nodes": 64})
+    grad = rl.value_and_grad(mod, argnums=0)
+    run_grad = rl.compile(grad, backend="jax", capacity={"nodes": 64})
+    rng = np.random.default_rng(3)
+    w = rng.normal(size=3)
+    for n in (0, 1, 7, 30, 63):
+        xs = list(rng.normal(size=(n, 3)))
+        value = _list(mod, xs)
+        np.testing.assert_allclose(run(w, value), _list_reference(w, xs).sum(), rtol=1e-12)
+        _close(run_grad(w, value), rl.evaluate(grad, w, value), 1e-10)
+    assert run.trace_count == 1
+    # reverse AD lifts a list of tensors to L_ad (a reference per element, @ad_lift_L): that
+    # map is not a fold, so the gradient's list argument stays static (one trace per length)
+    assert run_grad.trace_count == 5
+
+
+def test_a_long_list_is_one_loop_not_an_unrolled_trace():
+    mod = rl.infer_type(rl.parse(LIST + """
+def @main(%w: Tensor[(3), float64], %l: L) -> Tensor[(3), float64] { @fold(%w, %l) }
+"""))
+    rng = np.random.default_rng(4)
+    w, xs = rng.normal(size=3) * 0.5, list(rng.normal(size=(20_000, 3)))
+    run = rl.compile(mod, backend="jax")
+    np.testing.assert_allclose(run(w, _list(mod, xs)), _list_reference(w, xs), rtol=1e-10)
+
+
+def test_an_argument_used_otherwise_stays_static():
+    mod = rl.infer_type(rl.parse(LIST + """
+def @main(%w: Tensor[(3), float64], %l: L) -> Tensor[(3), float64] {
+  match (%l) { Nil => %w, Cons(%x, %rest) => @fold(%w, %l) + %x }
+}
+"""))
+    assert dynamic_params(mod, mod["main"], find_folds(mod)) == {}
+    run = rl.compile(mod, backend="jax")
+    rng = np.random.default_rng(5)
+    w = rng.normal(size=3)
+    for n in (1, 2, 3):
+        xs = list(rng.normal(size=(n, 3)))
+        np.testing.assert_allclose(run(w, _list(mod, xs)),
+                                   _list_reference(w, xs) + xs[0], rtol=1e-12)
+    assert run.trace_count == 3                  # unrolled: one trace per shape, as before
+
+
+def test_a_fold_under_a_traced_if_is_a_compile_error():
+    mod = rl.infer_type(rl.parse(LIST + """
+def @main(%w: Tensor[(3), float64], %l: L) -> Tensor[(3), float64] {
+  if (sum(%w) > 0f64) { @fold(%w, %l) } else { %w }
+}
+"""))
+    run = rl.compile(mod, backend="jax")
+    with pytest.raises(CompileError, match=r"@fold folds a node table under a traced if"):
+        run(np.ones(3), _list(mod, [np.ones(3)]))
+
+
+def test_functions_that_break_the_rule_are_not_folds():
+    mod = rl.infer_type(rl.parse("""
+type L { Nil, Cons(Tensor[(3), float64], L) }
+
+def @twice(%l: L) -> Tensor[(3), float64] {
+  match (%l) {
+    Nil => zeros(shape=[3], dtype="float64"),
+    Cons(%x, %rest) => @twice(%rest) + @twice(%rest)
+  }
+}
+
+def @effect_first(%r: ref(Tensor[(3), float64]), %l: L) -> Tensor[(3), float64] {
+  match (%l) {
+    Nil => zeros(shape=[3], dtype="float64"),
+    Cons(%x, %rest) => {
+      let %u = %r := %x;
+      let %s = @effect_first(%r, %rest);
+      %s + %x
+    }
+  }
+}
+"""))
+    assert find_folds(mod) == {}
