@@ -5,24 +5,43 @@ inlining it cannot loop or blow up:
 
     a global @g       not recursive (a strongly connected component of the CallGraph of one
                       global that does not refer to itself), not polymorphic (no type
-                      parameters), and small (at most SMALL nodes) or referred to exactly once
-                      in the whole module (that one reference being this call)
+                      parameters), and small (at most SMALL nodes once inlined itself), or
+                      referred to exactly once in the whole module (that one reference being
+                      this call) with an inlined body at most COPY_GROWTH times its own
     a let-bound       `let %f = fn (...) {...}` called as `%f(...)` later in the let's scope:
     closure           not recursive (%f is not free in its own body), not polymorphic, and
                       small, or never used but as that one call
+    a literal         `(fn (...) {...})(...)`, not polymorphic
+    closure
 
-`f(a1, ..., an)` becomes `let %p1 = a1; ...; let %pn = an; body` with fresh Vars for every binder
-of the body (its parameters, lets, closure parameters and pattern variables: the IR compares
-Vars by identity, so a body inlined twice must not bind one Var twice). The arguments are thus
-evaluated once each, in order, before the body, exactly as the call evaluated them; an argument
-that is a variable or a constant is substituted instead of bound (evaluating it has no effect).
-Nothing else moves, so effects keep their order. Types are kept: each fresh Var carries the
-annotation of the one it copies, and the body's type is the call's.
+Size: the output is linear in the input. Each call node of the input is expanded at most once
+(a call node shared at two places of the DAG stays a call: expanding it at each place would let
+shared calls nested in shared calls multiply, and one expansion at two places would bind its
+Vars twice). What an expansion adds is bounded: a copy of a small body (SMALL nodes), or a body
+used at one call only, which is moved there, not copied: the closure's `let` is dropped when
+every use of its Var was inlined, so the body exists once. Keeping that `let` beside the
+inlined copy doubled the program at each level of closures nested in closures (AD output of
+k nested closures: 2^k; issue 13). A global is part of the module's meaning and stays, so a
+global inlined at its one call is a copy: COPY_GROWTH bounds it by the global's own size (a
+chain of globals each calling the next once would otherwise copy quadratically). Hence
+`nodes(out) <= GROWTH_BOUND * nodes(in)` (tests/ir/passes/test_inline.py checks it on random
+programs).
+
+A copied body gets fresh Vars for every binder (its parameters, lets, closure parameters and
+pattern variables: the IR compares Vars by identity, so a body inlined twice must not bind one
+Var twice) and its parameters substituted. A moved body keeps its Vars and is visited once, at
+its call (a closure's `let` is passed over, not visited), with its parameters substituted as it
+is walked: `f(a1, ..., an)` becomes `let %p1 = a1; ...; let %pn = an; body` with f's own
+parameters. Either way each argument is evaluated once, in order, before the body, exactly as
+the call evaluated them (an argument that is a variable or a constant is substituted instead of
+bound: evaluating it has no effect). Nothing else moves, so effects keep their order; dropping
+a Function literal's `let` drops no effect (building a closure has none). Types are kept: each
+fresh Var carries the annotation of the one it copies, a bound parameter keeps its own, and the
+body's type is the call's.
 
 Globals are processed callees first (CallGraph.components()), so a body copied in is already
-inlined itself, and every global stays in the module (a Module's globals are part of what it
-means). A let-bound closure whose calls were all inlined is left for dead_code to remove. Calls
-through references, tuples or parameters are not known here: partial evaluation finds those.
+inlined itself, and every global stays in the module. Calls through references, tuples or
+parameters are not known here: partial evaluation finds those.
 
 Let-chains are walked with loops (ExprMutator); other nesting recurses under `run_deep`.
 """
@@ -34,9 +53,14 @@ from relayish.ir.passes.base import TYPED, Pass
 from relayish.ir.passes.uses import reference_counts
 from relayish.ir.visitor import ExprMutator, no_gc, run_deep
 
-__all__ = ["Inline", "inline_module", "SMALL"]
+__all__ = ["Inline", "inline_module", "SMALL", "COPY_GROWTH", "GROWTH_BOUND"]
 
-SMALL = 24      # a callee body of at most this many nodes is inlined at every call
+SMALL = 24          # a callee body of at most this many nodes is copied in at every call
+COPY_GROWTH = 2     # a global called once is copied if inlined it is at most this times its size
+# nodes(out) <= GROWTH_BOUND * nodes(in): the input itself; COPY_GROWTH times each global copied
+# at its one call; per call node, a small body and a let and a Var per argument (each argument
+# is a node of the input).
+GROWTH_BOUND = 1 + COPY_GROWTH + SMALL + 2
 
 
 def _size(func) -> int:
@@ -67,7 +91,7 @@ def _binders(expr) -> list:
     return found
 
 
-def _expand(func, args):
+def _copy(func, args):
     """`func(args)` as lets binding its parameters and a fresh copy of its body."""
     subst, bindings = {}, []
     for param, arg in zip(func.params, args):
@@ -87,66 +111,113 @@ def _expand(func, args):
 
 
 class _Inliner(ExprMutator):
-    def __init__(self, globals_, counts, callee_counts, free):
+    def __init__(self, func, globals_):
         super().__init__()
-        self.globals = globals_          # name -> the (already inlined) Function to copy in
-        self.counts = counts             # use counts of Vars in the function being inlined into
-        self.callee_counts = callee_counts
-        self.free = free
-        self.closures: dict = {}         # id(let-bound Var) -> its (inlined) Function
+        self.globals = globals_           # name -> the (already inlined) Function to copy in
+        self.counts = use_counts(func)    # uses of each Var in the function inlined into
+        self.refs = reference_counts(func)    # edges into each node: shared calls stay calls
+        self.calls = _calls_by_callee(func)
+        self.free = FreeVars()
+        self.copied: dict = {}            # id(let-bound Var) -> its inlined Function, to copy
+        self.moved: dict = {}             # id(let-bound Var) -> its Function, to move
+        self.expanded: dict = {}          # id(let-bound Var) -> the calls of it inlined
+        self.subst: dict = {}             # id(parameter of a moved body) -> its atom argument
+
+    def visit_Var(self, e):
+        return self.subst.get(id(e), e)
 
     def visit_Let(self, e):
         chain = []
-        while isinstance(e, Let):        # a loop down the chain, then rebuild from the end
-            value = self.visit(e.value)
-            if isinstance(value, Function) and self.inlinable_closure(e.var, value):
-                self.closures[id(e.var)] = value
+        while isinstance(e, Let):         # a loop down the chain, then rebuild from the end
+            if self.movable(e):
+                self.moved[id(e.var)] = e.value
+                value = None              # visited where it is called
+            else:
+                value = self.visit(e.value)
+                if isinstance(value, Function) and self.copyable(e.var, value):
+                    self.copied[id(e.var)] = value
             chain.append((e, value))
             e = e.body
         body = self.visit(e)
         for let, value in reversed(chain):
+            key = id(let.var)
+            if self.expanded.get(key, 0) == self.counts.get(let.var, 0) > 0:
+                continue                  # every use inlined: the closure is gone
+            if value is None:             # a movable closure whose call was not reached
+                value = self.visit(let.value)
             if not (value is let.value and body is let.body):
                 let = Let(let.var, value, body)
             body = let
         return body
 
-    def inlinable_closure(self, var, func):
-        if func.type_params or any(v is var for v in self.free.of(func)):
+    def movable(self, let):
+        """`let %f = fn ..` whose Var is used once, by a call that will be inlined: the body
+        goes there, and the let goes."""
+        func, var = let.value, let.var
+        if not isinstance(func, Function) or func.type_params:
             return False
-        uses = self.counts.get(var, 0)
-        called = self.callee_counts.get(id(var), 0)
-        return called > 0 and (_size(func) <= SMALL or (uses == called == 1))
+        calls = self.calls.get(id(var), ())
+        return self.counts.get(var, 0) == len(calls) == 1 and self.refs.get(id(func)) == 1 \
+            and self.refs.get(id(calls[0])) == 1 and not any(v is var for v in self.free.of(func))
 
-    def target(self, call):
-        """The Function to copy in for `call`, or None."""
-        op = call.op
-        if isinstance(op, Var):
-            return self.closures.get(id(op))
-        if isinstance(op, GlobalVar):
-            return self.globals.get(op.name_hint)
-        return None
+    def copyable(self, var, func):
+        return not func.type_params and id(var) in self.calls and _size(func) <= SMALL \
+            and not any(v is var for v in self.free.of(func))
 
     def visit(self, expr):
-        # a call shared at two places is expanded at each (not memoized): one expansion at two
-        # places would bind its Vars twice in one scope
-        if type(expr) is Call and self.target(expr) is not None:
+        # an inlinable call is not memoized: its node has one parent (expandable), so it is
+        # reached once, and the body it moves must be placed once
+        if type(expr) is Call and self.expandable(expr):
             return self.visit_Call(expr)
         return super().visit(expr)
 
+    def expandable(self, call):
+        if self.refs.get(id(call), 0) > 1:
+            return False
+        op = call.op
+        if isinstance(op, Var):
+            return id(op) in self.copied or id(op) in self.moved
+        if isinstance(op, GlobalVar):
+            return op.name_hint in self.globals
+        return isinstance(op, Function) and not op.type_params and self.refs.get(id(op)) == 1
+
     def visit_Call(self, e):
-        target = self.target(e)
-        if target is None:
+        if not self.expandable(e):
             return super().visit_Call(e)
+        op = e.op
         args = [self.visit(a) for a in e.args]
-        return _expand(target, args)
+        if isinstance(op, GlobalVar):
+            return _copy(self.globals[op.name_hint], args)
+        if isinstance(op, Var):
+            self.expanded[id(op)] = self.expanded.get(id(op), 0) + 1
+            if id(op) in self.copied:
+                return _copy(self.copied[id(op)], args)
+            op = self.moved[id(op)]
+        return self.move(op, args)
+
+    def move(self, func, args):
+        """`func(args)` as func's body in place, visited now with its parameters bound to the
+        arguments (an atom substituted, any other argument bound by a let of the parameter):
+        the body is used here only, so it keeps its Vars and is walked once."""
+        bindings = []
+        for param, arg in zip(func.params, args):
+            if isinstance(arg, (Var, GlobalVar, Constant)):
+                self.subst[id(param)] = arg
+            else:
+                bindings.append((param, arg))
+        body = self.visit(func.body)
+        for param, arg in reversed(bindings):
+            body = Let(param, arg, body)
+        return body
 
 
-def _callee_counts(expr) -> dict:
-    counts: dict = {}
+def _calls_by_callee(expr) -> dict:
+    """id(Var) -> the call nodes calling it."""
+    calls: dict = {}
     for node in walk(expr):
         if isinstance(node, Call) and isinstance(node.op, Var):
-            counts[id(node.op)] = counts.get(id(node.op), 0) + 1
-    return counts
+            calls.setdefault(id(node.op), []).append(node)
+    return calls
 
 
 def inline_module(mod):
@@ -167,16 +238,18 @@ def inline_module(mod):
             if new is not func:
                 out[name] = new
             recursive = len(component) > 1 or name in graph.callees.get(name, ())
-            if not recursive and not new.type_params and \
-                    (_size(new) <= SMALL or references.get(name, 0) == 1):
+            if recursive or new.type_params:
+                continue
+            size = _size(new)
+            if size <= SMALL or (references.get(name, 0) == 1
+                                 and size <= COPY_GROWTH * max(_size(func), 1)):
                 done[name] = new
     return out
 
 
 def _inline_function(func, globals_):
     def run():
-        inliner = _Inliner(globals_, use_counts(func), _callee_counts(func), FreeVars())
-        return inliner.visit(func)
+        return _Inliner(func, globals_).visit(func)
     with no_gc():
         return run_deep(run)
 
@@ -189,7 +262,6 @@ class Inline(Pass):
         ...                   "%sq(%x) + %sq(2f) }")
         >>> print(rl.passes.inline(f))
         fn (%x: float32) {
-          let %sq = fn (%a: float32) { %a * %a };
           %x * %x + 2f * 2f
         }
     """
