@@ -22,24 +22,37 @@ from relayish.ir.fields import children, map_children
 class ExprFunctor:
     """Dispatch `visit(e)` to `self.visit_<type(e).__name__>(e)`, memoized by node identity."""
 
+    # node class -> the visit_<Node> function of this functor class (None: visit_default),
+    # one table per class: a name lookup per node was a tenth of a pass's time
+    _methods: dict = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._methods = {}
+
     def __init__(self):
         self.memo: dict[int, object] = {}
         self._keep: list = []   # keeps visited nodes alive so their ids stay unique
 
     def visit(self, expr):
         key = id(expr)
-        if key in self.memo:
-            return self.memo[key]
+        memo = self.memo
+        if key in memo:
+            return memo[key]
         result = self.dispatch(expr)
-        self.memo[key] = result
+        memo[key] = result
         self._keep.append(expr)
         return result
 
     def dispatch(self, node):
-        method = getattr(self, "visit_" + type(node).__name__, None)
+        try:
+            method = self._methods[type(node)]
+        except KeyError:
+            method = self._methods[type(node)] = getattr(
+                type(self), "visit_" + type(node).__name__, None)
         if method is None:
             return self.visit_default(node)
-        return method(node)
+        return method(self, node)
 
     def visit_default(self, node):
         raise RelayishError(f"{type(self).__name__} cannot handle {type(node).__name__} nodes")

@@ -43,10 +43,10 @@ from __future__ import annotations
 from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, GlobalVar, If, Let,
                               Match, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var)
 from relayish.ir.op import Op
-from relayish.ir.passes.base import ANF, Pass
+from relayish.ir.passes.base import ANF, TYPED, Pass, keep_type, typed_let_chain
 from relayish.ir.passes.effects import Effects
 from relayish.ir.passes.uses import operands, reference_counts
-from relayish.ir.visitor import ExprFunctor, ExprMutator, build_let_chain, no_gc, run_deep
+from relayish.ir.visitor import ExprFunctor, ExprMutator, no_gc, run_deep
 
 __all__ = ["ToANF", "FromANF", "to_anf_expr", "from_anf_expr", "is_atom"]
 
@@ -83,9 +83,10 @@ class _ToANF(ExprFunctor):
         self.renamed: dict[int, Var] = {}   # id(Var) -> the fresh Var of its latest re-binding
         self.replaying = 0                  # > 0 while a let-chain is flattened a second time
 
-    # no memo: a node is converted afresh where it occurs (see the module text for sharing)
+    # no memo: a node is converted afresh where it occurs (see the module text for sharing);
+    # what replaces a node has its type, so a typed input gives a typed output
     def visit(self, expr):
-        return self.dispatch(expr)
+        return keep_type(self.dispatch(expr), expr)
 
     def scope(self, expr):
         saved = self.bindings
@@ -94,7 +95,7 @@ class _ToANF(ExprFunctor):
         tail = self.visit(expr)
         for key in self.opened.pop():
             del self.bound[key]
-        out = build_let_chain(self.bindings, tail)
+        out = typed_let_chain(self.bindings, tail)
         self.bindings = saved
         return out
 
@@ -115,7 +116,7 @@ class _ToANF(ExprFunctor):
         simple = self.visit(expr)
         if isinstance(simple, _ATOMS):      # a let-chain ending in an atom
             return simple
-        var = Var(_hint(simple), None)
+        var = keep_type(Var(_hint(simple), None), simple)
         self.bindings.append((var, simple))
         self.remember(expr, var)
         return var
@@ -151,7 +152,7 @@ class _ToANF(ExprFunctor):
             old = e.var
             var = old
             if id(old) in self.emitted:
-                var = Var(old.name_hint, old.type_annotation)
+                var = keep_type(Var(old.name_hint, old.type_annotation), old)
             self.emitted.add(id(old))
             if isinstance(e.value, Function):
                 self.renamed[id(old)] = var     # before the value: a let-bound fn may recurse
@@ -231,6 +232,9 @@ class _FromANF(ExprMutator):
         self.movable = movable
         self.replace: dict[int, object] = {}    # id(Var) -> what to put at its use
 
+    def visit(self, expr):
+        return keep_type(super().visit(expr), expr)
+
     def visit_Var(self, e):
         return self.replace.get(id(e), e)
 
@@ -248,7 +252,7 @@ class _FromANF(ExprMutator):
             else:
                 chain.append((var, self.visit(value)))
             e = e.body
-        return build_let_chain(chain, self.visit(e))
+        return typed_let_chain(chain, self.visit(e))
 
 
 def from_anf_expr(expr, effects=None):
@@ -277,6 +281,7 @@ class ToANF(Pass):
     """
 
     name = "to_anf"
+    preserves = frozenset([TYPED])      # a typed input gives a typed output (keep_type)
     provides = frozenset([ANF])
 
     def run(self, mod):
@@ -296,6 +301,7 @@ class FromANF(Pass):
     """
 
     name = "from_anf"
+    preserves = frozenset([TYPED])
 
     def run(self, mod):
         effects = Effects(mod)

@@ -25,6 +25,13 @@ Expression nodes are immutable, so unchanged functions are shared between input 
 Nothing here walks expressions: passes run in a loop and globals by FunctionPass in a loop, so a
 10^5-long let-chain costs the loop nothing (the type checker walks chains with loops).
 
+Keeping types: a pass that declares `preserves = {"typed"}` must leave a checked type on every
+node of its output, so that the next pass needs no type check (a check costs as much as a pass).
+`keep_type(new, old)` gives a node a pass put in place of `old` the type of `old` (every pass
+here replaces a node by one of the same type), and `typed_let_chain` builds a let-chain whose
+lets have the type of its body. tests/ir/passes/test_types_kept.py compares what the passes
+leave with what the checker infers.
+
 Running a pass is part of the pass interface (`Pass.__call__`), so Sequential and the loop live
 here with it; manager.py (the default pipeline, `optimize`) builds on this module, never the
 other way round.
@@ -32,7 +39,7 @@ other way round.
 from __future__ import annotations
 
 from relayish.errors import RelayishError, TypeCheckError
-from relayish.ir.expr import Expr, Function, describe
+from relayish.ir.expr import Expr, Function, Let, describe
 from relayish.ir.module import Module
 from relayish.ir.typecheck import infer_type
 from relayish.ir.visitor import run_deep
@@ -42,6 +49,24 @@ from relayish.ir.visitor import run_deep
 TYPED = "typed"
 ANF = "anf"
 KNOWN_PROPERTIES = frozenset([TYPED, ANF])
+
+
+def keep_type(new, old):
+    """`new`, put by a pass in place of `old`, with old's checked type if it has none."""
+    if new is not old and getattr(new, "_checked_type", None) is None:
+        t = getattr(old, "_checked_type", None)
+        if t is not None:
+            new._checked_type = t
+    return new
+
+
+def typed_let_chain(bindings, body):
+    """build_let_chain whose Lets have the type of `body` (a let's type is its body's)."""
+    t = getattr(body, "_checked_type", None)
+    for var, value in reversed(bindings):
+        body = Let(var, value, body)
+        body._checked_type = t
+    return body
 
 
 def _property_set(value, what, owner) -> frozenset:

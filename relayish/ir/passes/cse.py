@@ -54,10 +54,10 @@ from relayish.ir.expr import (Call, Constant, Constructor, Function, GlobalVar, 
                               TupleGetItem, Var)
 from relayish.ir.op import Op
 from relayish.ir.passes.anf import from_anf_expr, is_atom, to_anf_expr
-from relayish.ir.passes.base import TYPED, Pass
+from relayish.ir.passes.base import TYPED, Pass, keep_type, typed_let_chain
 from relayish.ir.passes.effects import FAIL, Effects
 from relayish.ir.types import free_type_vars
-from relayish.ir.visitor import ExprMutator, build_let_chain, no_gc, run_deep
+from relayish.ir.visitor import ExprMutator, no_gc, run_deep
 
 __all__ = ["CSE", "eliminate_common"]
 
@@ -102,9 +102,9 @@ class _CSE(ExprMutator):
         self.merged = 0
 
     # no memo: each node of an A-normal form is in one scope, and a memoized rebuild would
-    # carry one scope's merges into another
+    # carry one scope's merges into another; what replaces a node has its type
     def visit(self, expr):
-        return self.dispatch(expr)
+        return keep_type(self.dispatch(expr), expr)
 
     def scope(self, expr):
         self.frames.append([])
@@ -184,7 +184,7 @@ class _CSE(ExprMutator):
                     self.frames[-1].append(key)
                 kept.append((e.var, value))
             e = e.body
-        return build_let_chain(kept, self.visit(e))
+        return typed_let_chain(kept, self.visit(e))
 
 
 def eliminate_common(expr, effects=None, mod=None):
@@ -210,6 +210,7 @@ class CSE(Pass):
 
     name = "cse"
     requires = frozenset([TYPED])   # a match the checker passed is exhaustive; ADT types known
+    preserves = frozenset([TYPED])  # every node it builds has the type of the one it replaces
 
     def run(self, mod):
         out = mod.copy()

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 from relayish.ir.analysis import walk
 from relayish.ir.expr import Call, Function, Let, Var
-from relayish.ir.passes.base import ANF, TYPED, Pass
+from relayish.ir.passes.base import ANF, TYPED, Pass, keep_type, typed_let_chain
 from relayish.ir.passes.effects import Effects
 from relayish.ir.passes.uses import operands, reference_counts
 from relayish.ir.types import FuncType
-from relayish.ir.visitor import ExprMutator, build_let_chain, no_gc, run_deep
+from relayish.ir.visitor import ExprMutator, no_gc, run_deep
 
 __all__ = ["DeadCode", "eliminate"]
 
@@ -46,6 +46,10 @@ class _DeadCode(ExprMutator):
         self.counts = counts
         self.calls = calls              # id(Var) -> the distinct Call nodes that call it
         self.narrowed: dict = {}        # id(let-bound Var) -> (its new Var, parameters kept)
+
+    def visit(self, expr):
+        # a rebuilt node has the type of the one it replaces: the output stays typed
+        return keep_type(super().visit(expr), expr)
 
     def release(self, node):
         """`node` loses one use; what only it used loses its uses in turn."""
@@ -70,10 +74,9 @@ class _DeadCode(ExprMutator):
                 or not all(self.effects.droppable(call.args[k]) for call in calls)]
         if len(keep) == len(func.params):
             return
-        t = var.type_annotation
-        if isinstance(t, FuncType):
-            t = FuncType([t.arg_types[k] for k in keep], t.ret_type, t.type_params)
-        self.narrowed[id(var)] = (Var(var.name_hint, t), keep)
+        new = Var(var.name_hint, _narrowed(var.type_annotation, keep))
+        new._checked_type = _narrowed(getattr(var, "_checked_type", None), keep)
+        self.narrowed[id(var)] = (new, keep)
 
     def visit_Call(self, e):
         narrowed = self.narrowed.get(id(e.op)) if isinstance(e.op, Var) else None
@@ -104,15 +107,24 @@ class _DeadCode(ExprMutator):
             elif narrowed is not None:
                 var, keep = narrowed
                 func = let.value
-                kept.append((var, Function([func.params[k] for k in keep], self.visit(func.body),
-                                           func.ret_type, func.type_params)))
+                new = Function([func.params[k] for k in keep], self.visit(func.body),
+                               func.ret_type, func.type_params)
+                new._checked_type = var._checked_type
+                kept.append((var, new))
             else:
                 kept.append((let.var, self.visit(let.value)))
         kept.reverse()
         if all(var is let.var and value is let.value for (var, value), let in zip(kept, chain)) \
                 and len(kept) == len(chain) and body is node:
             return e
-        return build_let_chain(kept, body)
+        return typed_let_chain(kept, body)
+
+
+def _narrowed(t, keep):
+    """The function type `t` with only the parameters at positions `keep` (else `t`)."""
+    if isinstance(t, FuncType):
+        return FuncType([t.arg_types[k] for k in keep], t.ret_type, t.type_params)
+    return t
 
 
 def _calls_of_vars(expr) -> dict:
@@ -149,7 +161,9 @@ class DeadCode(Pass):
 
     name = "dead_code"
     requires = frozenset([TYPED])       # a `match` the checker passed is exhaustive: no failure
-    preserves = frozenset([ANF])        # it only removes bindings and atoms passed as arguments
+    # it only removes bindings and atoms passed as arguments, and keeps the types of what it
+    # rebuilds
+    preserves = frozenset([ANF, TYPED])
 
     def run(self, mod):
         effects = Effects(mod)

@@ -547,7 +547,10 @@ def partially_evaluate(mod: Module) -> Module:
     anf = mod.copy()
     for gv, func in mod.functions.items():
         anf[gv] = to_anf_expr(func, effects)
-    infer_type(anf)          # the folds read the checked types of the calls
+    # the folds read the checked types of the calls; to_anf keeps those of a typed input (the
+    # pass requires one), so only a module given here untyped is checked
+    if any(getattr(f, "_checked_type", None) is None for f in anf.functions.values()):
+        infer_type(anf)
 
     def run():
         out = mod.copy()

@@ -57,10 +57,10 @@ import numpy as np
 from relayish.ir.expr import (Call, Constant, Function, Let, RefCreate, RefRead, RefWrite,
                               Tuple, TupleGetItem, Var)
 from relayish.ir.op import Op
-from relayish.ir.passes.base import TYPED, Pass
+from relayish.ir.passes.base import TYPED, Pass, keep_type, typed_let_chain
 from relayish.ir.passes.uses import operands
 from relayish.ir.types import TensorType
-from relayish.ir.visitor import ExprMutator, build_let_chain, no_gc, run_deep
+from relayish.ir.visitor import ExprMutator, no_gc, run_deep
 
 __all__ = ["Simplify", "simplify_expr", "FOLD_LIMIT"]
 
@@ -185,13 +185,8 @@ class _Simplify(ExprMutator):
         self.rewrites = 0
 
     def visit(self, expr):
-        out = super().visit(expr)
-        if out is not expr and getattr(out, "_checked_type", None) is None:
-            # a rebuilt node has the type of the node it replaces (every rule keeps types)
-            t = getattr(expr, "_checked_type", None)
-            if t is not None:
-                out._checked_type = t
-        return out
+        # a rebuilt node has the type of the node it replaces (every rule keeps types)
+        return keep_type(super().visit(expr), expr)
 
     # ---- facts -------------------------------------------------------------------------------
     def constant_value(self, e):
@@ -221,6 +216,12 @@ class _Simplify(ExprMutator):
         op = call.op
         if op.effects or op.impl is None:
             return None
+        # the cheap test first (most calls have a variable operand): it was half of the pass
+        constant_in, subst = op.constant_in, self.subst
+        for k, a in enumerate(call.args):
+            if k not in constant_in and not isinstance(
+                    subst.get(id(a), a) if isinstance(a, Var) else a, Constant):
+                return None
         out_type = _tensor_type(call)
         if out_type is None or any(d is None for d in out_type.shape) or \
                 int(np.prod(out_type.shape, dtype=np.int64)) > limit:
@@ -289,7 +290,7 @@ class _Simplify(ExprMutator):
             for k, fill in op.identity_in.items():
                 other = new.args[1 - k]
                 if getattr(other, "_checked_type", None) == result_type and \
-                        self.fill(new.args[k]) == fill and self.fill(new.args[k]) is not None:
+                        self.fill(new.args[k]) == fill and fill is not None:
                     self.rewrites += 1
                     return other
         if op.involution and len(new.args) == 1:
@@ -316,7 +317,7 @@ class _Simplify(ExprMutator):
                     self.values[id(var)] = value
                 chain.append((var, value))
             e = e.body
-        return build_let_chain(chain, self.visit(e))
+        return typed_let_chain(chain, self.visit(e))
 
 
 def _frozen(attrs):
@@ -341,6 +342,7 @@ class Simplify(Pass):
 
     name = "simplify"
     requires = frozenset([TYPED])       # the rules compare checked types
+    preserves = frozenset([TYPED])      # and keep them on what they rebuild
 
     def run(self, mod):
         out = mod.copy()

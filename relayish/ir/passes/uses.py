@@ -13,20 +13,29 @@ a loop with a stack: linear in the number of distinct nodes, whatever the depth.
 from __future__ import annotations
 
 from relayish.ir.expr import Var
-from relayish.ir.fields import CLAUSES, EXPR, EXPRS, iter_fields
+from relayish.ir.fields import CLAUSES, EXPR, EXPRS, fields_of
 
 __all__ = ["operands", "reference_counts"]
+
+_USE_FIELDS: dict = {}     # node class -> its ((name, kind), ...) of kinds EXPR, EXPRS, CLAUSES
 
 
 def operands(node) -> list:
     """The child expressions `node` uses, in field order (bound Vars and patterns left out)."""
+    # the fields to read, per class: every pass walks with this, so no per-node generator
+    cls = type(node)
+    fields = _USE_FIELDS.get(cls)
+    if fields is None:
+        fields = _USE_FIELDS[cls] = tuple((name, kind) for name, kind in fields_of(cls)
+                                          if kind in (EXPR, EXPRS, CLAUSES))
     out = []
-    for _, kind, value in iter_fields(node):
+    for name, kind in fields:
+        value = getattr(node, name)
         if kind == EXPR:
             out.append(value)
         elif kind == EXPRS:
             out.extend(value)
-        elif kind == CLAUSES:
+        else:
             for clause in value:
                 out.extend(operands(clause))
     return out
