@@ -47,7 +47,7 @@ def compile(f_or_mod, backend="jax", device=None, limits=None,  # noqa: A001 - A
 
         def compile_one(program, platform):
             return registry.compile_with(record, program, device=platform or device,
-                                         limits=limits)
+                                         limits=limits, capacity=capacity)
         run = compile_batched(f_or_mod, record, compile_one, devices)
     elif devices is not None:
         raise RelayishError("devices= shards a batch over several devices: compile a batched "

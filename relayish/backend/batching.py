@@ -11,7 +11,11 @@ or None given once applies to every parameter). A parameter batched on axis `a`:
   * a tensor, or a tuple of tensors (nested): each tensor argument carries one more axis, at
     `a` (negative counts from the end of the batched shape), the batch;
   * any other type (ADT values such as a List or a Tree): a Python list of values, one per
-    example (in_axes 0);
+    example (in_axes 0); on jax, a tree or list argument must be a node-table argument of f
+    (one f only folds, issue 17: relayish/backend/jax/dynamic_rule.py): each example's table
+    is padded to the largest capacity of the batch (or the fixed capacity={"nodes": N}) and
+    the tables are stacked [B, capacity, ...], so the fold's loop advances every example at
+    once (jax batches a loop by running it until the last example is done);
   * a function or a reference: not batchable (pass it unbatched, in_axes None).
 An unbatched parameter (None) takes one value, shared by every example. The result of f must be
 a tensor or tuples of tensors; `vf`'s result has the same structure, each tensor stacked on a
@@ -34,9 +38,8 @@ function by the batched shapes, and each new batch size reuses run_one's trace);
 results (`NamedSharding`), the unbatched arguments are replicated, and a batch size that is not
 a multiple of the device count is an EvaluationError (no padding: a padded example would run
 the program on made-up data). Any other backend runs the per-example loop.
-Not yet: ADT arguments on jax (batched ones need the node-table representation of issue 17
-section 1; a CompileError says so); rl.vmap of a Batched (vmap of vmap); AD of a Batched
-(batch the gradient instead: rl.vmap(rl.grad(f))).
+Not yet: on jax, ADT arguments that are not node tables (a CompileError says so); rl.vmap of
+a Batched (vmap of vmap); AD of a Batched (batch the gradient instead: rl.vmap(rl.grad(f))).
 """
 from __future__ import annotations
 
@@ -311,13 +314,6 @@ class BatchedJaxFunction:
     """
 
     def __init__(self, vf, compile_one, devices=None):
-        adts = [n for k, n in enumerate(vf.names) if not vf.is_tensors(k)]
-        if adts:
-            raise CompileError(
-                f"rl.vmap({vf.name}) on the jax backend: batching ADT arguments needs the "
-                f"node-table path (issue 17), which is not there yet; parameter(s) "
-                f"{', '.join(adts)} take ADT values. Use rl.evaluate(vf, ...) or "
-                "rl.compile(vf, backend=\"interpreter\")")
         import jax
         self.vf = vf
         self.mesh = None
@@ -325,6 +321,20 @@ class BatchedJaxFunction:
         platform = None if self.devices is None else self.devices[0].platform
         self.run_one = compile_one(vf.program, platform)
         self.uses_x64 = self.run_one.uses_x64
+        # ADT arguments: node tables (issue 17), stacked over the batch
+        self.tables = {}
+        specs = self.run_one.node_tables()
+        for k, name in enumerate(vf.names):
+            if vf.is_tensors(k):
+                continue
+            if k not in specs:
+                raise CompileError(
+                    f"rl.vmap({vf.name}) on the jax backend: batching ADT arguments needs the "
+                    f"node-table path, and parameter {name}: {type_text(vf.types[k])} is not a "
+                    "node-table argument (one @main only passes to a recognized fold over a "
+                    "recursive ADT, notes/jax-backend.md). Use rl.evaluate(vf, ...) or "
+                    "rl.compile(vf, backend=\"interpreter\")")
+            self.tables[k] = specs[k]
         kwargs = {}
         if self.devices is not None:
             from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -335,12 +345,13 @@ class BatchedJaxFunction:
                     return NamedSharding(self.mesh, PartitionSpec())
                 if isinstance(t, TupleType):
                     return tuple(spec(f, axis) for f in t.fields)
+                if not isinstance(t, TensorType):       # a node table: rows [B, ...]
+                    return NamedSharding(self.mesh, PartitionSpec("batch"))
                 return NamedSharding(self.mesh, PartitionSpec(
                     *([None] * _axis(axis, t.ndim)), "batch"))
             kwargs["in_shardings"] = tuple(spec(t, a) for t, a in zip(vf.types, vf.in_axes))
             kwargs["out_shardings"] = NamedSharding(self.mesh, PartitionSpec("batch"))
-        self._jitted = jax.jit(jax.vmap(self.run_one, in_axes=vf.in_axes, out_axes=0),
-                               **kwargs)
+        self._jitted = jax.jit(jax.vmap(self._one, in_axes=vf.in_axes, out_axes=0), **kwargs)
         self._seen = set()           # argument signatures already traced
         self._checked = set()        # ((shape, dtype) per argument) of array calls that passed
         self._array_class = type(jax.numpy.zeros(()))
@@ -362,6 +373,8 @@ class BatchedJaxFunction:
                 f"rl.vmap({self.vf.name}): a batch of {size} example(s) does not split evenly "
                 f"over {len(self.devices)} devices; pass a batch whose size is a multiple of "
                 f"{len(self.devices)} (the batch is not padded)")
+        for k, spec in self.tables.items():
+            values[k] = self._table_leaves(k, spec, values[k])
         signature = _signature(values)
         if signature not in self._seen:
             # the first call of a signature traces f: inside run_deep, as JaxFunction traces
@@ -373,6 +386,28 @@ class BatchedJaxFunction:
         if len(key) == len(args) and all(v is a for v, a in zip(values, args)):
             self._checked.add(key)       # all arrays, taken as they are: checked once is enough
         return out
+
+    def _one(self, *args):
+        """f on one example (under jax.vmap): a node table's leaves become its NodeTable."""
+        if self.tables:
+            from relayish.backend.jax.dynamic_tables import NodeTable
+            args = list(args)
+            for k, spec in self.tables.items():
+                args[k] = NodeTable(spec, int(args[k][0].shape[0]), None, list(args[k]))
+        return self.run_one(*args)
+
+    def _table_leaves(self, k, spec, value):
+        """The node-table leaves of parameter k's argument: one table, or (batched) the tables
+        of the examples padded to one capacity and stacked, [B, capacity, ...]."""
+        fixed = self.run_one.capacity.get("nodes")
+        name = f"parameter {self.vf.names[k]} of rl.vmap({self.vf.name})"
+        if self.vf.in_axes[k] is None:
+            return spec.encode(value, fixed, name).leaves
+        tables = [spec.encode(v, fixed, f"example {i} of {name}") for i, v in enumerate(value)]
+        if not tables:
+            raise EvaluationError(f"rl.vmap({self.vf.name}): an empty batch of trees for {name}")
+        capacity = max(t.capacity for t in tables)
+        return [np.stack(rows) for rows in zip(*(_padded(spec, t, capacity) for t in tables))]
 
     def _run(self, values):
         if self.uses_x64:
@@ -398,11 +433,26 @@ def _keep_jax_arrays(v, t, path, fail):
     return to_tensor(v, t, path, fail)
 
 
+def _padded(spec, table, capacity):
+    """A NodeTable's leaves with padding rows up to `capacity` (a bucket's tables are
+    padded rows already: tag and children -1, columns 0; count unchanged)."""
+    extra = capacity - table.capacity
+    if not extra:
+        return table.leaves
+    k = len(spec.columns)
+    out = []
+    for j, leaf in enumerate(table.leaves[:-1]):
+        fill = 0 if 1 <= j <= k else -1
+        pad = np.full((extra,) + leaf.shape[1:], fill, leaf.dtype)
+        out.append(np.concatenate([leaf, pad]))
+    return out + [table.leaves[-1]]
+
+
 def _signature(values):
     out, stack = [], list(values)
     while stack:
         v = stack.pop()
-        if isinstance(v, tuple):
+        if isinstance(v, (tuple, list)):
             stack.extend(v)
         else:
             out.append((tuple(v.shape), str(v.dtype)))

@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 SCRIPT = textwrap.dedent("""
+    import sys
     import jax
     import numpy as np
     import relayish as rl
@@ -55,6 +56,19 @@ SCRIPT = textwrap.dedent("""
         assert "a batch of 10 example(s) does not split evenly over 4 devices" in str(e), e
     else:
         raise AssertionError("an uneven batch was accepted")
+
+    # a batch of trees: node tables stacked [B, capacity, ...], their rows sharded by example
+    sys.path.insert(0, "examples")
+    from treelstm import init_params, random_tree, to_value, treelstm_module
+    dims = dict(vocab=20, embed=6, hidden=4, classes=3)
+    mod = treelstm_module(**dims)
+    params = init_params(np.random.default_rng(0), **dims)
+    trees = [to_value(mod, random_tree(rng, int(rng.integers(1, 9)), 20)) for _ in range(8)]
+    ys = rng.integers(3, size=8).astype(np.int32)
+    vt = rl.vmap(mod, in_axes=(None,) * len(params) + (0, 0))
+    got = rl.compile(vt, devices=jax.devices("cpu"))(*params, trees, ys)
+    assert len(got.sharding.device_set) == 4
+    np.testing.assert_allclose(np.asarray(got), rl.evaluate(vt, *params, trees, ys), rtol=1e-5)
     print("ok")
 """)
 
@@ -62,6 +76,7 @@ SCRIPT = textwrap.dedent("""
 def test_the_batch_is_sharded_over_four_simulated_cpu_devices():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
                JAX_PLATFORMS="cpu")
+    root = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir)
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                         env=env, timeout=300)
+                         env=env, timeout=300, cwd=root)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stdout + out.stderr

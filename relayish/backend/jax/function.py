@@ -35,7 +35,7 @@ from relayish.backend.jax.arguments import (build_arg, decode, encode, flatten_a
 from relayish.backend.jax.devices import resolve_device
 from relayish.backend.jax.dtypes import program_uses64
 from relayish.backend.jax.dynamic_rule import dynamic_params, find_folds
-from relayish.backend.jax.dynamic_tables import JTable, TableSpec
+from relayish.backend.jax.dynamic_tables import JTable, NodeTable, TableSpec
 from relayish.backend.jax.limits import chain_depth, trace_limits
 from relayish.backend.jax.trace import TraceEvaluator
 from relayish.backend.jax.values import JClosure, Restart, jax_array_class, load_jax
@@ -336,17 +336,34 @@ class JaxFunction:
         return out, writes
 
     # ---- arguments ----------------------------------------------------------------------------
+    def node_tables(self):
+        """{parameter index: TableSpec} of the parameters passed as node tables (issue 17)."""
+        return dict(self._tables)
+
+    def _converted(self, args):
+        """parameters.convert(args), except that a node-table parameter may take a NodeTable
+        built already: rl.vmap encodes the trees of a batch, stacks their tables and maps the
+        program over them, so its leaves are tracers here (backend/batching.py)."""
+        p = self.parameters
+        if not self._tables or not any(isinstance(a, NodeTable) for a in args):
+            return p.convert(args)
+        if len(args) != len(p):
+            raise p.arity_error(len(args))
+        return [a if k in self._tables and isinstance(a, NodeTable) else
+                p.checker.to_value(a, t, f"parameter {name} of {p.name}")
+                for k, (a, t, name) in enumerate(zip(args, p.types, p.names))]
+
     def _flatten_args(self, args):
         """(tensor leaves, cache key, rebuild trees, argument references) of checked `args`."""
         leaves, key, refs, ref_ids = [], [], [], {}
         tree = []
-        for k, v in enumerate(self.parameters.convert(args)):
+        for k, v in enumerate(self._converted(args)):
             spec = self._tables.get(k)
             if spec is None:
                 tree.append(flatten_arg(v, leaves, key, refs, ref_ids))
                 continue
-            table = spec.encode(v, self.capacity.get("nodes"),
-                                f"parameter %{self.params[k].name_hint} of @main")
+            table = v if isinstance(v, NodeTable) else spec.encode(
+                v, self.capacity.get("nodes"), f"parameter %{self.params[k].name_hint} of @main")
             key.append(("table", table.capacity))
             tree.append(("table", spec, list(range(len(leaves), len(leaves) + len(table.leaves)))))
             leaves.extend(table.leaves)
