@@ -54,6 +54,96 @@ def grad(y, wrt, checkpoint=None):
     checkpoint= (k, "sqrt", "revolve", ("revolve", snapshots): rl.gradient's option): the
     gradient program recomputes forward values in its backward pass instead of keeping them.
     """
+    if not isinstance(wrt, Tensor):
+        try:
+            wrt = list(wrt)
+        except TypeError:
+            raise graph.record_error("re.grad: wrt= takes a list of tensors: wrt=[w]",
+                                     GradientError) from None
+    fast = _fast_key(y, wrt, checkpoint)
+    if fast is not None:
+        known = _GRAD_FAST.get(fast)
+        if known is not None:
+            return _record_gradient(known, [_segment_node(r) for r in known[2]], wrt)
+    _check_grad_arguments(y, wrt)
+    targets = []
+    for w in wrt:
+        if all(w.node is not t for t in targets):
+            targets.append(w.node)
+    target_ids = {id(t) for t in targets}
+    prog = collect([y.node], _boundary(y.node, target_ids), leading=targets)
+    params = prog.params
+    key = (prog.key, _checkpoint_key(checkpoint))
+    cached = _GRAD_CACHE.get(key)
+    if cached is None:
+        cached = _GRAD_CACHE[key] = _gradient_function(prog, len(targets), checkpoint)
+    gfunc, ret_type = cached
+    known = (gfunc, ret_type, None, targets, checkpoint is not None)
+    if fast is not None:
+        refs = [_segment_ref(p) for p in params]
+        if None not in refs:
+            # the same segment, output and wrt positions give the same F: next time, no walk
+            if len(_GRAD_FAST) >= 4096:
+                _GRAD_FAST.clear()
+            _GRAD_FAST[fast] = (gfunc, ret_type, refs, [_segment_ref(t) for t in targets],
+                                checkpoint is not None)
+    return _record_gradient(known, params, wrt)
+
+
+# (segment state, y's position, the wrt tensors' positions, checkpoint=) -> (gradient
+# Function, its result type, F's parameters and targets as segment positions, checkpointed?)
+_GRAD_FAST: dict = {}
+graph.TRIE_RESET_HOOKS.append(_GRAD_FAST.clear)
+
+
+def _fast_key(y, wrt, checkpoint):
+    """The key of the walk-free path, or None where the segment does not determine F: y is
+    recorded in the current segment and every wrt tensor is in it or read by it, and no value
+    the segment reads keeps a derivation the walk could follow past it."""
+    st = graph.STATE
+    sid = st.seg_id
+    if st.opaque or st.irregular or y.__class__ is not Tensor or y.node.seg != sid:
+        return None
+    try:
+        refs = [_segment_ref(w.node) for w in wrt]
+        ck = _checkpoint_key(checkpoint)
+    except AttributeError:          # not tensors: the checks of the general path report it
+        return None
+    if None in refs:
+        return None
+    return (st.state, y.node.idx, tuple(refs), ck)
+
+
+def _segment_ref(node):
+    sid = graph.STATE.seg_id
+    if node.seg == sid:
+        return node.idx
+    if node.pseg == sid:
+        return ~node.pidx
+    return None
+
+
+def _segment_node(ref):
+    st = graph.STATE
+    return st.nodes[ref] if ref >= 0 else st.params[~ref]
+
+
+def _record_gradient(known, params, wrt):
+    """Record the call of the gradient program on F's parameters; one tensor per wrt."""
+    gfunc, ret_type, _, targets, checkpointed = known
+    call = graph.record_call(gfunc, ret_type, params)
+    if checkpointed:
+        call = graph.record_proj(call, 1)          # (value, gradients): the gradients
+    if isinstance(targets[0], int):
+        targets = [_segment_node(r) for r in targets]
+    grads = [Tensor(graph.record_proj(call, i)) for i in range(len(targets))]
+    if len(grads) == len(wrt):
+        return grads
+    by_node = {id(t): g for t, g in zip(targets, grads)}
+    return [by_node[id(w.node)] for w in wrt]
+
+
+def _check_grad_arguments(y, wrt):
     if not isinstance(y, Tensor):
         raise graph.record_error(f"re.grad: the output must be a recorded tensor, got "
                                  f"{type(y).__name__}", GradientError)
@@ -76,24 +166,6 @@ def grad(y, wrt, checkpoint=None):
             "of its inputs had requires_grad=True, or it was recorded under re.no_grad()); "
             "create the inputs with re.tensor(..., requires_grad=True), or call re.grad "
             "before inspecting the output", GradientError)
-    targets = []
-    for w in wrt:
-        if all(w.node is not t for t in targets):
-            targets.append(w.node)
-    target_ids = {id(t) for t in targets}
-    prog = collect([y.node], _boundary(y.node, target_ids), leading=targets)
-    params = prog.params
-    key = (prog.key, _checkpoint_key(checkpoint))
-    cached = _GRAD_CACHE.get(key)
-    if cached is None:
-        cached = _GRAD_CACHE[key] = _gradient_function(prog, len(targets), checkpoint)
-    gfunc, ret_type = cached
-    call = graph.record_call(gfunc, ret_type, params)
-    if checkpoint is not None:
-        call = graph.record_proj(call, 1)          # (value, gradients): the gradients
-    grads = [Tensor(graph.record_proj(call, i)) for i in range(len(targets))]
-    by_node = {id(t): g for t, g in zip(targets, grads)}
-    return [by_node[id(w.node)] for w in wrt]
 
 
 def _boundary(y, target_ids):
@@ -179,6 +251,7 @@ class _LikeType:
 
     def __init__(self, t):
         from relayish.ir.expr import Var
+        self.type = t
         self.var = Var("p", t)
 
 

@@ -13,18 +13,21 @@ Kinds: "leaf", "op" (`op` an Op, `attrs` its canonical attributes), "call" (`op`
 Function), "tuple", "proj" (`attrs` the field index). Types are checked here, at record time,
 with the op's type rule, so a shape mismatch is an error naming the user's Python line.
 
-User handles (`Tensor`, tensor.py) point at nodes; nodes never point at handles. The recorder
-keeps a weak set of handles: a node none of whose handles is alive is not an output of the
-pending program, so bindings only it needed are never computed (runner.py).
+User handles (`Tensor`, tensor.py) point at nodes; nodes never point at handles, they count
+them (`handles`, kept by Tensor.__init__/__del__): a node none of whose handles is alive is
+not an output of the pending program, so bindings only it needed are never computed (or, in a
+compiled program, removed as dead code; runner.py).
+
+The segment (`STATE`, `_append`): each binding is also appended to the list of bindings
+recorded since the last run, and the segment's structural key is extended by one table lookup
+per binding, so a run or a `re.grad` of a repeated iteration finds its program with no walk.
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import linecache
 import os
 import sys
-import weakref
 
 from relayish.errors import RelayishError, TypeCheckError
 from relayish.ir.expr import Var
@@ -40,12 +43,10 @@ AUTO_RUN_BINDINGS = 10_000
 class Node:
     """One binding of the recorded program (see the module docstring)."""
     __slots__ = ("kind", "op", "attrs", "args", "type", "value", "requires_grad", "serial",
-                 "shape_key", "mark", "num", "_var", "__weakref__")
+                 "shape_key", "mark", "num", "_var", "seg", "idx", "pseg", "pidx", "handles",
+                 "needed", "__weakref__")
 
-    _serials = itertools.count()
-
-    def __init__(self, kind, type_, *, op=None, attrs=None, args=None, value=None,
-                 requires_grad=False, frozen_attrs=None):
+    def __init__(self, kind, type_, op, attrs, args, value, requires_grad, shape_key):
         self.kind = kind
         self.op = op
         self.attrs = attrs
@@ -53,12 +54,17 @@ class Node:
         self.type = type_
         self.value = value
         self.requires_grad = requires_grad
-        self.serial = next(Node._serials)
-        # this binding's part of a program's key
-        self.shape_key = (kind, op, frozen(attrs) if frozen_attrs is None else frozen_attrs)
+        self.serial = next(_SERIALS)
+        self.shape_key = shape_key   # this binding's part of a program's key: (kind, op, attrs)
         self.mark = 0        # the last walk (runner.collect) that reached this node
         self.num = 0         # its number in the program being keyed (runner.Program)
         self._var = None
+        self.seg = -1        # the segment that recorded it, and its index there
+        self.idx = 0
+        self.pseg = -1       # the segment that reads it as a parameter, and its number there
+        self.pidx = 0
+        self.handles = 0     # live Tensor handles on it (Tensor.__init__/__del__)
+        self.needed = False  # a kept derivation reads it: an output of its run
 
     @property
     def var(self):
@@ -72,29 +78,139 @@ class Node:
         return self.value is None
 
 
+_SERIALS = itertools.count()
+
+
 class _State:
-    """The recorder's global state (one recorder per process; not thread-safe)."""
+    """The recorder's global state (one recorder per process; not thread-safe).
+
+    The *segment* is what was recorded since the last run: its bindings (`nodes`, in order;
+    each stamped with `seg`/`idx`), the values they read from outside it (`params`, in order of
+    first use; stamped `pseg`/`pidx`) and `state`, the structural key of the segment so far,
+    extended at each record by one lookup in `_TRIE` (see `_append`). `irregular`: a parameter
+    has no value yet (an uncomputed result of an earlier segment; runner.py then walks the
+    graph instead); `opaque`: a parameter keeps its derivation (re.grad may walk past it)."""
 
     def __init__(self):
         self.grad_enabled = True
-        self.handles = weakref.WeakSet()     # every live Tensor
         self.recorded_since_run = 0
         self.auto_run = None                 # runner.run_pending, set by runner.py on import
+        self.seg_id = 0
+        self.new_segment()
+
+    def new_segment(self):
+        self.seg_id += 1
+        self.nodes = []
+        self.params = []
+        self.state = 0
+        self.irregular = False
+        self.opaque = False
 
 
 STATE = _State()
 
+# (segment state, binding row) -> the next state: the segment's key is built as it is
+# recorded, so a run or a re.grad finds its program by one int, with no walk. Rows name
+# their arguments by position in the segment (>= 0), as parameters (< 0), or, for a
+# parameter's first use, by its type; a bounded table (cleared, then the hooks forget every
+# entry keyed by an old state; the state counter never repeats).
+_TRIE: dict = {}
+_TRIE_SIZE = 200_000
+_STATES = itertools.count(1)
+TRIE_RESET_HOOKS: list = []
 
-@contextlib.contextmanager
-def no_grad():
+
+def _reset_table():
+    """Forget the table (and the type numbers its rows use); new states are new numbers, so
+    a state reached before cannot be confused with one reached after."""
+    _TRIE.clear()
+    _TYPE_NUMBERS.clear()
+    _TYPE_REFS.clear()
+    for hook in TRIE_RESET_HOOKS:
+        hook()
+
+
+def _type_ref(t):
+    """A parameter's first use in a row: its type, as a small hashable stand-in (a type's own
+    hash is Python code; the table keeps the type alive, so its id stays its own)."""
+    known = _TYPE_REFS.get(id(t))
+    if known is None:
+        if len(_TYPE_REFS) >= 4096:
+            _TYPE_REFS.clear()
+        if len(_TYPE_NUMBERS) >= _TRIE_SIZE:
+            _reset_table()
+        known = _TYPE_REFS[id(t)] = (_TYPE_NUMBERS.setdefault(t, len(_TYPE_NUMBERS)), t)
+    return (known[0],)
+
+
+_TYPE_REFS: dict = {}       # id(type) -> (its number, the type)
+_TYPE_NUMBERS: dict = {}    # type -> its number (by equality; numbers are never reused)
+
+
+def _append(node, args):
+    """Add a recorded binding (not an op: record_op has its own copy) to the segment and
+    extend the segment's key."""
+    st = STATE
+    sid = st.seg_id
+    refs = [a.idx if a.seg == sid else ~a.pidx if a.pseg == sid else _new_param(st, sid, a)
+            for a in args]
+    row = (st.state, node.shape_key, *refs)
+    nxt = _TRIE.get(row)
+    if nxt is None:
+        nxt = _TRIE[row] = _new_state(None)
+    return _appended(st, sid, node, args, nxt[0])
+
+
+def _appended(st, sid, node, args, state):
+    if node.requires_grad:
+        for a in args:
+            if a.seg == sid and not a.requires_grad:
+                a.needed = True
+    st.state = state
+    node.seg = sid
+    nodes = st.nodes
+    node.idx = len(nodes)
+    nodes.append(node)
+    st.recorded_since_run += 1
+    if st.recorded_since_run > AUTO_RUN_BINDINGS and st.auto_run is not None:
+        st.auto_run()
+    return node
+
+
+def _new_state(out):
+    """A table entry: the next state, and for an op row its result type and shape key."""
+    if len(_TRIE) >= _TRIE_SIZE:
+        _reset_table()
+    return (next(_STATES), *out) if out is not None else (next(_STATES),)
+
+
+def _new_param(st, sid, a):
+    """`a`, read by the segment for the first time, becomes its next parameter; its row
+    entry is its type."""
+    a.pseg = sid
+    a.pidx = len(st.params)
+    st.params.append(a)
+    if a.value is None:
+        st.irregular = True
+    elif a.args is not None:
+        st.opaque = True
+    return _type_ref(a.type)
+
+
+class no_grad:
     """`with re.no_grad(): ...`: results recorded here never need gradients, so once run
-    nothing of their derivation is kept (the SGD update of a training loop)."""
-    before = STATE.grad_enabled
-    STATE.grad_enabled = False
-    try:
-        yield
-    finally:
-        STATE.grad_enabled = before
+    nothing of their derivation is kept (the SGD update of a training loop). (A class, not a
+    generator context manager: entered at every step of a loop.)"""
+    __slots__ = ("before",)
+
+    def __enter__(self):
+        self.before = STATE.grad_enabled
+        STATE.grad_enabled = False
+        return self
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled = self.before
+        return False
 
 
 def user_location() -> str:
@@ -114,14 +230,13 @@ def record_error(message, cls=TypeCheckError):
     return cls(f"{message}\n  recorded at {user_location()}")
 
 
-def _after_record():
-    STATE.recorded_since_run += 1
-    if STATE.recorded_since_run > AUTO_RUN_BINDINGS and STATE.auto_run is not None:
-        STATE.auto_run()
-
-
 def _requires_grad(args) -> bool:
-    return STATE.grad_enabled and any(a.requires_grad for a in args)
+    if not STATE.grad_enabled:
+        return False
+    for a in args:
+        if a.requires_grad:
+            return True
+    return False
 
 
 def frozen(attrs):
@@ -133,31 +248,71 @@ def frozen(attrs):
     return attrs
 
 
-# (op, argument types, frozen attrs) -> result type: a training loop records the same few
-# calls over and over, and a rule builds shapes and types each time (~5 us); bounded.
+# (op, argument types, frozen attrs) -> result type, for calls the segment table has not seen
+# (a rule builds shapes and types each time, ~5 us); bounded.
 _RULE_MEMO: dict = {}
 _RULE_MEMO_SIZE = 4096
 
 
-def record_op(op, args, attrs) -> Node:
-    """Record `op(args, **attrs)` (attrs canonical), its type from the op's type rule."""
+def record_op(op, args, attrs, fa=None) -> Node:
+    """Record `op(args, **attrs)` (attrs canonical; `fa`: frozen(attrs) when the caller has it),
+    its type from the op's type rule. `args` (a list) becomes the node's.
+
+    The segment's table gives the result type with the next state: the row (the state, the
+    op, its attributes, where its arguments come from) fixes the arguments' types, so a
+    repeated iteration looks up neither a type rule nor its memo."""
+    if fa is None:
+        fa = frozen(attrs) if attrs else ()
+    st = STATE
+    sid = st.seg_id
+    before = len(st.params)
+    refs = [a.idx if a.seg == sid else ~a.pidx if a.pseg == sid else _new_param(st, sid, a)
+            for a in args]
+    try:
+        row = (st.state, op, fa, *refs)
+        hit = _TRIE.get(row)
+    except TypeError:            # an unhashable attribute: a row of its own
+        row = hit = None
+    if hit is None:
+        try:
+            out = _rule(op, args, attrs, fa)
+        except BaseException:
+            _forget_params(st, before)       # the binding is not recorded: nor its reads
+            raise
+        hit = _new_state(out)
+        if row is not None:
+            _TRIE[row] = hit
+    rg = False
+    if st.grad_enabled:
+        for a in args:
+            if a.requires_grad:
+                rg = True
+                break
+    return _appended(st, sid, Node("op", hit[1], op, attrs, args, None, rg, hit[2]), args,
+                     hit[0])
+
+
+def _forget_params(st, before):
+    for p in st.params[before:]:
+        p.pseg = -1
+    del st.params[before:]
+
+
+def _rule(op, args, attrs, fa):
+    """(result type, shape key) of a call: from the memo, or the op's type rule."""
     arg_types = [a.type for a in args]
-    fa = frozen(attrs) if attrs else ()
     try:
         memo_key = (op, *arg_types, fa)
         out = _RULE_MEMO.get(memo_key)
     except TypeError:            # an unhashable attribute: no memo for this call
-        memo_key, out = None, None
+        memo_key = out = None
     if out is None:
         out = _apply_rule(op, arg_types, attrs)
         if memo_key is not None:
             if len(_RULE_MEMO) >= _RULE_MEMO_SIZE:
                 _RULE_MEMO.clear()
             _RULE_MEMO[memo_key] = out
-    node = Node("op", out, op=op, attrs=attrs, args=list(args),
-                requires_grad=_requires_grad(args), frozen_attrs=fa)
-    _after_record()
-    return node
+    return out, ("op", op, fa)
 
 
 def _apply_rule(op, arg_types, attrs):
@@ -178,29 +333,31 @@ def _apply_rule(op, arg_types, attrs):
 
 
 def record_tuple(args) -> Node:
-    node = Node("tuple", TupleType([a.type for a in args]), args=list(args),
-                requires_grad=_requires_grad(args))
-    _after_record()
-    return node
+    args = list(args)
+    return _append(Node("tuple", TupleType([a.type for a in args]), None, None, args, None,
+                        _requires_grad(args), _TUPLE_KEY), args)
 
 
 def record_proj(arg, index) -> Node:
     if not isinstance(arg.type, TupleType) or not 0 <= index < len(arg.type.fields):
         raise record_error(f"field {index} of a value of type {type_str(arg.type)}")
-    node = Node("proj", arg.type.fields[index], attrs=index, args=[arg],
-                requires_grad=_requires_grad([arg]))
-    _after_record()
-    return node
+    args = [arg]
+    return _append(Node("proj", arg.type.fields[index], None, index, args, None,
+                        STATE.grad_enabled and arg.requires_grad, ("proj", None, index)), args)
 
 
 def record_call(func, ret_type, args) -> Node:
     """Record a call of the relayish Function `func` (already type-checked: `ret_type`)."""
-    node = Node("call", ret_type, op=func, args=list(args), requires_grad=_requires_grad(args))
-    _after_record()
-    return node
+    args = list(args)
+    return _append(Node("call", ret_type, func, None, args, None, _requires_grad(args),
+                        ("call", func, None)), args)
 
 
 def leaf(value, type_, requires_grad=False) -> Node:
     if not isinstance(type_, TensorType):
         raise RelayishError(f"a recorded leaf is a tensor, not {type_str(type_)}")
-    return Node("leaf", type_, value=value, requires_grad=requires_grad)
+    return Node("leaf", type_, None, None, None, value, requires_grad, _LEAF_KEY)
+
+
+_TUPLE_KEY = ("tuple", None, None)
+_LEAF_KEY = ("leaf", None, None)

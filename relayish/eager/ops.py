@@ -23,24 +23,29 @@ from relayish.ops import api
 
 
 def _traced(api_fn, public_name):
-    # (number of tensor arguments, keyword arguments) -> (op, attrs) where tracing showed the
-    # api function to be one call of one op on exactly the given tensors, in order: later
-    # calls record that op at once (the attributes depend only on the keywords, so the
-    # shortcut records what tracing would)
+    # (number of tensor arguments, keyword arguments) -> (op, attrs, frozen attrs) where
+    # tracing showed the api function to be one call of one op on exactly the given tensors,
+    # in order: later calls record that op at once (the attributes depend only on the
+    # keywords, so the shortcut records what tracing would)
     direct = {}
 
     @functools.wraps(api_fn)
     def recorded(*args, **kwargs):
-        if all(a.__class__ is Tensor for a in args):
+        for a in args:
+            if a.__class__ is not Tensor:
+                shortcut_key = None
+                break
+        else:
             try:
-                shortcut_key = (len(args), tuple(sorted(kwargs.items())))
+                shortcut_key = (len(args), tuple(sorted(kwargs.items()))) if kwargs \
+                    else len(args)
                 shortcut = direct.get(shortcut_key)
             except TypeError:        # an unhashable keyword value: trace
                 shortcut_key = shortcut = None
             if shortcut is not None:
-                return wrap(graph.record_op(shortcut[0], [a.node for a in args], shortcut[1]))
-        else:
-            shortcut_key = None
+                op, attrs, fa = shortcut
+                node = graph.record_op(op, [a.node for a in args], attrs, fa)
+                return Tensor(node) if node.type.__class__ is TensorType else wrap(node)
         nodes = {}
 
         def as_input(a):
@@ -59,7 +64,7 @@ def _traced(api_fn, public_name):
         node = _record_expr(expr, nodes, public_name)
         if shortcut_key is not None and node.kind == "op" and \
                 [a.node for a in args] == [n for n in node.args] and len(direct) < 256:
-            direct[shortcut_key] = (node.op, node.attrs)
+            direct[shortcut_key] = (node.op, node.attrs, node.shape_key[2])
         return wrap(node)
     recorded.__qualname__ = recorded.__name__ = public_name
     return recorded

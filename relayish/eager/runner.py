@@ -27,11 +27,12 @@ import itertools
 import operator
 
 from relayish.errors import RelayishError
-from relayish.eager.graph import STATE
+from relayish.eager.graph import STATE, TRIE_RESET_HOOKS
 from relayish.ir.expr import Call, Function, Let, Tuple, TupleGetItem, Var
 
 STATS = {"runs": 0, "hits": 0, "misses": 0, "compiles": 0, "bindings_run": 0}
-_CACHE: dict = {}          # key -> _Entry
+_CACHE: dict = {}          # walked program's key -> _Entry
+_SEGMENTS: dict = {}       # (segment state, output positions) -> _Entry
 
 
 class _Entry:
@@ -48,8 +49,14 @@ class Program:
     computed, in creation order), `outputs` (nodes returned), and its structural key."""
     __slots__ = ("params", "bindings", "outputs", "key")
 
-    def __init__(self, params, bindings, outputs):
+    def __init__(self, params, bindings, outputs, keyed=True):
         self.params, self.bindings, self.outputs = params, bindings, outputs
+        self.key = None
+        if keyed:
+            self._stamp()
+
+    def _stamp(self):
+        params, bindings, outputs = self.params, self.bindings, self.outputs
         # numbers stamped on the nodes (`num`): no dictionary keyed by id on the hot path
         rows = []
         for i, n in enumerate(params):
@@ -181,26 +188,111 @@ def _first_use(params, bindings, outputs, leading=()):
 
 
 def pending_outputs() -> list:
-    """The nodes of live handles that are not computed yet, in creation order."""
-    found = {}
-    for handle in list(STATE.handles):
-        n = handle.node
-        if n.value is None:
-            found[id(n)] = n
-    return sorted(found.values(), key=lambda n: n.serial)
+    """The nodes of live handles that are not computed yet, in creation order (every one was
+    recorded in the current segment: a run computes every live pending node)."""
+    return [n for n in STATE.nodes if n.handles and n.value is None]
 
 
 def pending_program() -> Program:
-    return collect(pending_outputs(), lambda n: n.value is not None)
+    return collect(pending_outputs(), _has_value)
+
+
+def _has_value(n):
+    return n.value is not None
 
 
 def run_pending() -> None:
     """Compute every pending live handle (see the module docstring)."""
-    STATE.recorded_since_run = 0
-    outputs = pending_outputs()
+    st = STATE
+    st.recorded_since_run = 0
+    if not st.nodes:
+        return
+    if st.irregular:
+        _run_walked()
+    else:
+        _run_segment()
+    st.new_segment()
+
+
+def _run_segment():
+    """The fast path: the segment is the program, its key is `STATE.state`. Its outputs are
+    the bindings with live handles and those a kept derivation reads."""
+    st = STATE
+    outputs = [n for n in st.nodes if n.handles or n.needed]
     if not outputs:
         return
-    prog = collect(outputs, lambda n: n.value is not None)
+    params = st.params
+    key = (st.state, tuple([n.idx for n in outputs]))
+    STATS["runs"] += 1
+    entry = _SEGMENTS.get(key)
+    if entry is not None and entry.compiled is not None:
+        STATS["hits"] += 1
+        entry.seen += 1
+        results = entry.compiled(*[p.value for p in params])
+    else:
+        prog = Program(params, _live_bindings(st.nodes, outputs), outputs, keyed=False)
+        if entry is None:
+            STATS["misses"] += 1
+            _SEGMENTS[key] = _Entry(None)
+            results = _interpret(prog, [p.value for p in params])
+        else:
+            STATS["hits"] += 1
+            entry.seen += 1
+            entry.compiled = _compile(prog)
+            _to_device(params)
+            results = entry.compiled(*[p.value for p in params])
+    for n, value in zip(outputs, results):
+        n.value = value
+        if not n.requires_grad:
+            n.args = None
+    STATS["bindings_run"] += len(st.nodes)
+
+
+def _to_device(params):
+    """Numpy values read by a compiled program become jax arrays, once: jax copies a numpy
+    argument to the device at every call (~3 us each), a jax array it takes as it is. The
+    data, the leaves of Python numbers and the results of earlier steps are read again and
+    again by a loop. (64-bit arrays stay numpy: jax would narrow them unless x64 is on.)"""
+    import numpy as np
+    from relayish.backend.jax.values import load_jax
+    jax = None
+    for p in params:
+        v = p.value
+        if v.__class__ is np.ndarray and v.dtype.itemsize <= 4:
+            jax = jax or load_jax()
+            p.value = jax.device_put(v)
+
+
+def _live_bindings(nodes, outputs):
+    """The bindings of the segment that the outputs need (backwards over it, no recursion)."""
+    sid = STATE.seg_id
+    need = {id(n) for n in outputs}
+    kept = []
+    for n in reversed(nodes):
+        if id(n) in need:
+            kept.append(n)
+            for a in n.args:
+                if a.seg == sid:
+                    need.add(id(a))
+    kept.reverse()
+    return kept
+
+
+def run_node(node) -> None:
+    """Compute `node` if running the segment did not (a handle made on a node recorded before
+    the last run, when no handle was alive on it)."""
+    run_pending()
+    if node.value is None:
+        _run_walked([node])
+
+
+def _run_walked(outputs=None):
+    """The general path: walk back from the live pending nodes (a segment that reads an
+    uncomputed value of an earlier one, left by a run inside an api function's recording)."""
+    outputs = pending_outputs() if outputs is None else outputs
+    if not outputs:
+        return
+    prog = collect(outputs, _has_value)
     # values a kept derivation reads must exist once this run is over
     extra = {}
     for n in prog.bindings:
@@ -223,22 +315,31 @@ def run_pending() -> None:
 
 
 def execute(prog: Program, args) -> tuple:
-    """Run `prog` on `args` through the structural cache."""
+    """Run `prog` on `args` through the structural cache (keyed by the walked program)."""
     STATS["runs"] += 1
     entry = _CACHE.get(prog.key)
     if entry is None:
         STATS["misses"] += 1
-        from relayish.backend.interp.api import evaluate
         entry = _CACHE[prog.key] = _Entry(None)
         entry.seen = 1
-        return evaluate(prog.program(), *args)
+        return _interpret(prog, args)
     STATS["hits"] += 1
     entry.seen += 1
     if entry.compiled is None:
-        from relayish.backend.api import compile as compile_program
-        STATS["compiles"] += 1
-        entry.compiled = compile_program(optimized(prog.program()), backend="jax")
+        entry.compiled = _compile(prog)
     return entry.compiled(*args)
+
+
+def _interpret(prog, args):
+    """A first sighting: the interpreter (no compile cost for one-off work)."""
+    from relayish.backend.interp.api import evaluate
+    return evaluate(prog.program(), *args)
+
+
+def _compile(prog):
+    from relayish.backend.api import compile as compile_program
+    STATS["compiles"] += 1
+    return compile_program(optimized(prog.program()), backend="jax")
 
 
 def optimized(func):
@@ -252,10 +353,12 @@ def optimized(func):
 
 
 STATE.auto_run = run_pending
+TRIE_RESET_HOOKS.append(_SEGMENTS.clear)       # keyed by states the table no longer knows
 
 
 def clear_cache() -> None:
     """Forget every compiled program and zero the counters (tests, benchmarks)."""
     _CACHE.clear()
+    _SEGMENTS.clear()
     for k in STATS:
         STATS[k] = 0

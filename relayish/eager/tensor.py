@@ -17,11 +17,11 @@ import numpy as np
 
 from relayish.errors import RelayishError
 from relayish.eager import graph
-from relayish.eager.graph import STATE, leaf, record_error, record_op
-from relayish.eager.runner import run_pending
+from relayish.eager.graph import frozen, leaf, record_error, record_op
+from relayish.eager.runner import run_node
 from relayish.ir.expr import as_expr, describe
 from relayish.ir.op import get_op, list_ops
-from relayish.ir.types import TensorType, normalize_dtype, type_text
+from relayish.ir.types import TensorType, TupleType, normalize_dtype, type_text
 
 # Python's binary-operator method names for the text format's infix symbols (the ops come
 # from the records), and the three Python operators the text format writes as calls.
@@ -39,7 +39,11 @@ class Tensor:
     def __init__(self, node):
         self.node = node
         self.grad = None
-        STATE.handles.add(self)
+        node.handles += 1
+
+    def __del__(self):
+        # the node stops being an output of the pending program once no handle is left
+        self.node.handles -= 1
 
     # ---- static facts ---------------------------------------------------------------------
     @property
@@ -83,7 +87,7 @@ class Tensor:
     def value(self):
         """The computed array (numpy or jax), running the pending program if needed."""
         if self.node.value is None:
-            run_pending()
+            run_node(self.node)
         return self.node.value
 
     def numpy(self) -> np.ndarray:
@@ -136,7 +140,6 @@ class Tensor:
 
 def wrap(node):
     """A handle on `node`; a tuple-typed node becomes a Python tuple of field handles."""
-    from relayish.ir.types import TupleType
     if isinstance(node.type, TupleType):
         return tuple(wrap(graph.record_proj(node, i)) for i in range(len(node.type.fields)))
     return Tensor(node)
@@ -166,22 +169,24 @@ def as_node(value, like=None):
     if isinstance(value, Tensor):
         return value.node
     if isinstance(value, (int, float, bool)):
-        # a Python number's array depends only on it and the dtype it takes: made once
+        # a Python number's leaf depends only on it and the dtype it takes: made once, so
+        # `lr` read by every parameter's update is one argument of the compiled program
         key = (type(value), value, like.type.dtype if like is not None else None)
-        made = _NUMBERS.get(key)
-        if made is None:
-            made = _as_leaf_data(value, like)
+        if value == 0 and type(value) is float:
+            key += (str(value),)             # -0.0 == 0.0, but x * -0.0 is not x * 0.0
+        node = _NUMBERS.get(key)
+        if node is None:
             if len(_NUMBERS) >= 1024:
                 _NUMBERS.clear()
-            _NUMBERS[key] = made
-        return leaf(*made)
+            node = _NUMBERS[key] = leaf(*_as_leaf_data(value, like))
+        return node
     if isinstance(value, (np.ndarray, np.generic, list)):
         return leaf(*_as_leaf_data(value, like))
     raise record_error(f"{describe(value)} is not a tensor, a number or an array",
                        RelayishError)
 
 
-_NUMBERS: dict = {}      # (type, number, dtype taken) -> (array, TensorType)
+_NUMBERS: dict = {}      # (type, number, dtype taken) -> its leaf
 
 
 def _as_leaf_data(value, like):
@@ -193,13 +198,19 @@ def _as_leaf_data(value, like):
     return data, TensorType(data.shape, normalize_dtype(data.dtype))
 
 
-def binary(op, a, b):
-    """Record `op(a, b)` with either side a Python number or array."""
-    x = a.node if isinstance(a, Tensor) else None
-    y = b.node if isinstance(b, Tensor) else None
-    x = x or as_node(a, like=y)
-    y = y or as_node(b, like=x)
-    return Tensor(record_op(op, [x, y], _attrs(op)))
+def binary(op, a, b, attrs=None, fa=None):
+    """Record `op(a, b)` with either side a Python number or array (`attrs`/`fa`: the op's
+    default attributes and their frozen form, when the caller made them once)."""
+    x = a.node if a.__class__ is Tensor else None
+    y = b.node if b.__class__ is Tensor else None
+    if x is None:
+        x = as_node(a, like=y)
+    if y is None:
+        y = as_node(b, like=x)
+    if attrs is None:
+        attrs = _attrs(op)
+        fa = frozen(attrs)
+    return Tensor(record_op(op, [x, y], attrs, fa))
 
 
 def _attrs(op, given=None):
@@ -209,9 +220,12 @@ def _attrs(op, given=None):
 
 def _binary_methods(op_name, py_name, reflected_name):
     op = get_op(op_name)
-    setattr(Tensor, f"__{py_name}__", lambda self, other: binary(op, self, other))
+    attrs = _attrs(op)          # the same canonical attributes at every call: made once
+    fa = frozen(attrs)
+    setattr(Tensor, f"__{py_name}__", lambda self, other: binary(op, self, other, attrs, fa))
     if reflected_name is not None:
-        setattr(Tensor, f"__{reflected_name}__", lambda self, other: binary(op, other, self))
+        setattr(Tensor, f"__{reflected_name}__",
+                lambda self, other: binary(op, other, self, attrs, fa))
 
 
 def _install_operators():
