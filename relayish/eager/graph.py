@@ -139,8 +139,8 @@ def _type_ref(t):
             _TYPE_REFS.clear()
         if len(_TYPE_NUMBERS) >= _TRIE_SIZE:
             _reset_table()
-        known = _TYPE_REFS[id(t)] = (_TYPE_NUMBERS.setdefault(t, len(_TYPE_NUMBERS)), t)
-    return (known[0],)
+        known = _TYPE_REFS[id(t)] = ((_TYPE_NUMBERS.setdefault(t, len(_TYPE_NUMBERS)),), t)
+    return known[0]
 
 
 _TYPE_REFS: dict = {}       # id(type) -> (its number, the type)

@@ -337,9 +337,21 @@ def _interpret(prog, args):
 
 
 def _compile(prog):
+    """The compiled callable of a repeated program: the jitted function behind the jax
+    backend's JaxFunction (its `jax_function()`), called directly -- the structural key fixes
+    every argument's shape and dtype, so the checks of the JaxFunction's own call are the
+    key's -- or, where that is refused (a 64-bit program run without x64 on), the
+    JaxFunction itself."""
     from relayish.backend.api import compile as compile_program
+    from relayish.backend.jax.function import NotTensorFunction
     STATS["compiles"] += 1
-    return compile_program(optimized(prog.program()), backend="jax")
+    run = compile_program(optimized(prog.program()), backend="jax")
+    if getattr(run, "uses_x64", True):
+        return run
+    try:
+        return run.jax_function()
+    except NotTensorFunction:
+        return run
 
 
 def optimized(func):

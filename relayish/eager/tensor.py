@@ -204,9 +204,12 @@ def binary(op, a, b, attrs=None, fa=None):
     x = a.node if a.__class__ is Tensor else None
     y = b.node if b.__class__ is Tensor else None
     if x is None:
-        x = as_node(a, like=y)
+        x = (a.__class__ is float and a and _NUMBERS.get((float, a, y.type.dtype))) \
+            if y is not None else None
+        x = x or as_node(a, like=y)
     if y is None:
-        y = as_node(b, like=x)
+        y = (b.__class__ is float and b and _NUMBERS.get((float, b, x.type.dtype))) or \
+            as_node(b, like=x)
     if attrs is None:
         attrs = _attrs(op)
         fa = frozen(attrs)
