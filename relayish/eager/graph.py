@@ -266,10 +266,15 @@ def record_op(op, args, attrs, fa=None) -> Node:
     st = STATE
     sid = st.seg_id
     before = len(st.params)
-    refs = [a.idx if a.seg == sid else ~a.pidx if a.pseg == sid else _new_param(st, sid, a)
-            for a in args]
     try:
-        row = (st.state, op, fa, *refs)
+        if len(args) == 2:           # most ops: no comprehension, no unpacking
+            a, b = args
+            row = (st.state, op, fa,
+                   a.idx if a.seg == sid else ~a.pidx if a.pseg == sid else _new_param(st, sid, a),
+                   b.idx if b.seg == sid else ~b.pidx if b.pseg == sid else _new_param(st, sid, b))
+        else:
+            row = (st.state, op, fa, *[a.idx if a.seg == sid else ~a.pidx if a.pseg == sid
+                                       else _new_param(st, sid, a) for a in args])
         hit = _TRIE.get(row)
     except TypeError:            # an unhashable attribute: a row of its own
         row = hit = None
@@ -288,8 +293,21 @@ def record_op(op, args, attrs, fa=None) -> Node:
             if a.requires_grad:
                 rg = True
                 break
-    return _appended(st, sid, Node("op", hit[1], op, attrs, args, None, rg, hit[2]), args,
-                     hit[0])
+    node = Node("op", hit[1], op, attrs, args, None, rg, hit[2])
+    if rg:
+        for a in args:
+            if a.seg == sid and not a.requires_grad:
+                a.needed = True
+    # _appended, written out: this is the path every recorded op takes
+    st.state = hit[0]
+    node.seg = sid
+    nodes = st.nodes
+    node.idx = len(nodes)
+    nodes.append(node)
+    st.recorded_since_run += 1
+    if st.recorded_since_run > AUTO_RUN_BINDINGS and st.auto_run is not None:
+        st.auto_run()
+    return node
 
 
 def _forget_params(st, before):

@@ -148,6 +148,12 @@ def wrap(node):
 def tensor(data, dtype=None, requires_grad=False):
     """`re.tensor(np.ones(3))`, `re.tensor(2.0)` (float32, as rl.const), `re.tensor(jax_array)`:
     a leaf of the recorded program. A recorded tensor gives a detached leaf of its value."""
+    if data.__class__ is np.ndarray and dtype is None:
+        # an array of a (shape, dtype) seen before: its checks passed then (the data of a
+        # loop's step, made every iteration); one type object per pair
+        t = _ARRAY_TYPES.get((data.shape, data.dtype))
+        if t is not None:
+            return Tensor(leaf(data, t, bool(requires_grad)))
     if isinstance(data, Tensor):
         data = data.value()
     if type(data).__module__.startswith(("jax", "jaxlib")) and hasattr(data, "shape"):
@@ -160,7 +166,14 @@ def tensor(data, dtype=None, requires_grad=False):
         except RelayishError as e:
             raise record_error(f"re.tensor: {e}", RelayishError) from None
     t = TensorType(tuple(int(d) for d in value.shape), normalize_dtype(value.dtype))
+    if data.__class__ is np.ndarray and dtype is None and value is data:
+        if len(_ARRAY_TYPES) >= 1024:
+            _ARRAY_TYPES.clear()
+        _ARRAY_TYPES[data.shape, data.dtype] = t
     return Tensor(leaf(value, t, requires_grad=bool(requires_grad)))
+
+
+_ARRAY_TYPES: dict = {}      # (shape, numpy dtype) -> TensorType, for re.tensor(array)
 
 
 def as_node(value, like=None):
