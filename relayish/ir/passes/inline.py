@@ -11,7 +11,7 @@ inlining it cannot loop or blow up:
     a let-bound       `let %f = fn (...) {...}` called as `%f(...)` later in the let's scope:
     closure           not recursive (%f is not free in its own body), not polymorphic, and
                       small, or never used but as that one call
-    a literal         `(fn (...) {...})(...)`, not polymorphic
+    a literal         `(fn (...) {...})(...)`, not polymorphic, called there only or small
     closure
 
 Size: the output is linear in the input. Each call node of the input is expanded at most once
@@ -21,9 +21,12 @@ Vars twice). What an expansion adds is bounded: a copy of a small body (SMALL no
 used at one call only, which is moved there, not copied: the closure's `let` is dropped when
 every use of its Var was inlined, so the body exists once. Keeping that `let` beside the
 inlined copy doubled the program at each level of closures nested in closures (AD output of
-k nested closures: 2^k; issue 13). A global is part of the module's meaning and stays, so a
-global inlined at its one call is a copy: COPY_GROWTH bounds it by the global's own size (a
-chain of globals each calling the next once would otherwise copy quadratically). Hence
+k nested closures: 2^k; issue 13). One Function node bound by several lets, each Var called
+once (eager/runner.py records each call of one gradient program so), is copied at each call
+while the copies of such large bodies stay under COPY_GROWTH times the function's size. A
+global is part of the module's meaning and stays, so a global inlined at its one call is a
+copy: COPY_GROWTH bounds it by the global's own size (a chain of globals each calling the next
+once would otherwise copy quadratically). Hence
 `nodes(out) <= GROWTH_BOUND * nodes(in)` (tests/ir/passes/test_inline.py checks it on random
 programs).
 
@@ -56,11 +59,13 @@ from relayish.ir.visitor import ExprMutator, no_gc, run_deep
 __all__ = ["Inline", "inline_module", "SMALL", "COPY_GROWTH", "GROWTH_BOUND"]
 
 SMALL = 24          # a callee body of at most this many nodes is copied in at every call
-COPY_GROWTH = 2     # a global called once is copied if inlined it is at most this times its size
+# a global called once is copied if, inlined, it is at most this times its own size; the large
+# closures copied into a function add at most this times the function's size
+COPY_GROWTH = 2
 # nodes(out) <= GROWTH_BOUND * nodes(in): the input itself; COPY_GROWTH times each global copied
-# at its one call; per call node, a small body and a let and a Var per argument (each argument
-# is a node of the input).
-GROWTH_BOUND = 1 + COPY_GROWTH + SMALL + 2
+# at its one call; COPY_GROWTH times each function for its large closures' copies; per call
+# node, a small body and a let and a Var per argument (each argument is a node of the input).
+GROWTH_BOUND = 1 + 2 * COPY_GROWTH + SMALL + 2
 
 
 def _size(func) -> int:
@@ -118,10 +123,13 @@ class _Inliner(ExprMutator):
         self.refs = reference_counts(func)    # edges into each node: shared calls stay calls
         self.calls = _calls_by_callee(func)
         self.free = FreeVars()
-        self.copied: dict = {}            # id(let-bound Var) -> its inlined Function, to copy
+        self.copied: dict = {}            # id(let-bound Var) -> (its inlined Function, cost)
         self.moved: dict = {}             # id(let-bound Var) -> its Function, to move
         self.expanded: dict = {}          # id(let-bound Var) -> the calls of it inlined
         self.subst: dict = {}             # id(parameter of a moved body) -> its atom argument
+        # what copies of large bodies (a closure shared by several lets, each called once) may
+        # add to this function, in nodes: the size guard that keeps the output linear
+        self.budget = COPY_GROWTH * len(self.refs)
 
     def visit_Var(self, e):
         return self.subst.get(id(e), e)
@@ -134,8 +142,8 @@ class _Inliner(ExprMutator):
                 value = None              # visited where it is called
             else:
                 value = self.visit(e.value)
-                if isinstance(value, Function) and self.copyable(e.var, value):
-                    self.copied[id(e.var)] = value
+                if isinstance(value, Function):
+                    self.register_copy(e.var, value)
             chain.append((e, value))
             e = e.body
         body = self.visit(e)
@@ -160,9 +168,18 @@ class _Inliner(ExprMutator):
         return self.counts.get(var, 0) == len(calls) == 1 and self.refs.get(id(func)) == 1 \
             and self.refs.get(id(calls[0])) == 1 and not any(v is var for v in self.free.of(func))
 
-    def copyable(self, var, func):
-        return not func.type_params and id(var) in self.calls and _size(func) <= SMALL \
-            and not any(v is var for v in self.free.of(func))
+    def register_copy(self, var, func):
+        """A let-bound closure copied at its calls: a small one at every call, for free; a large
+        one used by one call (its Function node shared with other lets: eager's recorded calls of
+        one gradient program) against the budget."""
+        calls = self.calls.get(id(var), ())
+        if func.type_params or not calls or any(v is var for v in self.free.of(func)):
+            return
+        size = _size(func)
+        if size <= SMALL:
+            self.copied[id(var)] = (func, 0)
+        elif self.counts.get(var, 0) == len(calls) == 1:
+            self.copied[id(var)] = (func, size)
 
     def visit(self, expr):
         # an inlinable call is not memoized: its node has one parent (expandable), so it is
@@ -176,10 +193,13 @@ class _Inliner(ExprMutator):
             return False
         op = call.op
         if isinstance(op, Var):
-            return id(op) in self.copied or id(op) in self.moved
+            return id(op) in self.moved or self.copied.get(id(op), (None, 1 + self.budget))[1] \
+                <= self.budget
         if isinstance(op, GlobalVar):
             return op.name_hint in self.globals
-        return isinstance(op, Function) and not op.type_params and self.refs.get(id(op)) == 1
+        if not isinstance(op, Function) or op.type_params:
+            return False
+        return self.refs.get(id(op)) == 1 or _size(op) <= SMALL
 
     def visit_Call(self, e):
         if not self.expandable(e):
@@ -191,8 +211,12 @@ class _Inliner(ExprMutator):
         if isinstance(op, Var):
             self.expanded[id(op)] = self.expanded.get(id(op), 0) + 1
             if id(op) in self.copied:
-                return _copy(self.copied[id(op)], args)
+                func, cost = self.copied[id(op)]
+                self.budget -= cost
+                return _copy(func, args)
             op = self.moved[id(op)]
+        elif self.refs.get(id(op)) != 1:      # a small literal shared by several calls
+            return _copy(self.visit(op), args)
         return self.move(op, args)
 
     def move(self, func, args):

@@ -224,3 +224,37 @@ def test_inlined_random_programs_differentiate_to_the_same_gradient(prog):
     assert _nodes(out) <= GROWTH_BOUND * _nodes(prog.mod)
     got = rl.evaluate(rl.gradient(out, optimize=False), *prog.args)
     assert_same_value(got, want, atol=1e-12)
+
+
+def _shared_large_closure(lets):
+    """One large Function node bound by `lets` lets, each Var called once (as eager/runner.py
+    records the calls of one gradient program)."""
+    b = f32("b")
+    body = b
+    for _ in range(SMALL):
+        body = rl.tanh(body) + b
+    func = rl.Function([b], body)
+    x = f32("x")
+    fty = rl.FuncType([rl.TensorType((), "float32")], rl.TensorType((), "float32"))
+    bindings, h = [], x
+    for k in range(lets):
+        fv, v = rl.var(f"fn{k}", type=fty), f32(f"h{k}")
+        bindings += [(fv, func), (v, rl.Call(fv, [h]))]
+        h = v
+    return rl.Function([x], build_let_chain(bindings, h))
+
+
+def test_a_large_closure_bound_by_two_lets_is_copied_at_each_call():
+    f = _shared_large_closure(2)
+    g = _inline(f)
+    assert not _calls_of(g, rl.Var)
+    assert not any(isinstance(n, rl.Function) for n in walk(g.body))
+    assert_same_value(rl.evaluate(g, 0.3), rl.evaluate(f, 0.3))
+
+
+def test_copies_of_a_shared_large_closure_stop_at_the_budget():
+    f = _shared_large_closure(12)
+    g = _inline(f)
+    assert 0 < len(_calls_of(g, rl.Var)) < 12
+    assert _nodes(g) <= GROWTH_BOUND * _nodes(f)
+    assert_same_value(rl.evaluate(g, 0.3), rl.evaluate(f, 0.3))
