@@ -28,6 +28,12 @@
    runs); the tree network's gradient (examples/tree_network.py) on the interpreter, raw
    and optimized, against HIPS autograd; jax trace + compile time of rl.hessian, raw and
    optimized.
+7. Whether inline pays in the default pipeline: operations and lets of the raw AD output, of
+   the pipeline without inline and with inline in front, the pipeline's CPU time (best of 5) and
+   the interpreter's time for one run of its output (best of 5 batches), for y ** 5 at orders
+   1..4, the 20-layer MLP, the tree network (examples/tree_network.py) and tests/ad's 30 nested
+   closures; and a 20-layer MLP whose layer is a global, forward and gradient (inline is the
+   only pass that inlines globals).
 """
 from __future__ import annotations
 
@@ -283,6 +289,80 @@ def default_pipeline_table(sizes, trees, hidden, repeat):
               f"{row[1][0]:6.2f} s ({row[1][1]} lets)")
 
 
+def _layered_mlp(layers=20, width=16):
+    """A 20-layer MLP whose layer is a global @layer, called from @main at every layer."""
+    mod = rl.Module()
+    w, h = rl.var("w", shape=(width, width), dtype=F), rl.var("h", shape=(width,), dtype=F)
+    layer = rl.GlobalVar("layer")
+    mod[layer] = rl.Function([w, h], rl.tanh(rl.matmul(w, h)) * rl.const(0.9, F)
+                             + h * rl.const(0.1, F))
+    x = rl.var("x", shape=(width,), dtype=F)
+    rng = np.random.default_rng(1)
+    sb, h = rl.ScopeBuilder(), x
+    for _ in range(layers):
+        weights = rl.const(rng.normal(size=(width, width)) / np.sqrt(width))
+        h = sb.let("h", rl.Call(layer, [weights, h]))
+    sb.ret(rl.sum(h * h))
+    mod["main"] = rl.Function([x], sb.get())
+    return mod, (rng.normal(size=width),)
+
+
+def _inline_cases(max_order):
+    for name, g, args, _ in _power_grads(max_order):
+        yield name, g, args
+    name, g, args, _ = _mlp20()
+    yield name, g, args
+    from tree_network import random_tree, to_value, tree_module   # ad.py put examples/ on the path
+    rng = np.random.default_rng(0)
+    mod, p = tree_module(8)
+    W, b = rng.normal(size=(8, 16)) * 0.5, rng.normal(size=8) * 0.1
+    tree = to_value(p, random_tree(rng, 8, 8))
+    yield "tree network", rl.grad(mod, argnums=(0, 1), optimize=False), (W, b, tree)
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                    "tests", "ad"))
+    from test_nesting_cost import nested_fn
+    yield "30 nested fns", rl.gradient(nested_fn(30), optimize=False), (np.float64(0.5),)
+    mod, args = _layered_mlp()
+    yield "@layer x20 fwd", mod, args
+    yield "@layer x20 grad", rl.gradient(mod, optimize=False), args
+
+
+def inline_table(max_order):
+    """Section 7: the default pipeline without and with inline (in front)."""
+    from timing import best_of
+    without = [p for p in rl.ir.passes.DEFAULT_PASSES if p.name != "inline"]
+    with_inline = [rl.passes.inline] + without
+    print("\n7. inline in the default pipeline: operations / lets, pipeline CPU s, one run of the"
+          " output on the interpreter (us)")
+    print(f"{'program':>15} {'raw':>9} {'without inline':>24} {'with inline':>24}")
+    for name, g, args in _inline_cases(max_order):
+        want = rl.evaluate(g, *args)
+        cells = []
+        for passes in (without, with_inline):
+            out = rl.optimize(g, passes=passes)
+            t = best_of(lambda: rl.optimize(g, passes=passes), 5)
+            run = rl.compile(out, backend="interpreter")
+            np.testing.assert_allclose(np.concatenate([np.ravel(v) for v in _leaves(run(*args))]),
+                                       np.concatenate([np.ravel(v) for v in _leaves(want)]),
+                                       rtol=1e-12)
+            batch = 20
+            us = best_of(lambda: [run(*args) for _ in range(batch)], 5) / batch * 1e6
+            main = out["main"] if isinstance(out, rl.Module) else out
+            cells.append(f"{bindings(rl.passes.to_anf(main)):>5} / {bindings(main):<4} "
+                         f"{t:5.2f} {us:6.0f}")
+        main = g["main"] if isinstance(g, rl.Module) else g
+        print(f"{name:>15} {bindings(rl.passes.to_anf(main)):>4} / {bindings(main):<3} "
+              f"{cells[0]:>24} {cells[1]:>24}")
+
+
+def _leaves(value):
+    if isinstance(value, tuple):
+        return [leaf for v in value for leaf in _leaves(v)]
+    return [np.asarray(value, dtype=float)]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="sizes up to 10^4, orders up to 3")
@@ -294,6 +374,7 @@ def main(argv=None):
     pipeline_table(3 if args.quick else 4)
     pe_table(3 if args.quick else 4)
     default_pipeline_table(sizes, 10 if args.quick else 30, 8, 3 if args.quick else 5)
+    inline_table(3 if args.quick else 4)
 
 
 if __name__ == "__main__":
