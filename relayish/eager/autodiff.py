@@ -177,7 +177,7 @@ def _boundary(y, target_ids):
         n, ready = stack.pop()
         if id(n) in reaches:
             continue
-        if id(n) in target_ids or n.args is None:
+        if id(n) in target_ids or n.args is None or n.leaf:
             reaches[id(n)] = id(n) in target_ids
             continue
         if not ready:
@@ -185,7 +185,8 @@ def _boundary(y, target_ids):
             stack.extend((a, False) for a in n.args if id(a) not in reaches)
             continue
         reaches[id(n)] = any(reaches[id(a)] for a in n.args)
-    return lambda n: id(n) in target_ids or n.args is None or not reaches.get(id(n), False)
+    return lambda n: id(n) in target_ids or n.args is None or n.leaf or \
+        not reaches.get(id(n), False)
 
 
 def _gradient_function(prog, k, checkpoint):
@@ -214,6 +215,66 @@ def _gradient_function(prog, k, checkpoint):
         result = rl_grad(program, argnums=tuple(range(k)))
         ret = TupleType([p.type for p in prog.params[:k]])
     return (Embedded(result) if isinstance(result, Module) else result), ret
+
+
+def backward(self, gradient=None, create_graph=False):
+    """`loss.backward()`, PyTorch style: the gradient of `loss` with respect to every leaf
+    that requires gradients and that `loss` depends on (tensors made with
+    `requires_grad=True`, and parameters updated in place under `re.no_grad()`) is added to
+    that leaf's `.grad` (`.grad = None` resets it).
+
+    It is `re.grad(loss, wrt=<those leaves>)`, recorded: nothing is computed until a value is
+    inspected, and the gradients of a step run in the same compiled program as the step.
+    Unlike PyTorch, the recorded derivation is not freed (backward may be called again; it
+    goes when `loss` does), and `.grad` is a recorded tensor. `gradient=` weights a
+    non-scalar loss (the gradient of `(loss * gradient).sum()`); `create_graph=True` keeps
+    the gradients' own derivation, for gradients of gradients.
+    """
+    if not isinstance(self, Tensor):
+        raise graph.record_error("backward() is a method of recorded tensors", GradientError)
+    y = self
+    if gradient is not None:
+        y = (self * gradient).sum()
+    elif y.shape != ():
+        raise graph.record_error(
+            f"backward() of a tensor of shape {y.shape}: the gradient is implicit only for a "
+            f"scalar; pass gradient= (a tensor of that shape) or call .sum().backward()",
+            GradientError)
+    leaves = _grad_leaves(y.node)
+    if not leaves:
+        raise graph.record_error(
+            "backward(): this tensor depends on no tensor that requires gradients (make the "
+            "parameters with re.tensor(..., requires_grad=True); results recorded under "
+            "re.no_grad() keep no derivation)", GradientError)
+    handles = [Tensor(n) for n in leaves]
+    if create_graph:
+        grads = grad(y, wrt=handles)
+    else:
+        with graph.no_grad():
+            grads = grad(y, wrt=handles)
+    with graph.no_grad():
+        for n, g in zip(leaves, grads):
+            n.grad = g if n.grad is None else n.grad + g
+
+
+def _grad_leaves(y):
+    """The leaves requiring gradients that y's kept derivation reaches, in a data-independent
+    order (depth first from y, arguments in order): an explicit stack, no recursion."""
+    found, seen = [], set()
+    stack = [y]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen or not n.requires_grad:
+            continue
+        seen.add(id(n))
+        if graph.is_leaf(n):
+            found.append(n)
+        else:
+            stack.extend(reversed(n.args))
+    return found
+
+
+Tensor.backward = backward
 
 
 def call(f, *args):

@@ -44,7 +44,7 @@ class Node:
     """One binding of the recorded program (see the module docstring)."""
     __slots__ = ("kind", "op", "attrs", "args", "type", "value", "requires_grad", "serial",
                  "shape_key", "mark", "num", "_var", "seg", "idx", "pseg", "pidx", "handles",
-                 "needed", "__weakref__")
+                 "needed", "leaf", "grad", "__weakref__")
 
     def __init__(self, kind, type_, op, attrs, args, value, requires_grad, shape_key):
         self.kind = kind
@@ -65,6 +65,8 @@ class Node:
         self.pidx = 0
         self.handles = 0     # live Tensor handles on it (Tensor.__init__/__del__)
         self.needed = False  # a kept derivation reads it: an output of its run
+        self.leaf = False    # a result that is a leaf of gradients (mark_leaf)
+        self.grad = None     # Tensor.grad: what loss.backward() accumulated for this leaf
 
     @property
     def var(self):
@@ -369,6 +371,29 @@ def record_call(func, ret_type, args) -> Node:
     args = list(args)
     return _append(Node("call", ret_type, func, None, args, None, _requires_grad(args),
                         ("call", func, None)), args)
+
+
+def mark_leaf(node) -> None:
+    """Make the recorded result `node` a leaf that requires gradients (an in-place update of
+    a parameter under re.no_grad(), PyTorch's `p -= lr * p.grad`): bindings that read it keep
+    their derivations, gradients stop at it (re.grad, backward), and once it is computed its
+    own derivation is dropped. The mark is part of the segment's key."""
+    st = STATE
+    node.requires_grad = True
+    node.leaf = True
+    if node.seg == st.seg_id:
+        row = (st.state, _LEAF_KEY, node.idx)
+        nxt = _TRIE.get(row)
+        if nxt is None:
+            nxt = _TRIE[row] = _new_state(None)
+        st.state = nxt[0]
+    elif node.value is not None:
+        node.args = None
+
+
+def is_leaf(node) -> bool:
+    """Where gradients stop: a value without a derivation, or a result marked a leaf."""
+    return node.args is None or node.leaf
 
 
 def leaf(value, type_, requires_grad=False) -> Node:

@@ -243,7 +243,7 @@ def _run_segment():
             results = entry.compiled(*[p.value for p in params])
     for n, value in zip(outputs, results):
         n.value = value
-        if not n.requires_grad:
+        if not n.requires_grad or n.leaf:
             n.args = None
     STATS["bindings_run"] += len(st.nodes)
 
@@ -309,7 +309,7 @@ def _run_walked(outputs=None):
     for n, value in zip(prog.outputs, results):
         n.value = value
     for n in prog.bindings:
-        if not n.requires_grad:
+        if not n.requires_grad or (n.leaf and n.value is not None):
             n.args = None
     STATS["bindings_run"] += len(prog.bindings)
 

@@ -33,12 +33,11 @@ _PYTHON_ONLY = {"matmul": "matmul", "pow": "power"}
 
 class Tensor:
     """A recorded value: its `shape`/`dtype` are known at once, its data when inspected."""
-    __slots__ = ("node", "grad", "__weakref__")
+    __slots__ = ("node", "__weakref__")
     __array_ufunc__ = None        # `np_array * t` records (t.__rmul__), never loops in numpy
 
     def __init__(self, node):
         self.node = node
-        self.grad = None
         node.handles += 1
 
     def __del__(self):
@@ -69,6 +68,26 @@ class Tensor:
     @property
     def requires_grad(self) -> bool:
         return self.node.requires_grad
+
+    @property
+    def is_leaf(self) -> bool:
+        """A leaf of gradients: made by re.tensor, or updated in place under re.no_grad()."""
+        return graph.is_leaf(self.node)
+
+    @property
+    def grad(self):
+        """What `backward()` accumulated for this leaf (a recorded tensor), or None."""
+        return self.node.grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None and not isinstance(value, Tensor):
+            raise record_error(f".grad takes a recorded tensor or None, not "
+                               f"{type(value).__name__}", RelayishError)
+        if value is not None and value.type != self.node.type:
+            raise record_error(f".grad of type {type_text(value.type)} for a tensor of type "
+                               f"{type_text(self.node.type)}", RelayishError)
+        self.node.grad = value
 
     def _tensor_type(self) -> TensorType:
         t = self.node.type
@@ -259,4 +278,35 @@ def _install_operators():
         _binary_methods(name, py, "r" + py)
 
 
+def _inplace(py_name):
+    """`t -= x` (and +=, *=, /=): records `t - x` and points the handle `t` at the result, so
+    every reference to this Tensor object sees the new value (there are no views to update).
+    On a leaf that requires gradients it is allowed under re.no_grad() only, as in PyTorch,
+    and the result stays such a leaf (graph.mark_leaf), keeping `.grad`."""
+    forward = getattr(Tensor, f"__{py_name}__")
+
+    def method(self, other):
+        node = self.node
+        grad_leaf = node.requires_grad and graph.is_leaf(node)
+        if grad_leaf and graph.STATE.grad_enabled:
+            raise record_error(f"an in-place __i{py_name}__ on a leaf that requires gradients: "
+                               f"update parameters inside `with re.no_grad():`", RelayishError)
+        new = forward(self, other).node
+        if new.type != node.type:
+            raise record_error(f"an in-place __i{py_name}__ would change the tensor's type from "
+                               f"{type_text(node.type)} to {type_text(new.type)}",
+                               RelayishError)
+        if grad_leaf:
+            graph.mark_leaf(new)
+            new.grad = node.grad
+        new.handles += 1
+        node.handles -= 1
+        self.node = new
+        return self
+    method.__name__ = f"__i{py_name}__"
+    return method
+
+
 _install_operators()
+for _name in ("add", "sub", "mul", "truediv", "matmul"):
+    setattr(Tensor, f"__i{_name}__", _inplace(_name))
