@@ -15,7 +15,8 @@ its second sighting (runner.py); `re.grad` differentiates the recorded bindings 
 AD and records the call of the gradient program (autodiff.py). See docs/eager.md and
 notes/eager.md.
 """
-from relayish.eager.autodiff import call, checkpoint, grad
+from relayish.eager.autodiff import call, grad
+from relayish.eager.checkpoint import checkpoint
 from relayish.eager.graph import no_grad
 from relayish.eager.ops import *  # noqa: F401,F403  re.<op> for every registered op
 from relayish.eager.ops import nn

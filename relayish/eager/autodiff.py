@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from relayish.errors import GradientError, RelayishError, TypeCheckError
 from relayish.eager import graph
-from relayish.eager.runner import Embedded, collect
+from relayish.eager.checkpoint import through_checkpoints
+from relayish.eager.runner import Checkpointed, Embedded, collect
 from relayish.eager.tensor import Tensor, wrap
 from relayish.ir.expr import Function
 from relayish.ir.module import Module
@@ -70,8 +71,26 @@ def grad(y, wrt, checkpoint=None):
     for w in wrt:
         if all(w.node is not t for t in targets):
             targets.append(w.node)
+    grads = _gradients(y.node, targets, checkpoint, fast)
+    if len(grads) == len(wrt):
+        return grads
+    by_node = {id(t): g for t, g in zip(targets, grads)}
+    return [by_node[id(w.node)] for w in wrt]
+
+
+def _gradients(y, targets, checkpoint=None, fast=None, stops=()):
+    """One recorded gradient per target node (the walk also stops at `stops`: values taken
+    as constants). A derivation holding re.checkpoint regions is composed by checkpoint.py."""
     target_ids = {id(t) for t in targets}
-    prog = collect([y.node], _boundary(y.node, target_ids), leading=targets)
+    prog = collect([y], _boundary(y, target_ids, {id(s) for s in stops}), leading=targets)
+    regions = [n for n in prog.bindings if n.kind == "call" and isinstance(n.op, Checkpointed)]
+    if regions:
+        if checkpoint is not None:
+            raise graph.record_error("re.grad(..., checkpoint=) of a value computed by "
+                                     "re.checkpoint regions: use one or the other",
+                                     GradientError)
+        return through_checkpoints(y, targets, regions,
+                                   lambda yy, ww, ss: _gradients(yy, ww, stops=ss))
     params = prog.params
     key = (prog.key, _checkpoint_key(checkpoint))
     cached = _GRAD_CACHE.get(key)
@@ -87,7 +106,7 @@ def grad(y, wrt, checkpoint=None):
                 _GRAD_FAST.clear()
             _GRAD_FAST[fast] = (gfunc, ret_type, refs, [_segment_ref(t) for t in targets],
                                 checkpoint is not None)
-    return _record_gradient(known, params, wrt)
+    return _record_gradient(known, params, None)
 
 
 # (segment state, y's position, the wrt tensors' positions, checkpoint=) -> (gradient
@@ -137,7 +156,7 @@ def _record_gradient(known, params, wrt):
     if isinstance(targets[0], int):
         targets = [_segment_node(r) for r in targets]
     grads = [Tensor(graph.record_proj(call, i)) for i in range(len(targets))]
-    if len(grads) == len(wrt):
+    if wrt is None or len(grads) == len(wrt):
         return grads
     by_node = {id(t): g for t, g in zip(targets, grads)}
     return [by_node[id(w.node)] for w in wrt]
@@ -168,16 +187,17 @@ def _check_grad_arguments(y, wrt):
             "before inspecting the output", GradientError)
 
 
-def _boundary(y, target_ids):
-    """The stop rule of the walk from y: the targets, values without a derivation, and
-    recorded values that depend on no target (constants of the differentiation)."""
+def _boundary(y, target_ids, stop_ids=frozenset()):
+    """The stop rule of the walk from y: the targets, values without a derivation (and the
+    `stop_ids`, taken as such), and recorded values that depend on no target (constants of
+    the differentiation)."""
     reaches = {}
     stack = [(y, False)]
     while stack:                          # post-order over the derivations, explicit stack
         n, ready = stack.pop()
         if id(n) in reaches:
             continue
-        if id(n) in target_ids or n.args is None or n.leaf:
+        if id(n) in target_ids or n.args is None or n.leaf or id(n) in stop_ids:
             reaches[id(n)] = id(n) in target_ids
             continue
         if not ready:
@@ -186,7 +206,7 @@ def _boundary(y, target_ids):
             continue
         reaches[id(n)] = any(reaches[id(a)] for a in n.args)
     return lambda n: id(n) in target_ids or n.args is None or n.leaf or \
-        not reaches.get(id(n), False)
+        id(n) in stop_ids or not reaches.get(id(n), False)
 
 
 def _gradient_function(prog, k, checkpoint):
@@ -351,12 +371,3 @@ def _checked_type(func) -> FuncType:
         raise graph.record_error("re.call: the function must have a monomorphic type",
                                  RelayishError)
     return t
-
-
-def checkpoint(fn):
-    """`re.checkpoint(fn)(*tensors)`: recompute fn's values in the backward pass."""
-    raise RelayishError("re.checkpoint(fn) is not available yet: relayish's checkpointed AD "
-                        "cuts a whole program's let-chain (rl.gradient(f, checkpoint=...)) and "
-                        "has no per-call rule for one region; use re.grad(loss, wrt=[...], "
-                        "checkpoint=k or \"sqrt\" or \"revolve\") to recompute the forward "
-                        "values of the whole differentiated program")

@@ -81,6 +81,7 @@ class Node:
 
 
 _SERIALS = itertools.count()
+_SEGMENT_IDS = itertools.count(1)
 
 
 class _State:
@@ -97,16 +98,31 @@ class _State:
         self.grad_enabled = True
         self.recorded_since_run = 0
         self.auto_run = None                 # runner.run_pending, set by runner.py on import
-        self.seg_id = 0
+        self.tracing = 0                     # re.checkpoint recording its function
+        self.overwritten = []                # (node, pseg, pidx) a traced segment replaced
         self.new_segment()
 
     def new_segment(self):
-        self.seg_id += 1
+        self.seg_id = next(_SEGMENT_IDS)     # never reused: a node's stamps stay unambiguous
         self.nodes = []
         self.params = []
         self.state = 0
         self.irregular = False
         self.opaque = False
+
+    def save_segment(self):
+        saved = (self.seg_id, self.nodes, self.params, self.state, self.irregular,
+                 self.opaque, self.recorded_since_run, self.overwritten)
+        self.overwritten = []
+        return saved
+
+    def restore_segment(self, saved):
+        """Back to a saved segment; the parameter stamps a traced one put on its nodes are
+        put back."""
+        for node, pseg, pidx in reversed(self.overwritten):
+            node.pseg, node.pidx = pseg, pidx
+        (self.seg_id, self.nodes, self.params, self.state, self.irregular, self.opaque,
+         self.recorded_since_run, self.overwritten) = saved
 
 
 STATE = _State()
@@ -189,6 +205,8 @@ def _new_state(out):
 def _new_param(st, sid, a):
     """`a`, read by the segment for the first time, becomes its next parameter; its row
     entry is its type."""
+    if st.tracing:
+        st.overwritten.append((a, a.pseg, a.pidx))
     a.pseg = sid
     a.pidx = len(st.params)
     st.params.append(a)

@@ -88,7 +88,8 @@ class Program:
                 # let-bound, so rl.passes.inline may open it up and cse share its forward
                 # values with the recorded ones
                 fv = Var("fn", None)
-                lets.append((fv, n.op.main if isinstance(n.op, Embedded) else n.op))
+                lets.append((fv, n.op.main if isinstance(n.op, (Embedded, Checkpointed))
+                               else n.op))
                 value, hint = Call(fv, args), "call"
             elif n.kind == "tuple":
                 value, hint = Tuple(args), "tup"
@@ -132,6 +133,17 @@ class Program:
                     mod.add_type(data)
         mod["main"] = func
         return mod
+
+
+class Checkpointed:
+    """The Function of a `re.checkpoint` region, called from a recorded program: it runs as
+    a call of `main`; re.grad recomputes it in the backward pass (eager/checkpoint.py). One
+    object per structure: it stands in the structural key."""
+    __slots__ = ("main", "ret")
+
+    def __init__(self, main, ret):
+        self.main = main
+        self.ret = ret
 
 
 class Embedded:
@@ -204,6 +216,11 @@ def _has_value(n):
 def run_pending() -> None:
     """Compute every pending live handle (see the module docstring)."""
     st = STATE
+    if st.tracing:
+        raise RelayishError("re.checkpoint: the function inspected a value (float(), bool(), "
+                            "print, np.asarray) while it was recorded; a checkpointed function "
+                            "must be a fixed computation of its tensors, without Python "
+                            "control flow on their values")
     st.recorded_since_run = 0
     if not st.nodes:
         return

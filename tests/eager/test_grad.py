@@ -1,5 +1,5 @@
 """re.grad on recorded programs, checked against jax; gradients of gradients; re.no_grad;
-static Functions embedded with re.call; re.checkpoint's refusal."""
+static Functions embedded with re.call. (re.checkpoint: test_checkpoint.py.)"""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -164,8 +164,3 @@ def test_grad_mistakes_are_relayish_errors():
         re.grad(w.sum(), wrt=w)
     with pytest.raises(rl.GradientError, match="float"):
         re.grad(re.tensor(np.arange(3)).sum(), wrt=[w])
-
-
-def test_checkpoint_says_not_yet():
-    with pytest.raises(rl.RelayishError, match="not available yet(?s:.*)checkpoint=k"):
-        re.checkpoint(lambda a: a * 2.0)
