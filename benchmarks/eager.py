@@ -1,14 +1,15 @@
 """Define-by-run (relayish/eager/, issue 15): a recorded training loop against PyTorch eager,
 jax eager and jax.jit, in one process, interleaved, every library on one thread.
 
-    python benchmarks/eager.py [--steps 1000] [--memory-steps 10000] [--quick]
+    python benchmarks/eager.py [--steps 1000] [--memory-steps 10000] [--quick] [--sync]
 
 1. An MLP (64 x 8 inputs, 32 tanh units, 1 output, mean squared error; and a larger one,
-   256 x 64 -> 256 -> 1) trained by SGD, the same step written four ways: relayish eager
-   (record, re.grad, update under re.no_grad, float(loss) each step), PyTorch eager
+   256 x 64 -> 256 -> 1) trained by SGD, the same step written five ways: relayish eager
+   (record, re.grad, update under re.no_grad, float(loss) each step), relayish PyTorch
+   style (loss.backward(), `p -= lr * p.grad` under re.no_grad), PyTorch eager
    (loss.backward(), update under torch.no_grad, loss.item()), jax eager (jax.value_and_grad,
-   no jit) and jax.jit of the whole step. The steps run in rounds of --block steps, the four
-   libraries taking turns, so a slow phase of the shared machine falls on all of them; the
+   no jit) and jax.jit of the whole step. The steps run in rounds of --block steps, the
+   loops taking turns, so a slow phase of the shared machine falls on all of them; the
    figure is the median over rounds of the CPU time per step (process time, all threads of
    this process).
 2. A small RNN (tanh cell, 16 units, 4 inputs) over sequences whose length is drawn from
@@ -68,6 +69,26 @@ def relayish_loop():
         grads = re.grad(loss, wrt=params)
         with re.no_grad():
             params = [p - LR * g for p, g in zip(params, grads)]
+        return float(loss)
+    return step
+
+
+def relayish_backward_loop():
+    """The same step PyTorch style: leaves with requires_grad=True, loss.backward(), in-place
+    updates under re.no_grad()."""
+    X0, Y0, p0 = data()
+    X, Y = re.tensor(X0), re.tensor(Y0)
+    params = [re.tensor(p, requires_grad=True) for p in p0]
+
+    def step():
+        w1, b1, w2, b2 = params
+        h = re.tanh(X @ w1 + b1)
+        loss = ((h @ w2 + b2 - Y) ** 2).mean()
+        loss.backward()
+        with re.no_grad():
+            for p in params:
+                p -= LR * p.grad
+                p.grad = None
         return float(loss)
     return step
 
@@ -149,7 +170,7 @@ def interleaved(loops, steps, block):
 def show(medians, last):
     base = medians["jax.jit"]
     for name, med in medians.items():
-        print(f"   {name:15s} {med * 1e6:9.1f} us/step   {med / base:5.2f}x jax.jit   "
+        print(f"   {name:18s} {med * 1e6:9.1f} us/step   {med / base:5.2f}x jax.jit   "
               f"final loss {last[name]:.6f}")
 
 
@@ -158,8 +179,9 @@ def training(steps, block):
     for size, dims in SIZES.items():
         N, D, H = dims
         re.clear_cache()
-        loops = {"relayish eager": relayish_loop(), "PyTorch eager": torch_loop(),
-                 "jax eager": jax_eager_loop(), "jax.jit": jax_jit_loop()}
+        loops = {"relayish eager": relayish_loop(), "relayish backward": relayish_backward_loop(),
+                 "PyTorch eager": torch_loop(), "jax eager": jax_eager_loop(),
+                 "jax.jit": jax_jit_loop()}
         print(f"1. MLP {size} ({N}x{D} -> {H} tanh -> 1), SGD, {steps} steps per library in "
               f"rounds of {block}; median CPU time per step")
         show(*interleaved(loops, steps, block))
@@ -302,7 +324,13 @@ def main():
     parser.add_argument("--block", type=int, default=100)
     parser.add_argument("--memory-steps", type=int, default=10_000)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sync", action="store_true",
+                        help="jax runs CPU programs in the calling thread (no async dispatch: "
+                             "jax_cpu_enable_async_dispatch=False), for relayish and jax.jit")
     args = parser.parse_args()
+    if args.sync:
+        import jax
+        jax.config.update("jax_cpu_enable_async_dispatch", False)
     if args.quick:
         args.steps, args.block, args.memory_steps = 200, 50, 1000
     training(args.steps, args.block)
