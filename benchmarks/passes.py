@@ -34,6 +34,9 @@
    1..4, the 20-layer MLP, the tree network (examples/tree_network.py) and tests/ad's 30 nested
    closures; and a 20-layer MLP whose layer is a global, forward and gradient (inline is the
    only pass that inlines globals).
+8. The default pipeline stage by stage (its passes, and the type checks it runs where a pass
+   requires types no earlier pass kept) on the raw gradient of a chain of 10^3, 10^4 and 10^5
+   lets: CPU time, microseconds per let, growth exponent (`--pipeline-cost`: this section only).
 """
 from __future__ import annotations
 
@@ -363,11 +366,58 @@ def _leaves(value):
     return [np.asarray(value, dtype=float)]
 
 
+def pipeline_cost_table(sizes):
+    """Section 8: what each stage of the default pipeline costs on AD output (the raw gradient
+    of a chain, `sizes` in lets), run as rl.optimize runs it: a type check only where a pass
+    requires types that no earlier pass kept. CPU seconds of one run, microseconds per let of
+    the pipeline's input (so the rows add up), and the growth exponent between sizes."""
+    from relayish.ir.passes.base import TYPED
+    from relayish.ir.passes.manager import DEFAULT_PASSES, count_lets
+    from relayish.ir.typecheck import infer_type
+    from relayish.ir.visitor import no_gc, run_deep
+
+    def stages(mod):
+        rows, held = [], set()
+        for p in DEFAULT_PASSES:
+            if TYPED in p.requires and TYPED not in held:
+                t, _ = _cpu(infer_type, mod)
+                rows.append(("type check", t))
+                held.add(TYPED)
+            t, mod = _cpu(p.run, mod)
+            rows.append((p.name, t))
+            held = (held & p.preserves) | p.provides
+        return rows
+
+    table, lets = None, []
+    for size in sizes:
+        g = _grad_chain(max(1, (size - 16) // 6))       # 6 lets a step, 16 around them
+        lets.append(count_lets(g, 10 ** 9))
+        with no_gc():      # as the entry points run (rl.optimize pauses the collector)
+            rows = run_deep(stages, rl.Module.from_expr(g))
+        rows.append(("pipeline", sum(t for _, t in rows)))
+        table = [(name, []) for name, _ in rows] if table is None else table
+        for (_, times), (_, t) in zip(table, rows):
+            times.append(t)
+    print("\n8. the default pipeline's stages on the raw gradient of a chain (CPU s, one run; "
+          "us per let of the pipeline's input; growth exponent)")
+    print(f"{'stage':>12} " + " ".join(f"{n:>17,} lets" for n in lets) + "   exponents")
+    for name, times in table:
+        cells = " ".join(f"{t:8.3f}s {1e6 * t / n:6.1f}us     " for t, n in zip(times, lets))
+        slopes = [math.log(b / a) / math.log(m / n) if a > 0 and b > 0 else float("nan")
+                  for a, b, n, m in zip(times, times[1:], lets, lets[1:])]
+        print(f"{name:>12} {cells}  " + " ".join(f"{e:.2f}" for e in slopes))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="sizes up to 10^4, orders up to 3")
     ap.add_argument("--sizes", type=int, nargs="+", default=None)
+    ap.add_argument("--pipeline-cost", action="store_true",
+                    help="only section 8 (the default pipeline's stages, 10^3-10^5 lets)")
     args = ap.parse_args(argv)
+    if args.pipeline_cost:
+        pipeline_cost_table(args.sizes or [1_000, 10_000, 100_000])
+        return
     sizes = args.sizes or ([1_000, 10_000] if args.quick else [1_000, 10_000, 100_000])
     cost_table(sizes)
     size_table(3 if args.quick else 4)
@@ -375,6 +425,7 @@ def main(argv=None):
     pe_table(3 if args.quick else 4)
     default_pipeline_table(sizes, 10 if args.quick else 30, 8, 3 if args.quick else 5)
     inline_table(3 if args.quick else 4)
+    pipeline_cost_table([1_000, 10_000] if args.quick else [1_000, 10_000, 100_000])
 
 
 if __name__ == "__main__":

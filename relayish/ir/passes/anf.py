@@ -95,7 +95,9 @@ class _ToANF(ExprFunctor):
         tail = self.visit(expr)
         for key in self.opened.pop():
             del self.bound[key]
-        out = typed_let_chain(self.bindings, tail)
+        out = _same_chain(expr, self.bindings, tail)
+        if out is None:
+            out = typed_let_chain(self.bindings, tail)
         self.bindings = saved
         return out
 
@@ -128,18 +130,24 @@ class _ToANF(ExprFunctor):
     def visit_Op(self, e): return e
     def visit_Constructor(self, e): return e
 
+    # a node whose operands come back unchanged is kept (input already in A-normal form, as
+    # partial_eval's output is when cse runs after it, is rebuilt only where it changes)
     def visit_Tuple(self, e):
-        return Tuple([self.atom(f) for f in e.fields])
+        fields = [self.atom(f) for f in e.fields]
+        return e if _same(fields, e.fields) else Tuple(fields)
 
     def visit_TupleGetItem(self, e):
-        return TupleGetItem(self.atom(e.tuple_value), e.index)
+        value = self.atom(e.tuple_value)
+        return e if value is e.tuple_value else TupleGetItem(value, e.index)
 
     def visit_Call(self, e):
         op = self.atom(e.op)                 # the callee first, as the interpreter runs it
-        return Call(op, [self.atom(a) for a in e.args], e.attrs)
+        args = [self.atom(a) for a in e.args]
+        return e if op is e.op and _same(args, e.args) else Call(op, args, e.attrs)
 
     def visit_Function(self, e):
-        return Function(e.params, self.scope(e.body), e.ret_type, e.type_params)
+        body = self.scope(e.body)
+        return e if body is e.body else Function(e.params, body, e.ret_type, e.type_params)
 
     def visit_Let(self, e):
         # A let node shared at two places (not pure, or it would be bound once) is flattened at
@@ -170,21 +178,46 @@ class _ToANF(ExprFunctor):
 
     def visit_If(self, e):
         cond = self.atom(e.cond)
-        return If(cond, self.scope(e.true_branch), self.scope(e.false_branch))
+        then, other = self.scope(e.true_branch), self.scope(e.false_branch)
+        if cond is e.cond and then is e.true_branch and other is e.false_branch:
+            return e
+        return If(cond, then, other)
 
     def visit_Match(self, e):
         data = self.atom(e.data)
-        return Match(data, [Clause(c.lhs, self.scope(c.rhs)) for c in e.clauses], e.complete)
+        rhs = [self.scope(c.rhs) for c in e.clauses]
+        if data is e.data and _same(rhs, [c.rhs for c in e.clauses]):
+            return e
+        return Match(data, [Clause(c.lhs, r) for c, r in zip(e.clauses, rhs)], e.complete)
 
     def visit_RefCreate(self, e):
-        return RefCreate(self.atom(e.value))
+        value = self.atom(e.value)
+        return e if value is e.value else RefCreate(value)
 
     def visit_RefRead(self, e):
-        return RefRead(self.atom(e.ref))
+        ref = self.atom(e.ref)
+        return e if ref is e.ref else RefRead(ref)
 
     def visit_RefWrite(self, e):
         ref = self.atom(e.ref)
-        return RefWrite(ref, self.atom(e.value))
+        value = self.atom(e.value)
+        return e if ref is e.ref and value is e.value else RefWrite(ref, value)
+
+
+def _same(new, old) -> bool:
+    """Whether two lists hold the same nodes (by identity)."""
+    return len(new) == len(old) and all(a is b for a, b in zip(new, old))
+
+
+def _same_chain(expr, bindings, tail):
+    """`expr` itself when it is the let-chain `bindings` then `tail` (the same Vars, values and
+    tail node), else None."""
+    node = expr
+    for var, value in bindings:
+        if not isinstance(node, Let) or node.var is not var or node.value is not value:
+            return None
+        node = node.body
+    return expr if node is tail else None
 
 
 def to_anf_expr(expr, effects=None):

@@ -19,12 +19,12 @@ ones; a last dead_code removes what cse and simplify made unused. It runs once: 
 removes nothing more on the programs measured (AD output of y ** 5 at orders 1-4, MLPs, the tree
 network) and would double the cost.
 
-Every pass is linear in program size, but the pipeline costs about 0.3 ms per binding of AD
-output (its passes type-check and rebuild the program several times: 1.8 s for the 6,000 lets
-of a 1,000-step chain's gradient, 9x the transform's own time), so a program larger than
-`FULL_PIPELINE_LIMIT` bindings gets dead_code only (about 35 us a binding). dead_code,
-simplify, dead_code was measured there too: 135 us a binding, and on AD output they remove
-nothing that partial_eval has not made static first. Running passes (the properties,
+Every pass is linear in program size. The pipeline type-checks its input once: every pass in it
+keeps checked types on what it rebuilds (base.py, "Keeping types"), so none is followed by a
+check. It still costs about 45-55 us per node (140-190 us per let of a chain's gradient,
+benchmarks/passes.py section 8), so a program larger than `FULL_PIPELINE_LIMIT` nodes gets
+dead_code only (about 16 us a node). dead_code, simplify, dead_code was measured there too: on
+AD output they remove nothing that partial_eval has not made static first. Running passes (the properties,
 check mode, Sequential) is base.py's; this module only chooses what runs by default.
 """
 from __future__ import annotations
@@ -41,8 +41,11 @@ DEFAULT_PASSES: tuple = (PartialEval(), DeadCode(), CSE(), Simplify(), DeadCode(
 
 # Past this many nodes (the whole module's expressions, each shared node once) the default
 # pipeline runs only these: nested closures and ifs are large without being long let-chains
-# (300 nested ifs' gradient: 17 s through the full pipeline when the bound counted lets).
-FULL_PIPELINE_LIMIT = 20_000
+# (300 nested ifs' gradient: 17 s through the full pipeline when the bound counted lets). At the
+# limit the full pipeline takes at most about 2 s (56 us a node on 1,200 nested ifs' gradient,
+# the costliest measured; 45 us on a chain's): the 1.6 s the bound of 20,000 allowed when the
+# pipeline type-checked after every pass (80 us a node), and a little more.
+FULL_PIPELINE_LIMIT = 35_000
 LARGE_PROGRAM_PASSES: tuple = (DeadCode(),)
 
 

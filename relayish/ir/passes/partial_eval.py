@@ -69,11 +69,11 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Functio
 from relayish.ir.module import Module
 from relayish.ir.op import Op
 from relayish.ir.passes.anf import to_anf_expr
-from relayish.ir.passes.base import TYPED, Pass
+from relayish.ir.passes.base import TYPED, Pass, keep_type, typed_let_chain
 from relayish.ir.passes.effects import Effects
 from relayish.ir.typecheck import infer_type
-from relayish.ir.types import TensorType
-from relayish.ir.visitor import build_let_chain, no_gc, run_deep
+from relayish.ir.types import TensorType, TupleType
+from relayish.ir.visitor import no_gc, run_deep
 
 __all__ = ["PartialEval", "partially_evaluate", "FOLD_LIMIT", "UNROLL", "INLINE_BUDGET"]
 
@@ -113,10 +113,12 @@ class _Scope:
             value = slot.value
             if value is None:
                 continue
-            bindings.append((slot.var, value if isinstance(value, Expr) else value()))
+            value = value if isinstance(value, Expr) else value()
+            # a residual value has the type of the variable made for it (_hinted)
+            bindings.append((slot.var, keep_type(value, slot.var)))
         if bindings and bindings[-1][0] is result and result.type_annotation is None:
             result = bindings.pop()[1]      # `let %v = e; %v` is `e`
-        return build_let_chain(bindings, result)
+        return typed_let_chain(bindings, result)
 
 
 class _PV:
@@ -132,16 +134,31 @@ class _PV:
         self.extra = extra
 
 
+# The output keeps checked types (the pass preserves "typed", so the pipeline does not check it
+# again): every Var made here has the type of the Var or node it stands for, a residual value
+# the type of its Var (_Scope.build), a let the type of its body.
+
 def _unit():
-    return _PV(_TUPLE, [], Tuple([]))
+    return _PV(_TUPLE, [], _unit_typed(Tuple([])))
+
+
+def _unit_var():
+    return _unit_typed(Var("u", None))
+
+
+def _unit_typed(node):
+    node._checked_type = TupleType([])
+    return node
 
 
 def _fresh(var):
-    return Var(var.name_hint, var.type_annotation)
+    return keep_type(Var(var.name_hint, var.type_annotation), var)
 
 
-def _hinted(hint, fallback):
-    return _fresh(hint) if hint is not None else Var(fallback, None)
+def _hinted(hint, fallback, like):
+    """A Var for a residual value: a fresh copy of the let-bound Var `hint`, or one named
+    `fallback` with the type of `like`, the node whose value it holds."""
+    return _fresh(hint) if hint is not None else keep_type(Var(fallback, None), like)
 
 
 class _PartialEvaluator:
@@ -222,13 +239,13 @@ class _PartialEvaluator:
         pv.atom = slot.var
         return pv.atom
 
-    def emit(self, value, hint, fallback) -> _PV:
-        var = _hinted(hint, fallback)
+    def emit(self, value, hint, fallback, like=None) -> _PV:
+        var = _hinted(hint, fallback, like)
         self.scope.reserve(var, value)
         return _PV(_DYN, atom=var)
 
-    def lazy(self, kind, data, hint, fallback, extra=None) -> _PV:
-        slot = self.scope.reserve(_hinted(hint, fallback))
+    def lazy(self, kind, data, hint, fallback, like, extra=None) -> _PV:
+        slot = self.scope.reserve(_hinted(hint, fallback, like))
         return _PV(kind, data, slot=slot, extra=extra)
 
     # ---- scopes -----------------------------------------------------------------------------
@@ -298,19 +315,19 @@ class _PartialEvaluator:
         return method(e, hint)
 
     def eval_Tuple(self, e, hint):
-        return self.lazy(_TUPLE, [self.eval(f, None) for f in e.fields], hint, "t")
+        return self.lazy(_TUPLE, [self.eval(f, None) for f in e.fields], hint, "t", e)
 
     def eval_TupleGetItem(self, e, hint):
         t = self.eval(e.tuple_value, None)
         if t.kind == _TUPLE:
             return t.data[e.index]
-        return self.emit(TupleGetItem(self.atom(t), e.index), hint, "p")
+        return self.emit(TupleGetItem(self.atom(t), e.index), hint, "p", e)
 
     def eval_Function(self, e, hint):
         return self.closure(e, hint)
 
     def closure(self, func, var):
-        pv = self.lazy(_CLOSURE, (func, {}), var, "f")
+        pv = self.lazy(_CLOSURE, (func, {}), var, "f", func)
         if var is not None:
             self.local[id(var)] = pv            # a let-bound closure may call itself
         captured = pv.data[1]
@@ -321,7 +338,7 @@ class _PartialEvaluator:
     def eval_RefCreate(self, e, hint):
         init = self.eval(e.value, None)
         self.refs += 1
-        pv = self.lazy(_REF, self.refs, hint, "r", extra=init)
+        pv = self.lazy(_REF, self.refs, hint, "r", e, extra=init)
         self.store[pv.data] = (init, self.tick())
         return pv
 
@@ -331,7 +348,7 @@ class _PartialEvaluator:
             known = self.read(ref)
             if known is not None:
                 return known
-        return self.emit(RefRead(self.atom(ref)), hint, "v")
+        return self.emit(RefRead(self.atom(ref)), hint, "v", e)
 
     def eval_RefWrite(self, e, hint):
         ref = self.eval(e.ref, None)
@@ -340,9 +357,9 @@ class _PartialEvaluator:
             if ref.data in self.escaped:    # code that holds the reference can take the value
                 self.atom(value)
             self.store[ref.data] = (value, self.tick())
-            self.pending.append((self.scope.reserve(Var("u", None)), ref, value))
+            self.pending.append((self.scope.reserve(_unit_var()), ref, value))
         else:       # through an unknown reference: any escaped one may be it
-            self.scope.reserve(Var("u", None), RefWrite(self.atom(ref), self.atom(value)))
+            self.scope.reserve(_unit_var(), RefWrite(self.atom(ref), self.atom(value)))
             self.unknown_code_runs()
         return _unit()
 
@@ -355,7 +372,7 @@ class _PartialEvaluator:
         other = self.in_scope(e.false_branch, dict(self.store))
         self.store = self.merge([then[2], other[2]])
         return self.emit(lambda: If(c, then[0].build(then[1]), other[0].build(other[1])),
-                         hint, "if")
+                         hint, "if", e)
 
     def eval_Match(self, e, hint):
         data = self.eval(e.data, None)
@@ -377,7 +394,7 @@ class _PartialEvaluator:
 
         def build():
             return Match(d, [Clause(p, arm[0].build(arm[1])) for p, arm in arms], e.complete)
-        return self.emit(build, hint, "m")
+        return self.emit(build, hint, "m", e)
 
     def eval_Call(self, e, hint):
         callee = self.eval(e.op, None)
@@ -386,14 +403,14 @@ class _PartialEvaluator:
         if isinstance(op, Op):
             value = _fold(e, args)
             if value is not None:
-                return _PV(_CONST, value, Constant(value))
-            return self.emit(Call(op, [self.atom(a) for a in args], e.attrs), hint, op.name)
+                return _PV(_CONST, value, keep_type(Constant(value), e))
+            return self.emit(Call(op, [self.atom(a) for a in args], e.attrs), hint, op.name, e)
         if isinstance(op, Constructor):
-            return self.lazy(_CTOR, (op, args), hint, op.name_hint.lower())
+            return self.lazy(_CTOR, (op, args), hint, op.name_hint.lower(), e)
         if callee.kind == _CLOSURE and self.can_inline(callee.data[0]):
             return self.inline(callee, args)
         f = self.atom(callee)
-        result = self.emit(Call(f, [self.atom(a) for a in args]), hint, "call")
+        result = self.emit(Call(f, [self.atom(a) for a in args]), hint, "call", e)
         self.unknown_code_runs()
         return result
 
@@ -455,7 +472,8 @@ class _PartialEvaluator:
             self.local[id(p)] = _PV(_DYN, atom=q)
         result = self.atom(self.eval_scope(func.body))
         self.settle_writes()
-        return Function(params, self.scope.build(result), func.ret_type, func.type_params)
+        return keep_type(Function(params, self.scope.build(result), func.ret_type,
+                                  func.type_params), func)
 
 
 _UNKNOWN = object()
@@ -572,6 +590,7 @@ class PartialEval(Pass):
 
     name = "partial_eval"
     requires = frozenset([TYPED])
+    preserves = frozenset([TYPED])      # its output keeps checked types (see _hinted)
 
     def run(self, mod):
         return partially_evaluate(mod)
