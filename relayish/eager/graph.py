@@ -1,7 +1,8 @@
 """The recorded graph: nodes, the recorder's state, and recording one binding.
 
 Contract. Every operation on recorded tensors appends one `Node` (an SSA binding) whose
-arguments are earlier nodes, so creation order (`serial`) is a topological order. A node is
+arguments are earlier nodes, so creation order (`serial`: segment, index) is a topological
+order. A node is
 
 * a leaf: `value` set, `args` None (an input array, a Python scalar, a computed result whose
   derivation was dropped);
@@ -42,7 +43,7 @@ AUTO_RUN_BINDINGS = 10_000
 
 class Node:
     """One binding of the recorded program (see the module docstring)."""
-    __slots__ = ("kind", "op", "attrs", "args", "type", "value", "requires_grad", "serial",
+    __slots__ = ("kind", "op", "attrs", "args", "type", "value", "requires_grad",
                  "shape_key", "mark", "num", "_var", "seg", "idx", "pseg", "pidx", "handles",
                  "needed", "leaf", "grad", "__weakref__")
 
@@ -54,7 +55,6 @@ class Node:
         self.type = type_
         self.value = value
         self.requires_grad = requires_grad
-        self.serial = next(_SERIALS)
         self.shape_key = shape_key   # this binding's part of a program's key: (kind, op, attrs)
         self.mark = 0        # the last walk (runner.collect) that reached this node
         self.num = 0         # its number in the program being keyed (runner.Program)
@@ -76,11 +76,16 @@ class Node:
         return self._var
 
     @property
+    def serial(self) -> tuple:
+        """Its place in creation order: (segment, index), segments numbered as made (a
+        topological order of the bindings)."""
+        return (self.seg, self.idx)
+
+    @property
     def pending(self) -> bool:
         return self.value is None
 
 
-_SERIALS = itertools.count()
 _SEGMENT_IDS = itertools.count(1)
 
 
