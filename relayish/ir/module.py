@@ -5,10 +5,41 @@ body may refer to a function before or after it is added.
 """
 from __future__ import annotations
 
+import itertools
+
 from relayish.errors import RelayishError
 from relayish.ir.expr import (Constructor, Expr, Function, GlobalVar, TypeData, describe,
                               program_text)
 from relayish.ir.types import GlobalTypeVar
+
+_STAMPS = itertools.count(1)
+
+
+class FunctionTable(dict):
+    """A Module's table of functions (a dict) with a stamp, new on each change, unique across
+    tables: a cache of what was compiled from a module compares one integer instead of the
+    whole table (the interpreter's cache; a checkpointed program has 10^4+ globals)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.stamp = next(_STAMPS)
+
+    def _changed(method):
+        def changed(self, *args, **kwargs):
+            self.stamp = next(_STAMPS)
+            return method(self, *args, **kwargs)
+        changed.__name__ = method.__name__
+        return changed
+
+    __setitem__ = _changed(dict.__setitem__)
+    __delitem__ = _changed(dict.__delitem__)
+    __ior__ = _changed(dict.__ior__)
+    pop = _changed(dict.pop)
+    popitem = _changed(dict.popitem)
+    setdefault = _changed(dict.setdefault)
+    update = _changed(dict.update)
+    clear = _changed(dict.clear)
+    del _changed
 
 
 class Module:
@@ -16,7 +47,7 @@ class Module:
 
     def __init__(self, functions=None, type_definitions=None):
         self._globals: dict[str, GlobalVar] = {}
-        self.functions: dict[GlobalVar, Function] = {}
+        self.functions: dict[GlobalVar, Function] = FunctionTable()
         self._types: dict[str, GlobalTypeVar] = {}
         self.type_definitions: dict[GlobalTypeVar, TypeData] = {}
         self._constructors: dict[str, Constructor] = {}

@@ -5,8 +5,9 @@
 The program is type-checked once (runtime.check.checked: a TypeCheckError is the user's, any
 other fault of the checker surfaces), compiled (compiler.py) with the cyclic GC paused and
 under run_deep, cached, and run by the machine (run.py). Caches are weak: per Function, its
-Code; per Module, its @main closure with a snapshot of the module's functions (compiled again
-when one changes); other expressions are compiled on each call.
+Code; per Module, its @main closure and the stamp of the module's table of functions (compiled
+again when the table changes; a hit costs O(1) in the number of globals); other expressions are
+compiled on each call.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ __all__ = ["evaluate"]
 # its top-level Function through a weakref, and a module's entry holds its main closure (whose
 # code refers to the module's functions, never to the Module).
 _FUNCTION_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # Function -> Code
-_MODULE_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # Module -> (snapshot, main)
+_MODULE_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # Module -> (stamp, main)
 
 
 def _compile_quietly(fn, *args):
@@ -49,15 +50,16 @@ def _compile_module(mod, options=None):
     if options:
         mod, _ = checked(mod)
         return _compile_quietly(_compile_program, Program(mod, **options))
-    snapshot = tuple((gv.name_hint, f) for gv, f in mod.functions.items())
+    # The table's stamp changes with any change to it (ir/module.py): the hit costs O(1), not
+    # a walk over the globals. A table replaced by a plain dict is never cached.
+    stamp = getattr(mod.functions, "stamp", None)
     state = _MODULE_CACHE.get(mod)
-    if state is not None and len(state[0]) == len(snapshot) and all(
-            a[0] == b[0] and a[1] is b[1] for a, b in zip(state[0], snapshot)):
+    if state is not None and stamp is not None and state[0] == stamp:
         return state[1]
     mod, _ = checked(mod)
     program = Program(mod)
     main = _compile_quietly(_compile_program, program)
-    _MODULE_CACHE[mod] = (snapshot, main)
+    _MODULE_CACHE[mod] = (stamp, main)
     return main
 
 
