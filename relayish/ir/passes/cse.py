@@ -218,8 +218,10 @@ class CSE(Pass):
         for gv, func in mod.functions.items():
             anf = to_anf_expr(func, effects)
             # the analysis of the A-normal form also answers for the merged program: its new
-            # nodes are asked about on demand, and its let-bound functions keep their Vars
-            anf_effects = Effects(anf, mod)
+            # nodes are asked about on demand, and its let-bound functions keep their Vars.
+            # An input already in A-normal form (partial_eval's output) comes back as itself,
+            # and the module's analysis answers for it
+            anf_effects = effects if anf is func else Effects(anf, mod)
             merged = eliminate_common(anf, anf_effects, mod)
             out[gv] = from_anf_expr(merged, anf_effects)
         return out
