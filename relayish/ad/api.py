@@ -116,7 +116,7 @@ def hessian(f, mod=None, optimize=True):
     if len(x_t.shape) != 1:
         raise GradientError(f"hessian needs a function of one vector Tensor[(n,), float]; "
                             f"its parameter has type {x_t}")
-    back_prog = vjp(grad(f, mod=mod, optimize=optimize), mod=None, optimize=False)
+    back_prog = vjp(grad(f, mod=mod, optimize=optimize), mod=None, optimize=optimize)
     n = x_t.shape[0]
 
     def build(vjp_func):
@@ -127,7 +127,11 @@ def hessian(f, mod=None, optimize=True):
         body = make_call("stack", [Tuple(rows)], {"axis": 0}) if n else \
             make_call("zeros", [], {"shape": (0, 0), "dtype": x_t.dtype})
         return Function([x], Let(r, Call(vjp_func, [x]), Let(back, TupleGetItem(r, 1), body)))
-    return _optimized(_wrap(back_prog, build), optimize)
+    # The vjp is optimized, not the rows: the pipeline would inline the backpropagator into each
+    # of the n rows and fold a basis vector into each copy, leaving `0 * x` products of the
+    # basis (a user's zeros: IEEE, XLA keeps them) and n copies for the jax backend to trace,
+    # where n calls of one closure are batched into one vmapped call (notes/ad.md)
+    return _wrap(back_prog, build)
 
 
 def hvp(f, mod=None, optimize=True):
@@ -201,11 +205,12 @@ def hessian_forward(f, mod=None, optimize=True):
     def build_fn(f):
         f = _infer(f)
         xt = _hessian_param(f)
-        hv = _hvp_function(f, optimize)
+        hv = _optimized(_hvp_function(f, optimize), optimize)
         hv_var = Var("hvp", None)
         inner = _stack_hvps(xt, lambda x, e: Call(hv_var, [x, e]))
         return Function(inner.params, Let(hv_var, hv, inner.body))
-    return _optimized(run_deep(build_fn, f), optimize)
+    # the HVP is optimized, not the rows (as in hessian: the pipeline would copy it into each)
+    return run_deep(build_fn, f)
 
 
 def jacobian(f, mod=None, optimize=True):

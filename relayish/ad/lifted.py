@@ -39,10 +39,11 @@ def lifted_types(mod: Module) -> TwinTypes:
 
 
 def zeros_of(t: TensorType):
-    """A zero tensor of static type t: a literal for scalars, else a `zeros` call (small text)."""
-    if t.shape == ():
-        return Constant(np.zeros((), t.dtype))
-    return make_call("zeros", [], {"shape": t.shape, "dtype": t.dtype})
+    """The zero adjoint of static type t, `zero_adjoint(shape=.., dtype=..)`: every adjoint starts
+    as one (and vjp resets to one). Not a `zeros` call or a `0f64` literal: the op says that
+    nothing was added here, so the passes and the jax backend may fold `g * zero_adjoint(..)`
+    as jax's symbolic zeros (notes/ad.md, "Zero adjoints"), which a user's zeros never are."""
+    return make_call("zero_adjoint", [], {"shape": t.shape, "dtype": t.dtype})
 
 
 def ones_of(t: TensorType):

@@ -385,7 +385,10 @@ class ReverseAD(ScopedEmitter):
                                     f"expression per input ({len(call.args)}), got {grads!r}")
             for i in active:
                 gi = grads[i]
-                if gi is None:
+                if gi is None or isinstance(gi, Call) and isinstance(gi.op, Op) and \
+                        gi.op.fills_zeros:
+                    # no gradient flows (`zeros_like(%like)`): the adjoint stays what it was, a
+                    # zero adjoint if nothing else is added, which the passes may fold
                     continue
                 gi = replace_node(gi, orig, z)
                 if (isinstance(gi, Call) and isinstance(gi.op, Op) and gi.op.scatters_rows

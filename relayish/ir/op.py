@@ -31,8 +31,16 @@ An op's record (`register_op` fills it; the families in relayish/ops/ register t
                                              in either gives zero (multiply, matmul)
     accumulates = False                      elementwise addition of two same-typed tensors: the
                                              interpreter may add in place into an owned buffer
-    fills_zeros = False                      no arguments, all zeros of attrs shape and dtype: the
-                                             interpreter may share one read-only zero array
+    fills_zeros = False                      all zeros, of attrs shape and dtype (no arguments:
+                                             the interpreter may share one read-only zero array)
+                                             or of its constant_in arguments' (zeros_like):
+                                             reverse AD adds such a gradient to nothing
+    symbolic_zero = False                    with fills_zeros: a zero that stands for "nothing was
+                                             added here" (reverse AD's adjoint initial values,
+                                             `zero_adjoint`): simplify and the jax backend fold
+                                             products with it to it (not IEEE where the other
+                                             operand is inf or nan, as jax's symbolic zeros),
+                                             partial_eval keeps it a call (never a Constant)
     identity_in = {}                         two-argument ops: argument position -> the fill value
                                              that makes the op give back its other argument
                                              (add: {0: 0, 1: 0}; subtract: {1: 0}; multiply:
@@ -127,6 +135,7 @@ class Op(Primitive):
     bilinear: bool = False
     accumulates: bool = False
     fills_zeros: bool = False
+    symbolic_zero: bool = False
     identity_in: dict = field(factory=dict)
     involution: bool = False
     shape_only_in: tuple = ()
@@ -164,7 +173,8 @@ def registry_generation() -> int:
 def register_op(name, num_inputs, *, attrs=None, type_rule=None, impl=None, differentiable=True,
                 normalize_attrs=None, doc="", fast_impl=None, constant_in=(), infix=None,
                 prefix=None, effects=frozenset(), result_dtype=_ARG0, linear_in=(),
-                bilinear=False, accumulates=False, fills_zeros=False, identity_in=None,
+                bilinear=False, accumulates=False, fills_zeros=False, symbolic_zero=False,
+                identity_in=None,
                 involution=False, shape_only_in=(), scatters_rows=False) -> Op:
     """Add (or update) the op `name` in the registry and return it (the fields: the module
     docstring). Updating keeps the gradient and tangent rules and resets everything else."""
@@ -204,6 +214,7 @@ def register_op(name, num_inputs, *, attrs=None, type_rule=None, impl=None, diff
     op.bilinear = bilinear
     op.accumulates = accumulates
     op.fills_zeros = fills_zeros
+    op.symbolic_zero = symbolic_zero
     op.identity_in = dict(identity_in or {})
     op.involution = involution
     op.shape_only_in = tuple(shape_only_in)

@@ -14,8 +14,8 @@ import numpy as np
 
 from relayish.errors import TypeCheckError
 from relayish.ir.expr import Constant
-from relayish.ir.op import (Infix, arg_dtype, attr_dtype, register_gradient, register_op,
-                            register_tangent)
+from relayish.ir.op import (Infix, arg_dtype, attr_dtype, make_call, register_gradient,
+                            register_op, register_tangent)
 from relayish.ir.types import FLOAT_DTYPES, TensorType
 from relayish.ops import api
 from relayish.ops._common import (NUMERIC, as_array, broadcast_shapes, canon_dtype, canon_float,
@@ -428,7 +428,7 @@ def _zero_tangent(orig, ts):
 
 register_op("zeros_like", 1, type_rule=_like_rule("zeros_like"),
             impl=lambda xp, x: xp.zeros_like(x),
-            fast_impl=fixed_fast(np.zeros_like), constant_in=(0,),
+            fast_impl=fixed_fast(np.zeros_like), constant_in=(0,), fills_zeros=True,
             doc="zeros of the shape and dtype of x")
 zeros_like_grad = register_gradient("zeros_like")(_zero_grads)
 zeros_like_tangent = register_tangent("zeros_like")(_zero_tangent)
@@ -506,6 +506,25 @@ register_op("zeros", 0, attrs={"shape": (), "dtype": "float32"}, type_rule=_fill
             doc="zeros(shape, dtype)")
 register_gradient("zeros")(_zero_grads)
 register_tangent("zeros")(_zero_tangent)
+
+# Reverse AD's adjoint initial values: zeros that mean "nothing was added here" (notes/ad.md,
+# "Zero adjoints"). Computed as zeros everywhere; what the record's symbolic_zero allows is that
+# simplify and the jax backend fold `g * zero_adjoint(..)` to a zero adjoint, as jax keeps such
+# cotangents symbolic (not IEEE where g is inf or nan). A user's `zeros` is never folded so.
+register_op("zero_adjoint", 0, attrs={"shape": (), "dtype": "float32"},
+            type_rule=_filled_rule("zero_adjoint"),
+            impl=lambda xp, shape, dtype: xp.zeros(shape, dtype=dtype),
+            normalize_attrs=normalizer("zero_adjoint", shape=canon_ints, dtype=canon_dtype),
+            fast_impl=_filled_fast(np.zeros), result_dtype=attr_dtype("dtype"),
+            fills_zeros=True, symbolic_zero=True,
+            doc="zero_adjoint(shape, dtype): zeros standing for an adjoint nothing was added to")
+register_gradient("zero_adjoint")(_zero_grads)
+
+
+@register_tangent("zero_adjoint")
+def zero_adjoint_tangent(orig, ts):
+    # the tangent of "nothing added" is nothing added: forward over reverse folds it too
+    return make_call("zero_adjoint", [], dict(orig.attrs))
 
 register_op("ones", 0, attrs={"shape": (), "dtype": "float32"}, type_rule=_filled_rule("ones"),
             impl=lambda xp, shape, dtype: xp.ones(shape, dtype=dtype),

@@ -22,13 +22,13 @@ class InternalCompileError(CompileError):
     a program the backend refuses: backend="auto" never falls back on it, it surfaces."""
 
 
-# The derived programs are the raw transforms (optimize=False): the jax backend folds AD's zero
-# adjoints as they pass through references, which the default pipeline removes, leaving
-# IEEE `x * 0` products XLA keeps (notes/passes.md, "Default pipeline"). Raw, the figures of
-# benchmarks/jit.py and the Newton path stand as measured.
+# The derived programs are optimized (the default pipeline): AD's zero adjoints stay
+# `zero_adjoint(..)` calls through it, whose products simplify folds (and the jax backend
+# folds what is left of them), so no `x * 0` of an adjoint reaches XLA
+# (tests/backend/test_hessian_program.py; notes/passes.md, "Default pipeline").
 def gradient_program(obj):
     from relayish.ad import api
-    return api.gradient(obj, optimize=False)
+    return api.gradient(obj)
 
 
 # "auto": forward over reverse where Newton's device path vmaps it (jax, cpu), reverse over
@@ -40,14 +40,14 @@ def hessian_program(obj, mode="forward"):
     """The Hessian program: forward-over-reverse (n HVPs) or rl.hessian (reverse-over-reverse)."""
     if mode == "reverse":
         from relayish.ad import api
-        return api.hessian(obj, optimize=False)
+        return api.hessian(obj)
     from relayish.ad.api import hessian_forward
-    return hessian_forward(obj, optimize=False)
+    return hessian_forward(obj)
 
 
 def hvp_program(obj):
     from relayish.ad.api import hvp_forward_over_reverse
-    return hvp_forward_over_reverse(obj, optimize=False)
+    return hvp_forward_over_reverse(obj)
 
 
 def fused_value_grad_hess(obj, g_prog, mode="forward"):
@@ -65,7 +65,7 @@ def fused_value_grad_hess(obj, g_prog, mode="forward"):
 
 def jvp_of_gradient(gradient):
     from relayish.ad.api import jvp
-    return jvp(gradient, optimize=False)
+    return jvp(gradient)
 
 
 def batched_newton(jg_run, fun_run, n):

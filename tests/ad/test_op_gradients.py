@@ -76,6 +76,7 @@ SPECS = {
     "ones_like": [("", lambda x: rl.ones_like(x) * x, [u(3)])],
     "full_like": [("", lambda x: rl.op.full_like(x, 2.0) * x, [u(3)])],
     "zeros": [("", lambda x: rl.zeros((3,), F) + x, [u(3)])],
+    "zero_adjoint": [("", lambda x: rl.get_op("zero_adjoint")(shape=(3,), dtype=F) + x, [u(3)])],
     "ones": [("", lambda x: rl.ones((3,), F) * x, [u(3)])],
     "cast": [("f64", lambda x: rl.cast(x, F) * x, [u(3)]),
              ("int", lambda x: rl.cast(rl.cast(x * rl.const(3.0, F), "int32"), F) * x, [u(3)])],

@@ -94,32 +94,51 @@ def _zero_products(closed):
     return found
 
 
+@pytest.mark.parametrize("optimize", [False, True])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_hessian_program_multiplies_nothing_by_zero(name):
-    # Reverse AD reads adjoints nothing was added to (zeros) and multiplies them into the chain
-    # rule; XLA keeps each `x * 0` (inf * 0 is nan), recomputed per element of the fused loop.
-    # The raw transform (what rl.optim compiles): the default pipeline removes the references
-    # the zero folding reads (a known gap: notes/passes.md, "Default pipeline")
+def test_hessian_program_multiplies_nothing_by_zero(name, optimize):
+    # Reverse AD reads adjoints nothing was added to (zero adjoints) and multiplies them into
+    # the chain rule; XLA keeps each `x * 0` (inf * 0 is nan), recomputed per element of the
+    # fused loop. Raw, the jax backend folds them (zeros.py); optimized, simplify has already
+    # (the zero adjoints stay `zero_adjoint(..)` calls through the pipeline)
     make, _, n = CASES[name]
-    run = rl.compile(rl.hessian(make(n), optimize=False))
+    run = rl.compile(rl.hessian(make(n), optimize=optimize))
     with jax.enable_x64(True):
         closed = run.jax_function().trace(np.zeros(n)).jaxpr
     assert _zero_products(closed) == []
 
 
+def _zero_adjoint(shape):
+    return rl.get_op("zero_adjoint")(shape=shape, dtype=F64)
+
+
 def test_zero_adjoints_fold_only_where_marked():
-    # zeros a program makes itself (a literal, zeros_like) compute as written (nan at inf), as
-    # the interpreter does; a zero read back out of a reference (how AD keeps an adjoint) folds
+    # zeros a program makes itself (a literal, zeros_like, zeros kept in a reference) compute
+    # as written (nan at inf) on both backends and through the passes; a zero adjoint (what
+    # reverse AD starts an adjoint as) folds in products, compiled and optimized, as jax's
+    # symbolic zeros: not IEEE at inf, and only there
     x = rl.var("x", shape=(3,), dtype=F64)
+    r = rl.var("r", type=rl.RefType(rl.TensorType((3,), F64)))
     literal = rl.Function([x], x * rl.const(np.zeros(3)))
     made = rl.Function([x], x * rl.zeros_like(x) + x)
-    r = rl.var("r", type=rl.RefType(rl.TensorType((3,), F64)))
-    adjoint = rl.Function([x], rl.Let(r, rl.RefCreate(rl.zeros_like(x)), x * rl.RefRead(r) + x))
+    stored = rl.Function([x], rl.Let(r, rl.RefCreate(rl.zeros_like(x)), x * rl.RefRead(r) + x))
+    adjoint = rl.Function([x], rl.Let(r, rl.RefCreate(_zero_adjoint((3,))),
+                                      x * rl.RefRead(r) + x))
+    direct = rl.Function([x], rl.sum(x * _zero_adjoint((3,))) * x + x)
     point = np.array([1.0, np.inf, -2.0])
-    for f in (literal, made):
-        np.testing.assert_array_equal(np.asarray(rl.compile(f)(point)),
-                                      np.asarray(rl.evaluate(f, point)))
-    np.testing.assert_array_equal(np.asarray(rl.compile(adjoint)(point)), point)
-    with jax.enable_x64(True):
-        closed = rl.compile(adjoint).jax_function().trace(np.zeros(3)).jaxpr
-    assert [e.primitive.name for e in closed.jaxpr.eqns] == []      # x * !r + x is x itself
+    for f in (literal, made, stored):
+        interpreted = np.asarray(rl.evaluate(f, point))
+        assert np.isnan(interpreted[1])
+        np.testing.assert_array_equal(np.asarray(rl.compile(f)(point)), interpreted)
+        np.testing.assert_array_equal(np.asarray(rl.evaluate(rl.optimize(f), point)),
+                                      interpreted)
+    for f in (adjoint, direct):
+        # the interpreter computes the raw program exactly; folded, it is x
+        assert np.isnan(np.asarray(rl.evaluate(f, point))[1])
+        np.testing.assert_array_equal(np.asarray(rl.compile(f)(point)), point)
+        optimized = rl.optimize(f)
+        assert str(optimized) == str(rl.Function(optimized.params, optimized.params[0]))
+        np.testing.assert_array_equal(np.asarray(rl.evaluate(optimized, point)), point)
+        with jax.enable_x64(True):
+            closed = rl.compile(f).jax_function().trace(np.zeros(3)).jaxpr
+        assert [e.primitive.name for e in closed.jaxpr.eqns] == []   # x * 0 + x is x itself

@@ -351,7 +351,7 @@ class TraceEvaluator:
         raise EvaluationError(f"no clause of {text} matches the value {describe(data)}")
 
     def visit_RefCreate(self, e, env, tail):
-        return self.new_ref(self.zeros.stored(self.eval(e.value, env)))
+        return self.new_ref(self.eval(e.value, env))
 
     def new_ref(self, value):
         if self.loop is not None:           # made in a fold's iteration: a row of a pool
@@ -363,7 +363,7 @@ class TraceEvaluator:
 
     def visit_RefWrite(self, e, env, tail):
         ref = self.eval(e.ref, env)
-        self.write(ref, self.zeros.stored(self.eval(e.value, env)))
+        self.write(ref, self.eval(e.value, env))
         return ()
 
     def read(self, ref):

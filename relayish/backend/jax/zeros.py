@@ -1,17 +1,19 @@
 """Zero adjoints at trace time: what the jax backend folds before XLA sees it.
 
-Scheme. Reverse AD starts every adjoint as `zeros(...)` or `zeros_like(x)` and adds into it;
-an adjoint nothing was added to is read as those zeros and multiplied into the chain rule
-(`g * x`). jax's own AD keeps such cotangents symbolic and never emits the product. XLA cannot
-remove `x * 0` (IEEE: inf * 0 is nan), so in a compiled rl.hessian of Rosenbrock every one of
-them stays in the fused loop, recomputed per output element (1.4-1.5x jax.jit(jax.hessian) on
-the CPU; notes/jax-backend.md).
+Scheme. Reverse AD starts every adjoint as `zero_adjoint(shape=.., dtype=..)` (an op whose record
+says symbolic_zero: zeros that stand for "nothing was added here") and adds into it; an adjoint
+nothing was added to is read as those zeros and multiplied into the chain rule (`g * x`). jax's
+own AD keeps such cotangents symbolic and never emits the product. XLA cannot remove `x * 0`
+(IEEE: inf * 0 is nan), so in a compiled rl.hessian of Rosenbrock every one of them stayed in
+the fused loop, recomputed per output element (1.4-1.5x jax.jit(jax.hessian) on the CPU;
+notes/jax-backend.md).
 
-`ZeroTracker` marks the trace-time (numpy) arrays that are such zeros: float zeros stored in
-a reference (reverse AD keeps every adjoint in one: `ref(zeros_like(x))`, `ref(0f64)`), and
-what ops linear in them (their records' linear_in, bilinear) make of marked zeros alone. Zeros
-a program makes without a reference (`zeros_like(x) * y`) are not marked: they compute as
-written, IEEE included, on both backends.
+`ZeroTracker` marks the trace-time (numpy) arrays that are zero adjoints: what a symbolic_zero
+op computes, and what ops linear in them (their records' linear_in, bilinear) make of marked
+zeros alone. The marks survive the optimizing passes, which keep `zero_adjoint(..)` a call
+(ir/passes/simplify.py folds the same products first). Zeros a program makes itself
+(`zeros(..)`, `zeros_like(x) * y`, a literal, a zero stored in a reference) are not marked: they
+compute as written, IEEE included, on both backends.
 With a traced operand, by the op's record (no op is named here: a new op folds by what its
 register_op call declares):
 
@@ -21,18 +23,17 @@ register_op call declares):
     identity_in fill 0 at a marked zero z
         add(t, z), add(z, t), subtract(t, z)
                                      -> t, when z does not change t's shape (exact up to -0.0)
-    bilinear with a marked zero operand
-        multiply(t, z), matmul(z, t), nn.dense ...
+    bilinear with a marked zero operand, or linear_in with marked zeros in all those positions
+        multiply(t, z), matmul(z, t), nn.dense ..., divide(z, t)
                                      -> marked zeros of the call's checked type: **not IEEE**
-                                        where t is inf or nan
+                                        where t is inf or nan (or 0 for divide)
 
 The last rule is the departure: a compiled program computes 0 where the interpreter computes
-nan, as jax's symbolic zeros do: a program that reads a zero back out of a reference and
-multiplies it into an inf or nan (what an unused adjoint is) gets 0 compiled and nan on the
-interpreter. Only marked zeros fold: a literal `x * 0f64`, `zeros_like(x) * y` or a tensor
-literal of zeros is computed as written (a zero is marked only on its way into a reference).
-A marked array is checked to be all zeros before each use, so an array changed in place is
-never taken for a zero.
+nan, as jax's symbolic zeros do: a program that multiplies an adjoint nothing was added to into
+an inf or nan gets 0 compiled and nan on the interpreter (the optimized program gets 0 on both:
+simplify folds it). Only marked zeros fold: a literal `x * 0f64`, `zeros_like(x) * y` or a
+tensor literal of zeros is computed as written. A marked array is checked to be all zeros
+before each use, so an array changed in place is never taken for a zero.
 """
 from __future__ import annotations
 
@@ -64,16 +65,6 @@ class ZeroTracker:
         self._marked[id(a)] = a
         return a
 
-    def stored(self, value):
-        """`value` as stored in a reference, its float zeros marked: reverse AD starts every
-        adjoint in a reference (`ref(0f64)`, `ref(zeros_like(x))`)."""
-        if isinstance(value, tuple):
-            return tuple(self.stored(v) for v in value)
-        if isinstance(value, np.ndarray) and value.dtype.kind == "f" \
-                and not value.any() and self._marked.get(id(value)) is not value:
-            return self.mark(value.copy())   # a copy: the value outside stays unmarked
-        return value
-
     def is_zero(self, a):
         return isinstance(a, np.ndarray) and self._marked.get(id(a)) is a and not a.any()
 
@@ -84,17 +75,24 @@ class ZeroTracker:
         static = set(op.constant_in) | set(op.shape_only_in)
         if all(i in static for i in traced):
             return self._at_trace_time(op, args, attrs, traced)
-        if len(args) != 2:
-            return None
-        for i, fill in op.identity_in.items():
-            if fill == 0 and self.is_zero(args[i]):
-                return _unchanged(args[1 - i], args[i])
-        if op.bilinear and (self.is_zero(args[0]) or self.is_zero(args[1])):
+        if len(args) == 2:
+            for i, fill in op.identity_in.items():
+                if fill == 0 and self.is_zero(args[i]):
+                    return _unchanged(args[1 - i], args[i])
+        if self._linear_in_zeros(op, args) and not op.effects:
             if not (isinstance(out_type, TensorType) and all(isinstance(d, int)
                                                              for d in out_type.shape)):
                 return None
             return self.mark(np.zeros(out_type.shape, out_type.dtype))
         return None
+
+    def _linear_in_zeros(self, op, args):
+        """Whether the op's record makes its result zero from marked zeros in `args`: bilinear
+        with one marked operand, or marked zeros in all its linear_in positions."""
+        if op.bilinear and len(args) >= 2:
+            return self.is_zero(args[0]) or self.is_zero(args[1])
+        return bool(op.linear_in) and all(i < len(args) and self.is_zero(args[i])
+                                          for i in op.linear_in)
 
     def _at_trace_time(self, op, args, attrs, traced):
         """The numpy result of a call whose traced arguments count only by shape and dtype
@@ -115,15 +113,12 @@ class ZeroTracker:
 
     def note(self, op, args, out):
         """Mark the trace-time result `out` of `op` when it is a zero adjoint: the op's record
-        says it is linear in arguments that are all marked zeros (`linear_in`: add's two, the
-        first of divide or broadcast_to_like), or bilinear with one marked zero operand."""
-        if not isinstance(out, np.ndarray) or not args:
+        says symbolic_zero (`zero_adjoint(..)`), or that it is linear in arguments that are all
+        marked zeros (`linear_in`: add's two, the first of divide or broadcast_to_like), or
+        bilinear with one marked zero operand."""
+        if not isinstance(out, np.ndarray):
             return
-        if op.bilinear:
-            zero = self.is_zero(args[0]) or self.is_zero(args[1])
-        elif op.linear_in:
-            zero = all(self.is_zero(args[i]) for i in op.linear_in)
-        else:
-            return
-        if zero and not out.any():                   # 0 * inf is nan: not a zero
+        if op.symbolic_zero:
+            self.mark(out)
+        elif self._linear_in_zeros(op, args) and not out.any():   # 0 * inf is nan: not a zero
             self.mark(out)

@@ -404,7 +404,13 @@ class _PartialEvaluator:
             value = _fold(e, args)
             if value is not None:
                 return _PV(_CONST, value, keep_type(Constant(value), e))
-            return self.emit(Call(op, [self.atom(a) for a in args], e.attrs), hint, op.name, e)
+            zero = self.zero_adjoint_rule(e, args, hint)
+            if zero is not None:
+                return zero
+            pv = self.emit(Call(op, [self.atom(a) for a in args], e.attrs), hint, op.name, e)
+            if op.symbolic_zero:
+                pv.extra = op                   # a zero adjoint (dynamic, never a Constant)
+            return pv
         if isinstance(op, Constructor):
             return self.lazy(_CTOR, (op, args), hint, op.name_hint.lower(), e)
         if callee.kind == _CLOSURE and self.can_inline(callee.data[0]):
@@ -413,6 +419,32 @@ class _PartialEvaluator:
         result = self.emit(Call(f, [self.atom(a) for a in args]), hint, "call", e)
         self.unknown_code_runs()
         return result
+
+    def zero_adjoint_rule(self, call, args, hint):
+        """simplify's zero adjoint rules (simplify.py), here so that what they give flows on:
+        `z + g` is g (identity_in fill 0, no broadcasting), `g * z` (bilinear) and ops linear in
+        zero adjoints alone give a zero adjoint; None when no rule applies."""
+        op = call.op
+        zeros = [a.kind == _DYN and isinstance(a.extra, Op) for a in args]
+        out_type = getattr(call, "_checked_type", None)
+        if not any(zeros) or op.effects or not isinstance(out_type, TensorType):
+            return None
+        if len(args) == 2:
+            for k, fill in op.identity_in.items():
+                if fill == 0 and zeros[k] and \
+                        getattr(call.args[1 - k], "_checked_type", None) == out_type:
+                    return args[1 - k]
+        if op.bilinear and len(args) >= 2 and (zeros[0] or zeros[1]) or \
+                op.linear_in and all(k < len(args) and zeros[k] for k in op.linear_in):
+            if any(not isinstance(d, int) for d in out_type.shape):
+                return None
+            zero_op = next(a.extra for a, z in zip(args, zeros) if z)
+            pv = self.emit(Call(zero_op, [], {"shape": tuple(out_type.shape),
+                                              "dtype": out_type.dtype}), hint, zero_op.name,
+                           call)
+            pv.extra = zero_op
+            return pv
+        return None
 
     # ---- inlining known closures ------------------------------------------------------------
     def can_inline(self, func):
@@ -531,7 +563,9 @@ def _fold(call, args):
     run with the op's numpy impl; None when it cannot be folded."""
     op = call.op
     out_type = getattr(call, "_checked_type", None)
-    if op.impl is None or not isinstance(out_type, TensorType) or \
+    # a zero adjoint stays the call it is: as a Constant it would be a user's zeros, whose
+    # products simplify and the jax backend must compute (IEEE; ir/op.py, symbolic_zero)
+    if op.impl is None or op.symbolic_zero or not isinstance(out_type, TensorType) or \
             any(not isinstance(d, int) for d in out_type.shape) or \
             int(np.prod(out_type.shape, dtype=np.int64)) > FOLD_LIMIT:
         return None

@@ -23,10 +23,26 @@ nothing but attributes and its arguments' types computes, `zeros(...)`, `ones_li
     let %v = c; ... %v -> c           a let of a Constant (at most FOLD_LIMIT elements) or of
                                       a variable is put in place, so the rules see it
 
-Not a rule: `g * zeros -> zeros`. IEEE gives nan for `inf * 0` and `nan * 0`, so replacing the
-product would hide a NaN or Inf of `g` that the program shows. Only when `g` is known finite is
-it safe, and the one such `g` this pass knows is a Constant, which constant folding covers (it
-computes the product, and gives nan where IEEE does).
+    op(.., z, ..) -> z'               z a zero adjoint (a call of an op whose record says
+                                      symbolic_zero: `zero_adjoint(..)`, what reverse AD starts
+                                      every adjoint as): a bilinear op with z as one operand
+                                      (`g * z`, `matmul(z, g)`), or an op linear in its
+                                      `linear_in` positions with zero adjoints in all of them
+                                      (`-z`, `sum(z)`, `broadcast_to_like(z, %t)`, `z / g`,
+                                      `z1 + z2`), gives the zero adjoint z' of its own type, when
+                                      the op has no effects, the type is static and the
+                                      arguments dropped are pure. Checked before folding, so a
+                                      product with a Constant stays a zero adjoint.
+
+Not a rule: `g * zeros -> zeros` for a user's zeros (`zeros(..)`, `zeros_like(%x)`, a Constant).
+IEEE gives nan for `inf * 0` and `nan * 0`, so replacing the product would hide a NaN or Inf of
+`g` that the program shows. Only when `g` is known finite is it safe, and the one such `g` this
+pass knows is a Constant, which constant folding covers (it computes the product, and gives nan
+where IEEE does). A zero adjoint is different: it stands for "nothing was added here", and jax's
+symbolic zeros fold its products whatever `g` holds, so does this pass (and the jax backend,
+backend/jax/zeros.py): the optimized gradient gives 0 there where the raw transform computes
+nan on the interpreter, the one departure from IEEE besides the sign of a zero (notes/ad.md,
+"Zero adjoints").
 
 NaN and Inf. Every rule but one gives back bit for bit what the program computed: x * 1, x / 1,
 x - 0, x ** 1, -(-x) are x for every x, NaN, Inf and -0.0 included, and integer arithmetic is
@@ -257,6 +273,35 @@ class _Simplify(ExprMutator):
         """The simplified value a let-bound Var holds (or `e` itself)."""
         return self.values.get(id(e), e) if isinstance(e, Var) else e
 
+    def zero_adjoint(self, e):
+        """The `zero_adjoint(..)` call `e` is (or a let-bound Var holds), else None."""
+        e = self.definition(e)
+        if isinstance(e, Call) and isinstance(e.op, Op) and e.op.symbolic_zero:
+            return e
+        return None
+
+    def zero_adjoint_result(self, call):
+        """A fresh zero adjoint of `call`'s type when the call is bilinear in a zero adjoint or
+        linear in zero adjoints only (the module text), else None."""
+        op, args = call.op, call.args
+        out_type = _tensor_type(call)
+        if op.effects or out_type is None or any(not isinstance(d, int) for d in out_type.shape):
+            return None
+        if op.bilinear and len(args) >= 2:
+            zero = self.zero_adjoint(args[0])
+            if zero is None:
+                zero = self.zero_adjoint(args[1])
+        elif op.linear_in and all(k < len(args) and self.zero_adjoint(args[k]) is not None
+                                  for k in op.linear_in):
+            zero = self.zero_adjoint(args[op.linear_in[0]])
+        else:
+            return None
+        if zero is None or not all(_pure(a) for a in args):
+            return None
+        out = Call(zero.op, [], {"shape": tuple(out_type.shape), "dtype": out_type.dtype})
+        out._checked_type = out_type
+        return out
+
     # ---- rules -------------------------------------------------------------------------------
     def visit_Var(self, e):
         return self.subst.get(id(e), e)
@@ -278,6 +323,10 @@ class _Simplify(ExprMutator):
         # folded only when a Constant goes in: `zeros(..)` or `ones_like(%x)` alone is one op
         # already, and the backends recognise it (the interpreter shares one zero array for
         # the record's fills_zeros); the rules still read its fill
+        zero = self.zero_adjoint_result(new)
+        if zero is not None:
+            self.rewrites += 1
+            return zero
         value = self.evaluate(new, FOLD_LIMIT) if any(
             isinstance(a, Constant) for a in new.args) else None
         if value is not None:
@@ -318,6 +367,21 @@ class _Simplify(ExprMutator):
                 chain.append((var, value))
             e = e.body
         return typed_let_chain(chain, self.visit(e))
+
+
+def _pure(e) -> bool:
+    """Whether leaving `e` out changes nothing: atoms and effect-free op calls of them (a
+    conservative test; anything else is kept, and the product with it too)."""
+    stack = [e]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, (Var, Constant)):
+            continue
+        if isinstance(e, Call) and isinstance(e.op, Op) and not e.op.effects:
+            stack.extend(e.args)
+            continue
+        return False
+    return True
 
 
 def _frozen(attrs):
