@@ -28,7 +28,6 @@ around a cycle).
 """
 from __future__ import annotations
 
-from relayish.ir.analysis import walk
 from relayish.ir.expr import Call, Function, Let, Var
 from relayish.ir.passes.base import ANF, TYPED, Pass, keep_type, typed_let_chain
 from relayish.ir.passes.effects import Effects
@@ -128,10 +127,18 @@ def _narrowed(t, keep):
 
 
 def _calls_of_vars(expr) -> dict:
+    """id(Var) -> the distinct Call nodes of `expr` that call it (a loop over the uses: calls
+    are reached through operands, so binders and patterns need no visit)."""
     calls: dict = {}
-    for node in walk(expr):
+    seen, work = {id(expr)}, [expr]
+    while work:
+        node = work.pop()
         if isinstance(node, Call) and isinstance(node.op, Var):
             calls.setdefault(id(node.op), []).append(node)
+        for child in operands(node):
+            if id(child) not in seen and not isinstance(child, Var):
+                seen.add(id(child))
+                work.append(child)
     return calls
 
 
