@@ -53,9 +53,10 @@ not inlined here (that is rl.passes.inline). Polymorphic Function literals (type
 never inlined. A match whose static value no clause matches stays residual (it fails at run time).
 
 Binders: every let, parameter and pattern variable of the output is a fresh Var with the
-original's name and annotation, so a body inlined twice binds distinct Vars. Types: the output is
-type-checked again by the pass manager (it preserves no property). Let-chains are loops; nested
-scopes and inlined calls recurse under `run_deep`.
+original's name and annotation, so a body inlined twice binds distinct Vars. Types: the output
+keeps checked types (it preserves "typed"): each Var made here has the type of the Var or node it
+stands for, each residual value the type of its Var. Let-chains are loops; nested scopes and
+inlined calls recurse under `run_deep`.
 """
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Functio
 from relayish.ir.module import Module
 from relayish.ir.op import Op
 from relayish.ir.passes.anf import to_anf_expr
-from relayish.ir.passes.base import TYPED, Pass, keep_type, typed_let_chain
+from relayish.ir.passes.base import TYPED, Pass, keep_position, keep_type, typed_let_chain
 from relayish.ir.passes.effects import Effects
 from relayish.ir.typecheck import infer_type
 from relayish.ir.types import TensorType, TupleType
@@ -241,6 +242,8 @@ class _PartialEvaluator:
 
     def emit(self, value, hint, fallback, like=None) -> _PV:
         var = _hinted(hint, fallback, like)
+        if like is not None:
+            keep_position(value, like)      # the residual call is where `like` was
         self.scope.reserve(var, value)
         return _PV(_DYN, atom=var)
 
