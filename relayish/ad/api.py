@@ -65,18 +65,26 @@ def gradient(f, mod=None, checkpoint=None, optimize=True):
     return _optimized(_transform(f, mod, "gradient"), optimize)
 
 
-def _checkpointed(f, mod, spec, optimize):
-    from relayish.ad.checkpoint import checkpoint_options, checkpointed_gradient
+def _checkpointed(f, mod, spec, optimize, mode="gradient", argnums=None):
+    """gradient, grad, value_and_grad or vjp (`mode`) with checkpoint=spec: a Module."""
+    from relayish.ad.checkpoint import (checkpoint_options, checkpointed_gradient,
+                                        checkpointed_vjp, select_gradients)
     if mod is not None:
         raise GradientError("checkpoint= takes a Function (its let-chain is cut) or a Module "
                             "whose @main is a loop, not a Function with mod=")
     if isinstance(f, Module):
-        from relayish.ad.checkpoint_loop import checkpointed_loop_gradient
-        _prepare(f, None)
-        return checkpointed_loop_gradient(f, spec, *_step_transforms(optimize))
-    checkpoint_options(spec)                 # a bad value is reported before anything runs
-    func, _, _ = _prepare(f, None)
-    return checkpointed_gradient(func, spec, *_step_transforms(optimize))
+        from relayish.ad.checkpoint_loop import checkpointed_loop_gradient, checkpointed_loop_vjp
+        func, _, _ = _prepare(f, None)
+        if mode == "vjp":
+            return checkpointed_loop_vjp(f, spec, *_step_transforms(optimize))
+        out = checkpointed_loop_gradient(f, spec, *_step_transforms(optimize))
+    else:
+        checkpoint_options(spec)             # a bad value is reported before anything runs
+        func, _, _ = _prepare(f, None)
+        if mode == "vjp":
+            return checkpointed_vjp(func, spec, _step_transforms(optimize)[0])
+        out = checkpointed_gradient(func, spec, *_step_transforms(optimize))
+    return out if mode == "gradient" else select_gradients(out, func, mode, argnums)
 
 
 def _step_transforms(optimize):
@@ -84,26 +92,40 @@ def _step_transforms(optimize):
             lambda g, mod=None: gradient(g, mod=mod, optimize=optimize))
 
 
-def grad(f, argnums=0, mod=None, optimize=True):
+def grad(f, argnums=0, mod=None, checkpoint=None, optimize=True):
     """`fn(T1..Tn) -> scalar` to `fn(T1..Tn) -> gradient` w.r.t. argnums (int, or tuple -> tuple).
 
         df = rl.grad(f)                  # d f / d x0
         d2f = rl.grad(rl.grad(f))        # any order (for scalar -> scalar functions)
+
+    checkpoint=: as rl.gradient's (a Module whose @main is the result).
     """
+    if checkpoint is not None:
+        return _run_transform(_checkpointed, f, mod, checkpoint, optimize, "grad", argnums)
     return _optimized(_transform(f, mod, "grad", argnums), optimize)
 
 
-def value_and_grad(f, argnums=0, mod=None, optimize=True):
-    """`fn(T1..Tn) -> scalar` to `fn(T1..Tn) -> (value, gradient w.r.t. argnums)`."""
+def value_and_grad(f, argnums=0, mod=None, checkpoint=None, optimize=True):
+    """`fn(T1..Tn) -> scalar` to `fn(T1..Tn) -> (value, gradient w.r.t. argnums)`.
+
+    checkpoint=: as rl.gradient's (a Module whose @main is the result)."""
+    if checkpoint is not None:
+        return _run_transform(_checkpointed, f, mod, checkpoint, optimize, "value_and_grad",
+                              argnums)
     return _optimized(_transform(f, mod, "value_and_grad", argnums), optimize)
 
 
-def vjp(f, mod=None, optimize=True):
+def vjp(f, mod=None, checkpoint=None, optimize=True):
     """`fn(T1..Tn) -> R` to `fn(T1..Tn) -> (R, fn(R) -> (T1..Tn))`.
 
     The returned backpropagator maps an output cotangent to the input gradients and may be
     called any number of times with different cotangents.
+
+    checkpoint=: as rl.gradient's (a Module whose @main is the result); the forward runs once
+    keeping nothing, and each call of the backpropagator runs the schedule from the inputs.
     """
+    if checkpoint is not None:
+        return _run_transform(_checkpointed, f, mod, checkpoint, optimize, "vjp")
     return _optimized(_transform(f, mod, "vjp"), optimize)
 
 

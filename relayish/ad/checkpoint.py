@@ -47,6 +47,15 @@ op's inputs until the end. The output is an ordinary program: it type-checks, pr
 runs on any backend and differentiates again (its gradient keeps everything: checkpointing is
 of the outer reverse pass only).
 
+Other entry points (`checkpointed_entry`). rl.grad and rl.value_and_grad with checkpoint= are
+the gradient program above, renamed @ck_gradient, under an @main that picks the value and the
+gradients asked for (argnums; the steps' vjps compute every parameter's cotangent anyway).
+rl.vjp with checkpoint= differentiates every step with vjp (the last one too), so every range
+takes a cotangent; its @main runs the forward once (the span tree, nothing kept) and returns
+the value and `fn (%g: R) { @ck_rev0_<m>((%x1, .., %xn), %g) }`, a closure holding only the
+inputs: each call of it runs the schedule, so the forward runs once more than in the gradient
+(each step at most t + 2 times) and the closure may be called any number of times.
+
 Limits: only f's top-level let-chain is cut (a loop inside a recursive global or a closure is
 one step); f must have tensor or tuple-of-tensor parameters and no globals (no module), and a
 cut is made only where the live values are tensors or tuples of them (the IR module's text).
@@ -61,9 +70,10 @@ from relayish.ir.expr import Call, Function, GlobalVar, Let, Tuple, TupleGetItem
 from relayish.ir.module import Module
 from relayish.ir.passes.checkpoint import schedule, step_chain
 from relayish.ir.text.printer import astext
+from relayish.ir.types import is_tensor_tree
 from relayish.ir.visitor import build_let_chain
 
-__all__ = ["checkpoint_options", "checkpointed_gradient"]
+__all__ = ["checkpoint_options", "checkpointed_gradient", "checkpointed_vjp", "select_gradients"]
 
 
 def checkpoint_options(spec):
@@ -93,6 +103,45 @@ def checkpoint_options(spec):
 def checkpointed_gradient(func, spec, vjp, gradient):
     """The checkpointed gradient program of the type-checked Function `func` (module text).
     `vjp` and `gradient` are the AD entry points (api.py's: this module never imports api)."""
+    chain, plan = _plan(func, spec)
+    return _Builder(chain, plan, vjp, gradient).program(func)
+
+
+def checkpointed_vjp(func, spec, vjp):
+    """The checkpointed vjp program of the type-checked Function `func`: a Module whose @main is
+    fn (T1..Tn) -> (R, fn (R) -> (T1..Tn)), rl.vjp's type and values (module text)."""
+    out_t = func.checked_type.ret_type
+    if not is_tensor_tree(out_t):
+        raise GradientError(f"vjp needs a function returning tensors or tuples of tensors; "
+                            f"this one returns {out_t}")
+    chain, plan = _plan(func, spec)
+    return _Builder(chain, plan, vjp, None, result=out_t).program(func)
+
+
+def select_gradients(grad_mod, func, mode, argnums):
+    """rl.grad's or rl.value_and_grad's @main over the gradient Module `grad_mod` of `func`:
+    its @main becomes @ck_gradient, and the new @main picks the value and the gradients of
+    `argnums` from it (the module text)."""
+    from relayish.ad.reverse_entry import _check_output, _normalize_argnums
+    _check_output(func, func.checked_type.ret_type, mode)
+    argnums = _normalize_argnums(0 if argnums is None else argnums, len(func.params))
+    out = Module()
+    for data in grad_mod.type_definitions.values():
+        out.add_type(data)
+    for gv, f in grad_mod.functions.items():
+        out[GlobalVar("ck_gradient") if gv.name_hint == "main" else gv] = f
+    params = [Var(p.name_hint, p.checked_type) for p in func.params]
+    r = Var("r")
+    grads = TupleGetItem(r, 1)
+    picked = TupleGetItem(grads, argnums) if isinstance(argnums, int) else \
+        Tuple([TupleGetItem(grads, i) for i in argnums])
+    result = picked if mode == "grad" else Tuple([TupleGetItem(r, 0), picked])
+    out["main"] = Function(params, Let(r, Call(GlobalVar("ck_gradient"), params), result))
+    return out
+
+
+def _plan(func, spec):
+    """(the step chain of `func`, its schedule) for a `checkpoint=` value."""
     every, snapshots, revolve = checkpoint_options(spec)
     if global_refs(func.body):
         raise GradientError(
@@ -107,14 +156,18 @@ def checkpointed_gradient(func, spec, vjp, gradient):
     m = len(chain)
     if revolve and snapshots is None:
         snapshots = max(1, math.ceil(math.log2(m))) + 1 if m > 1 else 1
-    plan = schedule(m, snapshots)
-    return _Builder(chain, plan, vjp, gradient).program(func)
+    return chain, schedule(m, snapshots)
 
 
 class _Builder:
-    def __init__(self, chain, plan, vjp, gradient):
+    """The schedule as globals. `result`: None for the gradient program (the last step by
+    `gradient`, the ranges ending there take no cotangent); R for the vjp program (every step
+    by `vjp`, every range takes the cotangent at its end, R's at the last)."""
+
+    def __init__(self, chain, plan, vjp, gradient, result=None):
         self.chain, self.plan = chain, plan
         self.vjp, self.gradient = vjp, gradient
+        self.result = result
         self.out = Module()                  # every piece a global (the module text)
         self.seg, self.back = {}, {}         # step index -> @ck_seg<i> / @ck_vjp<i> it uses
         self.by_text = {}                    # step text -> (@ck_seg<i>, @ck_vjp<i>)
@@ -134,11 +187,27 @@ class _Builder:
         if m == 1:
             self._leaf(0, 1)
         params = [Var(p.name_hint, p.checked_type) for p in func.params]
+        if self.result is not None:
+            self.out["main"] = self._vjp_main(params)
+            return self.out
         r = Var("r")
         body = Let(r, Call(self.rev[(0, m)], [Tuple(params)]),
                    Tuple([TupleGetItem(r, 0), TupleGetItem(r, 1)]))
         self.out["main"] = Function(params, body)
         return self.out
+
+    def _vjp_main(self, params):
+        """fn (%x..) { let %s = (%x..); let %y = <steps 0..m, nothing kept>;
+                       (%y, fn (%g) { @ck_rev0_<m>(%s, %g) }) }"""
+        m = len(self.chain)
+        s, y, g = Var("s"), Var("y"), Var("g", self.result)
+        last = s if m == 1 else Var("s_last")
+        lets = [(s, Tuple(params))]
+        if m > 1:
+            lets.append((last, self._advance(0, m - 1, s)))
+        lets.append((y, Call(self.seg[m - 1], [last])))
+        back = Function([g], Call(self.rev[(0, m)], [s, g]))
+        return Function(params, build_let_chain(lets, Tuple([y, back])))
 
     def _let(self, name, value):
         gv = GlobalVar("ck_" + name)
@@ -148,7 +217,7 @@ class _Builder:
     def _steps(self):
         """A Var bound to each step and one to its vjp (the last step: its gradient); alike
         steps (the same text: a loop unrolled) share both."""
-        last = len(self.chain) - 1
+        last = len(self.chain) - 1 if self.result is None else -1   # the one by `gradient`
         for i, step in enumerate(self.chain.steps):
             key = (i == last, astext(step))
             hit = self.by_text.get(key)
@@ -162,9 +231,10 @@ class _Builder:
             self.seg[i], self.back[i] = hit
 
     def _types(self, a, b):
-        """(the state type at a, the cotangent type at b, or None at the end)."""
+        """(the state type at a, the cotangent type at b: None at the end of the gradient
+        program, R at the end of the vjp program)."""
         states = self.chain.states
-        return states[a], (states[b] if b < len(states) else None)
+        return states[a], (states[b] if b < len(states) else self.result)
 
     def _leaf(self, a, b):
         s_t, g_t = self._types(a, b)

@@ -25,7 +25,9 @@ the output module runs:
 so the backward pass keeps n / k states and one chunk's tape: k = sqrt(n) keeps O(sqrt n), and
 each iteration runs twice (once plain, once in its chunk's vjp). The output is an ordinary
 module (type-checks, prints, parses, differentiates again); its gradient values and type are
-rl.gradient's. "sqrt" is not known before the list is: pass k (the binomial schedule needs the
+rl.gradient's. rl.vjp(mod, checkpoint=k): the same forward, then (the result, a
+backpropagator) whose calls run @ck_back from the vjp of the Nil clause's value (the closure
+holds the stack; each call pops its own copy of it). "sqrt" is not known before the list is: pass k (the binomial schedule needs the
 length before the loop runs, so loops take only k).
 
 The helpers are written as relayish text (types printed by their printer) and the module is
@@ -41,12 +43,23 @@ from relayish.ir.module import Module
 from relayish.ir.types import is_tensor_tree
 from relayish.ir.visitor import ExprMutator, let_chain
 
-__all__ = ["checkpointed_loop_gradient"]
+__all__ = ["checkpointed_loop_gradient", "checkpointed_loop_vjp"]
 
 
 def checkpointed_loop_gradient(mod, k, vjp, gradient):
     """The checkpointed gradient Module of a type-checked Module whose @main is a loop (module
     text); `vjp`, `gradient`: the AD entry points (api.py's)."""
+    return _program(mod, k, vjp, gradient, False)
+
+
+def checkpointed_loop_vjp(mod, k, vjp, gradient):
+    """The checkpointed vjp Module (rl.vjp's type and values) of a Module whose @main is a
+    loop: the forward pushes the stack as above and returns (the result, a backpropagator
+    holding the stack) whose every call pops a copy of it (the stack is an immutable list)."""
+    return _program(mod, k, vjp, gradient, True)
+
+
+def _program(mod, k, vjp, gradient, as_vjp):
     from relayish.ir.text.parser import parse
     from relayish.ir.text.printer import astext
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
@@ -56,17 +69,20 @@ def checkpointed_loop_gradient(mod, k, vjp, gradient):
     src = mod.copy()
     src["ck_run"] = loop.run_function()
     src["ck_result"] = loop.result_function()
-    lists, driver = loop.helpers(k)
+    lists, driver = loop.helpers(k, as_vjp)
     first = parse(astext(src) + "\n" + lists)     # the user's types, @ck_run, the list helpers
     run_mod = _without(first, "main")
     run_mod["main"] = first["ck_run"]
     derived = vjp(run_mod)
     out = _without(derived, "main")
     out["ck_vjp_run"] = derived["main"]            # nothing calls a vjp entry: a plain rename
-    result_grad = gradient(first["ck_result"])
+    if as_vjp and not is_tensor_tree(mod["main"].checked_type.ret_type):
+        raise GradientError(f"vjp needs a function returning tensors or tuples of tensors; "
+                            f"this loop returns {mod['main'].checked_type.ret_type}")
+    result_grad = (vjp if as_vjp else gradient)(first["ck_result"])
     if isinstance(result_grad, Module):
         raise GradientError("checkpoint=: the loop's result needs a module to differentiate")
-    out["ck_result_grad"] = result_grad
+    out["ck_result_vjp" if as_vjp else "ck_result_grad"] = result_grad
     for gv, func in first.functions.items():
         if gv.name_hint in ("ck_take", "ck_drop", "ck_append"):
             out[gv] = func
@@ -160,9 +176,10 @@ class _Loop:
 
     # ---- the helpers, as text --------------------------------------------------------------
 
-    def helpers(self, k):
+    def helpers(self, k, as_vjp=False):
         """(the list helpers @ck_take, @ck_drop, @ck_append and type ck_stack; the driver
-        @ck_fwd, @ck_back, @ck_main), as relayish text."""
+        @ck_fwd, @ck_back, @ck_main: rl.gradient's, or rl.vjp's when `as_vjp`), as relayish
+        text."""
         params = self.main.params
         types = [str(p.checked_type) for p in params]
         lt = types[self.li]
@@ -213,7 +230,7 @@ def @ck_append(%a: {lt}, %b: {lt}) -> {lt} {{
 }}
 """
         x = [f"%{p.name_hint}" for p in params]
-        if len(set(x)) < len(x) or set(x) & {"%f", "%y", "%b"}:
+        if len(set(x)) < len(x) or set(x) & {"%f", "%y", "%b", "%d", "%ct"}:
             x = [f"%x{i}" for i in range(len(params))]     # the names would clash
         grads = [None] * len(params)
         grads[self.li] = "%b.0"
@@ -248,11 +265,33 @@ def @ck_back_chunk(%rest: ck_stack{cparams}, %gc: {ft}, %gl: {lt}, %d: {dt})
            {_tup([f"%gc.{i} + %d.{1 + ns + i}" for i in range(nf)])}, @ck_append(%d.0, %gl))
 }}
 
-def @ck_main({", ".join(f"{v}: {t}" for v, t in zip(x, types))}) {{
-  let %f = @ck_fwd({ordered_main(x, self.li, ch, fx)}, ck_bottom());
-  let %y = @ck_result_grad({", ".join(proj("%f.0", range(ns)) + [x[j] for j in fx])});
-  let %b = @ck_back(%f.1{"".join(", " + x[j] for j in fx)}, {_tup(proj("%y.1", range(ns)))},
-                    {_tup(proj("%y.1", range(ns, ns + nf)))}, {bc}());
+"""
+        fwd = f"""let %f = @ck_fwd({ordered_main(x, self.li, ch, fx)}, ck_bottom());"""
+        res = ", ".join(proj("%f.0", range(ns)) + [x[j] for j in fx])
+
+        def back(d):
+            return f"""let %b = @ck_back(%f.1{"".join(", " + x[j] for j in fx)}, \
+{_tup(proj(d, range(ns)))}, {_tup(proj(d, range(ns, ns + nf)))}, {bc}());"""
+        head = f"""def @ck_main({", ".join(f"{v}: {t}" for v, t in zip(x, types))})"""
+        if as_vjp:
+            rt = self.main.checked_type.ret_type
+            driver += f"""
+{head} {{
+  {fwd}
+  let %y = @ck_result_vjp({res});
+  (%y.0, fn (%ct: {rt}) {{
+    let %d = %y.1(%ct);
+    {back("%d")}
+    {_tup(grads)}
+  }})
+}}
+"""
+        else:
+            driver += f"""
+{head} {{
+  {fwd}
+  let %y = @ck_result_grad({res});
+  {back("%y.1")}
   (%y.0, {_tup(grads)})
 }}
 """
