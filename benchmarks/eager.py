@@ -160,6 +160,9 @@ def interleaved(loops, steps, block):
     last = {}
     for _ in range(max(1, steps // block)):
         for name, step in loops.items():
+            # each loop starts its round on a collected heap: a full collection that one
+            # loop's garbage (jax eager makes a lot) made due is not timed in another's round
+            gc.collect()
             t0 = time.process_time()
             for _ in range(block):
                 last[name] = step()

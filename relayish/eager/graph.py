@@ -219,7 +219,8 @@ def _new_param(st, sid, a):
         st.irregular = True
     elif a.args is not None:
         st.opaque = True
-    return _type_ref(a.type)
+    known = _TYPE_REFS.get(id(a.type))
+    return known[0] if known is not None else _type_ref(a.type)
 
 
 class no_grad:
