@@ -320,6 +320,10 @@ class BatchedJaxFunction:
         self.devices = None if devices is None else _resolve_devices(devices)
         platform = None if self.devices is None else self.devices[0].platform
         self.run_one = compile_one(vf.program, platform)
+        # jax batches lax.switch on a batched index by broadcasting every operand (the weights
+        # too) to the batch and selecting; every alternative traced inline and its outputs
+        # selected (joins.py) computes the same with unbatched weights (notes/batching.md)
+        self.run_one.select_joins = True
         self.uses_x64 = self.run_one.uses_x64
         # ADT arguments: node tables (issue 17), stacked over the batch
         self.tables = {}

@@ -98,6 +98,7 @@ class JaxFunction:
         tensor_params = all(sig is not None for sig in self.parameters.tensors)
         self._tensor_sig = list(self.parameters.tensors) if tensor_params else None
         self._fast = None                # set once the tensor-only specialization is traced
+        self.select_joins = False        # traced joins as selects (set by rl.vmap, batching.py)
         # issue 17: recursive-ADT parameters that recognized folds consume are node tables,
         # folded by one loop for every shape (dynamic_rule.py has the rule)
         self.capacity = dynamic_capacity(capacity)
@@ -305,6 +306,7 @@ class JaxFunction:
         ev = TraceEvaluator(self.mod, batching=batching, captured=self._captured,
                             limits=self.limits)
         ev.folds = self._folds
+        ev.select_joins = self.select_joins
         refs = []
         args = [JTable(t[1], [leaves[j] for j in t[2]]) if t[0] == "table" else
                 build_arg(t, leaves, refs) for t in entry.tree]

@@ -50,7 +50,9 @@ def switch(ev, index, alternatives, tail_stop=None):
     """
     if not is_traced(index):
         return alternatives[int(np.asarray(index))](tail_stop)
-    inline = ev.join_depth >= MAX_SWITCH_NESTING
+    # under rl.vmap (ev.select_joins) a switch on a batched index would become jax's select
+    # over operands broadcast to the batch, weights included: inline + select_n keeps them
+    inline = ev.join_depth >= MAX_SWITCH_NESTING or ev.select_joins
     start = next_serial()
     probes = [_probe(ev, alt, start, tail_stop, inline) for alt in alternatives]
     if tail_stop is not None:

@@ -80,6 +80,7 @@ class TraceEvaluator:
         self.captured = FreeVars() if captured is None else captured   # free variables table
         self.frames: list[Frame] = []       # one per alternative being probed
         self.join_depth = 0
+        self.select_joins = False            # every traced join a select (rl.vmap, joins.py)
         self.active: dict = {}               # Function -> its activations inside joins
         self.names: dict = {}                # Function -> a closure of it (for its name)
         self.globals: dict[str, JClosure] = {}
