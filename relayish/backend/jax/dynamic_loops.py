@@ -38,7 +38,11 @@ kept as they are, never copied into rows.
 `!%bp`) is `lax.while_loop(p >= 0)`: decode row p (its closures, with their captured tensors
 read from the family's tables at p), call it; its tail call of the previous row's JRow gives the
 next p. The references it writes (pool slots at data-dependent rows, outer tensor references)
-are carried. At p = -1 the loop ends and calls `family.base`.
+are carried; pool slots go through per-step cells and weight gradients are deferred sums
+(dynamic_defer.py has why: the cost of a loop iteration). At p = -1 the loop ends and calls
+`family.base`. Two references held by one closure that turn out to be the same slot are
+reported after the run (an EvaluationError, never a wrong result): the per-step cells cannot
+represent that aliasing.
 
 **Not compiled as a loop** (a CompileError naming the function and the construct): a loop
 inside a traced `if`, a fold over a table inside another fold's iteration, `ref(v)` of a
@@ -54,37 +58,15 @@ import numpy as np
 
 from relayish.errors import CompileError
 from relayish.backend.values import ConstructorValue
+from relayish.backend.jax.dynamic_defer import (Guard, PoolCell, Undefer, _is_tree, _key, _tmap,
+                                                accumulations, settle)
 from relayish.backend.jax.dynamic_tables import JChild, JTable
 from relayish.backend.jax.values import (Frame, Indexed, JAdt, JClosure, JRef, JUnion, TailCall,
                                          closure_name, describe, is_jax_value, is_tensor,
                                          load_jax, next_serial)
 
 
-# ---- tensor trees (a tensor, or tuples of them) -----------------------------------------------
-
-def _is_tree(v):
-    stack = [v]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, tuple):
-            stack.extend(x)
-        elif not is_tensor(x):
-            return False
-    return True
-
-
-def _key(v):
-    """The pool key of a tensor tree: its structure of (shape, dtype)."""
-    if isinstance(v, tuple):
-        return tuple(_key(x) for x in v)
-    return (tuple(np.shape(v)), np.dtype(v.dtype).name)
-
-
-def _tmap(f, *trees):
-    if isinstance(trees[0], tuple):
-        return tuple(_tmap(f, *parts) for parts in zip(*trees))
-    return f(*trees)
-
+# ---- tensor trees (a tensor, or tuples of them: dynamic_defer.py) ---------------------------
 
 def _leaves(tree, out):
     if isinstance(tree, tuple):
@@ -144,11 +126,11 @@ class Pool:
 
     def __init__(self, key, rows):
         self.key, self.rows, self.per_row = key, rows, None
-        self.cell = JRef(None, next_serial())
+        self.cell = PoolCell(None, next_serial())
 
     def zeros(self, per_row):
         import jax.numpy as jnp
-        n = self.rows * max(per_row, 1)
+        n = self.rows * max(per_row, 1) + 1      # + a spare row (flush)
         return _rebuild_key(self.key, iter([jnp.zeros((n,) + shape, dtype)
                                             for shape, dtype in _key_leaves(self.key, [])]))
 
@@ -170,14 +152,123 @@ class JPoolRef(Indexed):
         return JPoolRef(self.pool, parts[0])
 
     def read(self, ev):
-        return _tmap(lambda t: _at(t, self.slot), ev.read(self.pool.cell))
+        guard = ev.guard
+        entry = None if guard is None else guard.cache.get(id(self.slot))
+        if entry is None:
+            return _tmap(lambda t: _at(t, self.slot), ev.read(self.pool.cell))
+        return ev.read(entry.cell)
 
     def write(self, ev, value):
         if not _is_tree(value) or _key(value) != self.pool.key:
             raise CompileError(f"a reference made in a loop over dynamic structure holds "
                                f"{_key_text(self.pool.key)}; cannot store a {describe(value)}")
-        tables = ev.read(self.pool.cell)
-        ev.write(self.pool.cell, _tmap(lambda t, v: _set(t, self.slot, v), tables, value))
+        guard = ev.guard
+        if guard is None:
+            tables = ev.read(self.pool.cell)
+            ev.write(self.pool.cell, _tmap(lambda t, v: _set(t, self.slot, v), tables, value))
+            return
+        entry = guard.cache.get(id(self.slot))
+        if entry is None:
+            raise CompileError("a closure run by the backward loop writes a reference made in "
+                               "the loop that it does not hold itself; not compiled as a loop")
+        ev.write(entry.cell, _tmap(lambda o, v: _cast(v, o.shape, o.dtype), entry.original,
+                                   value))
+
+
+def _prefetch(ev, guard, value, ptr):
+    """Read every pool slot the decoded row's closures hold into a JRef cell of the iteration
+    (Guard.cache), one conditional per pool: XLA does not fuse a conditional, so the rows are
+    materialized before the iteration's in-place updates (a dynamic slice fused into a later
+    update makes XLA copy the whole table every iteration: 2 x 0.9 MB for the TreeLSTM's
+    gradient, 6 of its 7 ms). The closures read and write the cells, which the switch over
+    the row's Functions joins like any reference; `flush` writes changed ones back."""
+    import jax.numpy as jnp
+    from jax import lax
+    alts = value.alts if isinstance(value, JUnion) else [value]
+    refs = {}
+    for j, alt in enumerate(alts):
+        seen, stack = set(), [alt]
+        while stack:
+            v = stack.pop()
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            if isinstance(v, JPoolRef):
+                refs.setdefault(id(v.slot), (v, set()))[1].add(j)
+            elif isinstance(v, JClosure):
+                stack.extend(v.env.values())
+            elif isinstance(v, JUnion):
+                stack.extend(v.alts)
+            elif isinstance(v, tuple):
+                stack.extend(v)
+            elif isinstance(v, ConstructorValue):
+                stack.extend(v.fields)
+    by_pool = {}
+    for ref, users in refs.values():
+        by_pool.setdefault(ref.pool, []).append((ref, users))
+    guard.cache = {}
+    for pool, members in by_pool.items():
+        tables = ev.read(pool.cell)
+        slots = jnp.stack([jnp.asarray(r.slot, jnp.int32) for r, _ in members])
+        flat = _leaves(tables, [])
+        rows = lax.cond(ptr >= 0, lambda: [jnp.take(t, slots, axis=0) for t in flat],
+                        lambda: [jnp.zeros((len(members),) + t.shape[1:], t.dtype)
+                                 for t in flat])
+        for j, (r, users) in enumerate(members):
+            value = _rebuild_key(pool.key, iter([x[j] for x in rows]))
+            guard.cache[id(r.slot)] = _Cached(pool, r.slot, users, JRef(value, next_serial()))
+    guard.alternatives = len(alts)
+
+
+class _Cached:
+    """One prefetched pool slot: the alternatives (`users`) whose closures hold it, and the
+    cell the iteration reads and writes it through."""
+    __slots__ = ("pool", "slot", "users", "cell", "original")
+
+    def __init__(self, pool, slot, users, cell):
+        self.pool, self.slot, self.users, self.cell = pool, slot, users, cell
+        self.original = cell.value
+
+
+def flush(ev, guard, value):
+    """Write the iteration's changed slots back (a slot of an alternative not taken goes to
+    the pool's spare last row, so a garbage slot never overwrites a real one); returns a
+    traced bool: did one alternative hold two references to one slot, one of them written
+    (aliasing the per-iteration cells cannot represent)?"""
+    import jax.numpy as jnp
+    index = value.index if isinstance(value, JUnion) else None
+
+    def taken(users):
+        if index is None or len(users) == guard.alternatives:
+            return None
+        out = None
+        for j in sorted(users):
+            hit = index == j
+            out = hit if out is None else out | hit
+        return out
+    entries = list(guard.cache.values())
+    dirty = [e.cell.value is not e.original for e in entries]
+    alias = jnp.asarray(False)
+    for a in range(len(entries)):
+        for b in range(a):
+            x, y = entries[a], entries[b]
+            common = x.users & y.users
+            if x.pool is not y.pool or not common or not (dirty[a] or dirty[b]):
+                continue
+            hit = x.slot == y.slot
+            pred = taken(common)
+            alias = alias | (hit if pred is None else hit & pred)
+    for pool in {id(e.pool): e.pool for e, d in zip(entries, dirty) if d}.values():
+        tables = ev.read(pool.cell)
+        spare = _leaves(tables, [])[0].shape[0] - 1
+        for e, d in zip(entries, dirty):
+            if d and e.pool is pool:
+                pred = taken(e.users)
+                at = e.slot if pred is None else jnp.where(pred, e.slot, spare)
+                tables = _tmap(lambda t, v: _set(t, at, v), tables, e.cell.value)
+        ev.write(pool.cell, tables)
+    guard.cache = {}
+    return alias
 
 
 def _key_text(key):
@@ -195,9 +286,32 @@ class Family:
         self.template = None
         self.layout = None           # [(shape, dtype)] of the template's tensors
         self.tables = None           # set once the loop that fills them has run
+        self.groups = None           # [(shape, dtype, leaf indices)]: one table per group
+        self.count = None            # the rows it filled (a traced int)
+
+    def set_layout(self, layout):
+        """The template's tensors grouped by shape and dtype: a row writes one stacked table
+        per group, not one table per tensor (38 in the TreeLSTM's gradient; each in-place
+        update is an XLA operation of its own, per iteration)."""
+        self.layout, groups = layout, {}
+        for k, (shape, dtype) in enumerate(layout):
+            groups.setdefault((shape, dtype), []).append(k)
+        self.groups = [(shape, dtype, members) for (shape, dtype), members in groups.items()]
+
+    def pack(self, leaves):
+        import jax.numpy as jnp
+        return [jnp.stack([_cast(leaves[k], shape, dtype) for k in members])
+                for shape, dtype, members in self.groups]
+
+    def unpack(self, stacked):
+        out = [None] * len(self.layout)
+        for (_, _, members), rows in zip(self.groups, stacked):
+            for j, k in enumerate(members):
+                out[k] = rows[j]
+        return out
 
     def decode(self, ptr):
-        leaves = [_at(t, ptr) for t in self.tables]
+        leaves = self.unpack([_at(t, ptr) for t in self.tables])
         memo = {}
         built = _Decoder(leaves, memo).build(self.template)
         start = next_serial()
@@ -508,8 +622,8 @@ class _FoldLoop:
                 if got != fam.layout:
                     raise CompileError(f"internal: {self.name}'s iteration changed shape "
                                        "between traces")
-        fam_tables = [[_set(t, i, x) for t, x in zip(tables, leaves)]
-                      for tables, leaves in zip(fam_tables, encoded)]
+        fam_tables = [[_set(t, i, x) for t, x in zip(tables, fam.pack(leaves))] if tables else []
+                      for fam, tables, leaves in zip(self.families, fam_tables, encoded)]
         import jax.numpy as jnp
         ptrs = [jnp.asarray(i, jnp.int32) for _ in self.families]
         pools = [pool.cell.value for pool in self.pools.values()]
@@ -575,10 +689,12 @@ class _FoldLoop:
                     finally:
                         restore()
                     for fam, leaves in zip(self.families, out[5]):
-                        fam.layout = [(tuple(np.shape(x)), np.dtype(x.dtype)) for x in leaves]
+                        fam.set_layout([(tuple(np.shape(x)), np.dtype(x.dtype))
+                                        for x in leaves])
                     return []
                 jax.make_jaxpr(templates)(zero)
-            tables0 = [[jnp.zeros((self.rows,) + shape, dtype) for shape, dtype in fam.layout]
+            tables0 = [[jnp.zeros((self.rows, len(members)) + shape, dtype)
+                        for shape, dtype, members in fam.groups]
                        for fam in self.families]
             n_pools = len(self.pools)
 
@@ -601,7 +717,7 @@ class _FoldLoop:
         for ref, value in zip(self.carried, carried):
             ev.write(ref, value)
         for fam, ptr, tables in zip(self.families, ptrs, fam_tables):
-            fam.tables = tables
+            fam.tables, fam.count = tables, self.table.count
             ev.write(fam.ref, JRow(fam, ptr))
         self.results = results
         return self.result_at(self.table.count - 1)
@@ -615,73 +731,146 @@ def _call_chain(ev, row, args):
         raise CompileError(f"{fam.name}: a closure made in an iteration of the loop is called "
                            "inside the same loop (a gradient of a gradient?); not compiled as "
                            "a loop")
-    if ev.join_depth:
+    if ev.join_depth or ev.guard is not None:
         raise CompileError(f"{fam.name}: the closures its loop left are called under a traced "
-                           "if or match; not compiled as a loop yet")
-    jax = load_jax()
-    import jax.numpy as jnp
-    from jax import lax
-    start = next_serial()
-    saved_frames = ev.frames
+                           "if or match, or inside another backward loop; not compiled as a "
+                           "loop yet")
+    if ev.accumulations is None:
+        ev.accumulations = accumulations(ev.mod)
+    return _Chain(ev, fam, list(args), row.ptr).run()
 
-    def step(ptr):
-        r = ev.enter(fam.decode(ptr), args)
+
+class _Chain:
+    """The backward loop over a family's rows (module docstring; dynamic_defer.py for the
+    pool slots through cells and the deferred sums)."""
+
+    def __init__(self, ev, fam, args, ptr):
+        self.ev, self.fam, self.args, self.ptr = ev, fam, args, ptr
+        self.start = next_serial()
+        self.deferred = []
+        self.record_shapes = None    # per deferred reference, per hit: (kind, shapes)
+
+    def step(self, ptr, guard):
+        """Row ptr's closure (a lax.switch over the row's Functions, joins.py); the next row
+        (its tail call of the previous row)."""
+        import jax.numpy as jnp
+        ev, fam, args = self.ev, self.fam, self.args
+        v = fam.decode(ptr)
+        _prefetch(ev, guard, v, ptr)
+        guard.start_step()
+        r = ev.enter(v, args)
         while isinstance(r, TailCall) and not (isinstance(r.callee, JRow)
                                                and r.callee.family is fam):
             r = ev.enter(r.callee, r.args)
         if not isinstance(r, TailCall) or len(r.args) != len(args) or \
                 any(a is not b for a, b in zip(r.args, args)):
-            raise CompileError(f"{fam.name}: a closure its loop left does not end by calling "
-                               "the one made before it with the same arguments (a "
-                               "backpropagator chain); not compiled as a loop")
+            raise CompileError(f"{fam.name}: a closure its loop left does not end by "
+                               "calling the one made before it with the same arguments "
+                               "(a backpropagator chain); not compiled as a loop")
+        self.alias = flush(ev, guard, v)
         return jnp.asarray(r.callee.ptr, jnp.int32)
 
-    # trace 1: which references the chain writes
-    frame = Frame(start)
-    ev.frames = [frame]
-    finals = {}
-
-    def discover(ptr):
+    def _traced(self, fn, deferred):
+        """Run fn(guard) with the evaluator set up for the loop body; restores everything."""
+        ev = self.ev
+        saved_frames, saved_guard = ev.frames, ev.guard
+        keep = [(r, r.value) for r in deferred]
+        guard = Guard(self.start, ev.accumulations, deferred, ev.join_depth + 1,
+                      self.record_shapes)
+        guard.install()
+        ev.guard = guard
         try:
-            step(ptr)
-            for ref, _ in frame.log.values():
-                finals[id(ref)] = ref.value
+            return fn(guard)
         finally:
-            for ref, old in frame.log.values():
-                ref.value = old
-        return []
-    try:
-        jax.make_jaxpr(discover)(np.int32(0))
-    finally:
-        ev.frames = saved_frames
-    written = [ref for ref, _ in frame.log.values()]
-    for ref in written:
-        if not (_is_tree(ref.value) and _is_tree(finals[id(ref)])
-                and _key(ref.value) == _key(finals[id(ref)])):
-            raise CompileError(f"{fam.name}: the closures its loop left write a "
-                               f"{describe(finals[id(ref)])} to a reference; only references "
-                               "holding tensors are carried by the backward loop")
-    initial = [_tmap(lambda v: _cast(v, np.shape(v), v.dtype), ref.value) for ref in written]
+            ev.frames, ev.guard = saved_frames, saved_guard
+            for r, value in keep:
+                r.value = value
 
-    def body(state):
-        ptr, values = state
-        ev.frames = []
-        try:
-            for ref, v in zip(written, values):
-                ref.value = v
-            nxt = step(ptr)
-            out = [_tmap(lambda v, o: _cast(v, o.shape, o.dtype), ref.value, old)
-                   for ref, old in zip(written, values)]
-        finally:
-            ev.frames = saved_frames
-            for ref, v in zip(written, initial):
-                ref.value = v
-        return nxt, out
-    ptr, values = lax.while_loop(lambda s: s[0] >= 0, body,
-                                 (jnp.asarray(row.ptr, jnp.int32), initial))
-    for ref, v in zip(written, values):
-        ev.write(ref, v)
-    return TailCall(fam.base, list(args))
+    def discover(self, deferred):
+        """Trace the body once: (written references and their final contents, the guard)."""
+        jax = load_jax()
+        frame = Frame(self.start)
+        finals, out = {}, {}
 
+        def run(guard):
+            self.ev.frames = [frame]
+
+            def body(ptr):
+                try:
+                    self.step(ptr, guard)
+                    for ref, _ in frame.log.values():
+                        finals[id(ref)] = ref.value
+                    out["records"] = [[(k, a.shape, a.dtype, b.shape, b.dtype)
+                                       for k, a, b in guard.records[id(r)]] for r in deferred]
+                    out["hits"] = dict(guard.hits)
+                finally:
+                    for ref, old in frame.log.values():
+                        ref.value = old
+                return []
+            jax.make_jaxpr(body)(np.int32(0))
+        self._traced(run, deferred)
+        return [ref for ref, _ in frame.log.values()], finals, out["records"]
+
+    def run(self):
+        ev, fam = self.ev, self.fam
+        import jax.numpy as jnp
+        from jax import lax
+        written, finals, _ = self.discover([])
+        # defer the outer tensor references the body accumulates into (dynamic_defer.py)
+        deferred = [r for r in written if not isinstance(r, PoolCell) and _is_tree(r.value)
+                    and not isinstance(r.value, tuple)]
+        while True:
+            try:
+                written, finals, records = self.discover(deferred)
+                break
+            except Undefer as undo:
+                deferred = [r for r in deferred if r is not undo.ref]
+        for ref in written:
+            if not (_is_tree(ref.value) and _is_tree(finals[id(ref)])
+                    and _key(ref.value) == _key(finals[id(ref)])):
+                raise CompileError(f"{fam.name}: the closures its loop left write a "
+                                   f"{describe(finals[id(ref)])} to a reference; only "
+                                   "references holding tensors are carried by the backward "
+                                   "loop")
+        self.record_shapes = records
+        rows = fam.tables[0].shape[0] if fam.tables else 1
+        initial = [_tmap(lambda v: _cast(v, np.shape(v), v.dtype), ref.value) for ref in written]
+        tables0 = [[(jnp.zeros((rows,) + tuple(sa), da), jnp.zeros((rows,) + tuple(sb), db))
+                    for _, sa, da, sb, db in hits] for hits in records]
+
+        def body(state):
+            ptr, values, tables, alias = state
+
+            def one(guard):
+                for ref, v in zip(written, values):
+                    ref.value = v
+                try:
+                    nxt = self.step(ptr, guard)
+                    step_records = guard.step_records()
+                    out = [_tmap(lambda v, o: _cast(v, o.shape, o.dtype), ref.value, old)
+                           for ref, old in zip(written, values)]
+                finally:
+                    for ref, v in zip(written, initial):
+                        ref.value = v
+                new_tables = []
+                for hits, got in zip(tables, step_records):
+                    if len(got) != len(hits):
+                        raise CompileError(f"internal: {fam.name}'s backward loop changed "
+                                           "between traces")
+                    new_tables.append([(_set(ta, ptr, a), _set(tb, ptr, b))
+                                       for (ta, tb), (_, a, b) in zip(hits, got)])
+                return nxt, out, new_tables, alias | self.alias
+            return self._traced(one, deferred)
+        ptr, values, tables, alias = lax.while_loop(
+            lambda s: s[0] >= 0, body, (jnp.asarray(self.ptr, jnp.int32), initial,
+                                        tables0, jnp.asarray(False)))
+        ev.faults.append((alias, f"{fam.name}: two references the backward loop's closures "
+                                 "use in one step are the same reference, which the compiled "
+                                 "loop does not represent; run it with rl.evaluate"))
+        for ref, v in zip(written, values):
+            ev.write(ref, v)
+        for ref, hits, t in zip(deferred, records, tables):
+            ev.write(ref, settle(ref.value, hits, t, fam.count))
+        return TailCall(fam.base, list(self.args))
 
 __all__ = ["fold_call", "Pool", "JPoolRef", "Family", "JRow"]

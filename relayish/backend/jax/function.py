@@ -65,6 +65,7 @@ class _Entry:
         self.written_leaves = []
         self.unrolled = None             # the most-called function of the trace (for messages)
         self.ops = 0                     # tensor operations the trace recorded
+        self.faults = []                 # messages of run-time checks (a flag output each)
 
 
 class JaxFunction:
@@ -149,7 +150,7 @@ class JaxFunction:
         return out if entry.pure else decode(entry.out_desc, out, refs, entry)
 
     def _install_fast_path(self, entry, key):
-        if key != () or self._tensor_sig is None or entry.written:
+        if key != () or self._tensor_sig is None or entry.written or entry.faults:
             return
         jitted = entry.jitted
         if entry.pure:
@@ -236,6 +237,10 @@ class JaxFunction:
                     self._ensure_traced(entry, leaves)
             run_deep(trace)
             self._install_fast_path(entry, key)
+        if entry.faults:
+            raise NotTensorFunction("jax_function() needs a program without run-time checks; "
+                                    "this one checks a loop's capacity after each run, which "
+                                    "only `run` does")
         if not entry.pure or entry.written:
             raise NotTensorFunction("jax_function() needs a result made of tensors and tuples of "
                                "tensors; this program returns other values (closures, ADT values "
@@ -333,9 +338,15 @@ class JaxFunction:
         entry.written_leaves = [i for k, _ in written for i in leaf_indices(entry.tree, k)]
         entry.pure = is_pure(desc)
         out = pure_tree(desc, out_leaves) if entry.pure else out_leaves
+        entry.faults = [message for _, message in ev.faults]
         if not entry.ref_paths or not any(entry.ref_paths):
-            return out                   # no reference arguments: no write-back outputs
-        return out, writes
+            ret = out                    # no reference arguments: no write-back outputs
+        else:
+            ret = (out, writes)
+        if not ev.faults:
+            return ret
+        import jax.numpy as jnp      # run-time checks (a loop's capacity): a flag each
+        return ret, jnp.stack([jnp.asarray(flag) for flag, _ in ev.faults])
 
     # ---- arguments ----------------------------------------------------------------------------
     def node_tables(self):
@@ -373,7 +384,22 @@ class JaxFunction:
 
 
 def _with_writes(entry, outcome):
-    """(result, written reference contents) from the jitted function's outputs."""
+    """(result, written reference contents) from the jitted function's outputs; a run-time
+    check that failed (entry.faults) is an EvaluationError."""
+    if entry.faults:
+        outcome, flags = outcome
+        if isinstance(flags, load_jax().core.Tracer):
+            # called inside another trace (rl.vmap's jax.vmap of this function): the flags
+            # are values of that trace, which must check them itself (notes/jax-backend.md)
+            return _with_writes_unchecked(entry, outcome)
+        failed = [m for m, f in zip(entry.faults, np.asarray(flags)) if f]
+        if failed:
+            from relayish.errors import EvaluationError
+            raise EvaluationError("; ".join(failed))
+    return _with_writes_unchecked(entry, outcome)
+
+
+def _with_writes_unchecked(entry, outcome):
     if not entry.ref_paths or not any(entry.ref_paths):
         return outcome, []
     return outcome

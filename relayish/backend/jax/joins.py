@@ -94,6 +94,14 @@ def _probe(ev, alternative, start, stop, inline=False):
     else:
         probe.jaxpr = jax.make_jaxpr(traced)()
     probe.position = {id(leaf): i for i, leaf in enumerate(probe.leaves)}
+    # tensors of the enclosing trace that the alternative only passes through (a closure
+    # capturing a weight matrix): a union keeps them as they are instead of a switch output
+    # (a loop over dynamic structure would otherwise store them in every row)
+    probe.outer = set()
+    if probe.jaxpr is not None:
+        constvars = {id(v) for v in probe.jaxpr.jaxpr.constvars}
+        probe.outer = {id(leaf) for leaf, var in zip(probe.leaves, probe.jaxpr.jaxpr.outvars)
+                       if id(var) in constvars}
     probe.restore = [(ref, old) for ref, old in frame.log.values()]
     return probe
 
@@ -110,6 +118,7 @@ def _join(ev, index, probes, start):
                 seen.add(id(ref))
                 refs.append(ref)
     joiner = _Joiner(len(probes), start)
+    joiner.outer = [p.outer for p in probes]
     old = {id(ref): old for p in probes for ref, old in p.restore}
     positions = [[p.result] + [_written(p, ref, old[id(ref)]) for ref in refs] for p in probes]
     templates = [joiner.join([pos[k] for pos in positions]) for k in range(len(refs) + 1)]
@@ -178,7 +187,7 @@ def select_tree(index, cases):
 
 
 class _Probe:
-    __slots__ = ("result", "writes", "leaves", "jaxpr", "position", "restore")
+    __slots__ = ("result", "writes", "leaves", "jaxpr", "position", "restore", "outer")
 
 
 def _written(probe, ref, old):
@@ -261,6 +270,7 @@ class _Same:
 class _Joiner:
     def __init__(self, n, start):
         self.n, self.start = n, start
+        self.outer = [set()] * n        # per alternative: ids of enclosing-trace tensors
         self.slots: list[_Slot] = []
         self.memo: dict = {}
         self.keep: list = []
@@ -351,6 +361,8 @@ class _Joiner:
         if isinstance(v, np.ndarray):
             return _Same(v)
         if is_jax_value(v):
+            if id(v) in self.outer[i]:
+                return _Same(v)
             key = ("x", id(v), i)
             hit = self.memo.get(key)
             if hit is None:

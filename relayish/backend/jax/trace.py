@@ -93,6 +93,9 @@ class TraceEvaluator:
         self.zeros = ZeroTracker()           # zero adjoints, folded before XLA (zeros.py)
         self.folds: dict = {}                # Function -> Fold run as a loop (dynamic_rule.py)
         self.loop = None                     # the fold loop being traced (dynamic_loops.py)
+        self.guard = None                    # set while a backward loop traces (dynamic_defer)
+        self.accumulations = None            # its deferrable gradient sums, found when needed
+        self.faults: list = []               # (traced bool, message): checked after the run
 
     # ---- entry ------------------------------------------------------------------------------
     def eval(self, expr, env, tail=False):
@@ -360,10 +363,15 @@ class TraceEvaluator:
         return JRef(value, next_serial())
 
     def visit_RefRead(self, e, env, tail):
-        return self.read(self.eval(e.ref, env))
+        ref = self.eval(e.ref, env)
+        if self.guard is not None:          # a deferred gradient sum is read only to add to
+            self.guard.check_read(self, e, ref)
+        return self.read(ref)
 
     def visit_RefWrite(self, e, env, tail):
         ref = self.eval(e.ref, env)
+        if self.guard is not None and self.guard.defers(self, e, ref, env):
+            return ()                       # recorded as a row of a deferred sum
         self.write(ref, self.eval(e.value, env))
         return ()
 

@@ -1,0 +1,263 @@
+"""The backward loop's cost model (dynamic_loops.py): one iteration touches rows, not whole
+tables and weight matrices.
+
+    patterns = accumulations(mod)       # IR: `%a = !%r; ...; %r := %a + d` with d an outer
+                                        # product or a row scatter, %a used once
+    guard = Guard(start, patterns, deferred, depth, shapes)   # ev.guard while it traces
+
+**Pool slots through cells.** The backward loop runs row p's closure, one of a few Functions
+(one per constructor), as a lax.switch. Had its closures written the pool tables, the switch
+would return whole tables (the TreeLSTM's gradient: 107 ms per tree, 10x PyTorch, nearly all
+copies). Instead the slots the row's closures hold are read first, in one conditional
+(materialized: XLA cannot fuse it into the in-place updates that follow, which would make it
+copy the table), into JRef cells (`Guard.cache`); the switch joins the cells like any
+reference, and the changed ones are written back after it (dynamic_loops.flush).
+
+**Deferred sums.** Reverse AD accumulates a weight's gradient per use: `%r := !%r + expand_dims(
+%g, axis=-1) * %x` (matmul's weight gradient) or `%r := !%r + take_backward(%v, %i, %E, axis=0)`
+(an embedding row). Done per iteration that is a pass over the whole matrix, and a switch
+output the size of the matrix. For an outer reference whose every read and write in the loop
+is such a pair (`accumulations` finds them in the program text; a read elsewhere, or a pair
+inside a traced join of the closure, raises `Undefer` and the loop is traced again without
+deferring that reference), each hit writes (g, x) -- or (v, i) -- to a small cell of the step
+(zeros where another Function ran), the loop stores them in tables [rows, ...], and after the
+loop `settle` adds `G^T X` (matmuls over chunks of rows up to the count) or a scatter-add of the
+rows: the interpreter's deferred outer products (interp/deferred.py), as XLA operations.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from relayish.errors import CompileError
+from relayish.ir.analysis import use_counts, walk
+from relayish.ir.expr import Call, Let, RefRead, RefWrite, Var
+from relayish.ir.op import Op
+from relayish.ir.types import TensorType
+from relayish.backend.jax.values import JRef, is_tensor
+
+
+def _is_tree(v):
+    """A tensor, or tuples of them."""
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, tuple):
+            stack.extend(x)
+        elif not is_tensor(x):
+            return False
+    return True
+
+
+def _key(v):
+    """The structure of a tensor tree as (shape, dtype) leaves (a pool's key)."""
+    if isinstance(v, tuple):
+        return tuple(_key(x) for x in v)
+    return (tuple(np.shape(v)), np.dtype(v.dtype).name)
+
+
+def _tmap(f, *trees):
+    if isinstance(trees[0], tuple):
+        return tuple(_tmap(f, *parts) for parts in zip(*trees))
+    return f(*trees)
+
+
+class PoolCell(JRef):
+    """The cell holding a pool's tables (dynamic_loops.Pool)."""
+    __slots__ = ()
+
+
+class Undefer(Exception):
+    """A deferred reference is used outside its accumulation pattern: trace again without."""
+
+    def __init__(self, ref):
+        super().__init__()
+        self.ref = ref
+
+
+class Accumulation:
+    """One `%r := %a + d` site: `read` the Var %a bound to `!%r`, `kind` "outer" (operands
+    g, x) or "scatter" (v, i)."""
+    __slots__ = ("read", "kind", "a", "b")
+
+    def __init__(self, read, kind, a, b):
+        self.read, self.kind, self.a, self.b = read, kind, a, b
+
+
+def _ttype(e):
+    t = getattr(e, "_checked_type", None)
+    return t if isinstance(t, TensorType) else None
+
+
+def _op(e, name):
+    return isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == name
+
+
+def _delta(d):
+    """("outer", g, x) / ("scatter", v, i) when d is an accumulable gradient term, else None."""
+    if _op(d, "multiply") and len(d.args) == 2:
+        col, x = d.args
+        if _op(col, "expand_dims") and len(col.args) == 1 and col.attrs.get("axis") == -1:
+            g = col.args[0]
+            tg, tx, t = _ttype(g), _ttype(x), _ttype(d)
+            if tg and tx and t and len(tg.shape) == 1 and len(tx.shape) == 1 and \
+                    t.shape == (tg.shape[0], tx.shape[0]) and tg.dtype == tx.dtype == t.dtype:
+                return "outer", g, x
+    if _op(d, "take_backward") and len(d.args) == 3 and d.attrs.get("axis") == 0:
+        v, i, like = d.args
+        tv, ti, tl = _ttype(v), _ttype(i), _ttype(like)
+        if tv and ti and tl and ti.shape == () and ti.dtype.startswith("int") and \
+                len(tl.shape) >= 1 and tv.shape == tl.shape[1:]:
+            return "scatter", v, i
+    return None
+
+
+def accumulations(mod):
+    """{RefRead node: Var, RefWrite node: Accumulation} of every accumulation pair in the
+    module (docstring): `let %a = !%r` and later in the same let-chain `%r := %a + d`, %a used
+    once. A loop over the let-chains (each chain once), no recursion."""
+    out = {}
+    if mod is None:
+        return out
+    for func in mod.functions.values():
+        counts = use_counts(func)
+        inner = set()
+        for node in walk(func):
+            if isinstance(node, Let) and isinstance(node.body, Let):
+                inner.add(id(node.body))
+        for node in walk(func):
+            if not isinstance(node, Let) or id(node) in inner:
+                continue
+            reads, lets = {}, {}
+            while isinstance(node, Let):
+                value = node.value
+                if counts.get(node.var, 0) == 1:
+                    lets[node.var] = value        # a term bound once: `%t = take_backward(..)`
+                if isinstance(value, RefRead) and isinstance(value.ref, Var) and \
+                        counts.get(node.var, 0) == 1:
+                    reads[node.var] = value
+                elif isinstance(value, RefWrite) and isinstance(value.ref, Var) and \
+                        _op(value.value, "add") and len(value.value.args) == 2:
+                    a, d = value.value.args
+                    d = lets.get(d, d) if isinstance(d, Var) else d
+                    read = reads.get(a)
+                    found = _delta(d)
+                    if read is not None and read.ref is value.ref and found is not None:
+                        out[read] = a
+                        out[value] = Accumulation(a, *found)
+                node = node.body
+    return out
+
+
+class Marker:
+    """The content of a deferred reference while the loop traces (not a tensor)."""
+    __slots__ = ("ref",)
+
+    def __init__(self, ref):
+        self.ref = ref
+
+
+class Guard:
+    """What the backward loop's body does differently (module docstring): `deferred`
+    references accumulate into `records` (per reference, per hit: (kind, a, b)); `cache` holds
+    the iteration's pool slots (dynamic_loops._prefetch). While discovering (`shapes` None) a
+    hit keeps its tensors to learn their shapes; afterwards each hit writes a cell made at the
+    start of the step (`start_step`), so the switch over the row's Functions joins it (zeros
+    where another Function ran). `depth`: the join depth of the row's alternatives."""
+
+    def __init__(self, start, patterns, deferred, depth, shapes=None):
+        self.start, self.patterns, self.depth, self.shapes = start, patterns, depth, shapes
+        self.deferred = {id(r): r for r in deferred}
+        self.records = {id(r): [] for r in deferred}
+        self.markers = {id(r): Marker(r) for r in deferred}
+        self.cache = {}          # id(slot) -> the iteration's cell of a pool slot
+        self.cells = {}          # id(ref) -> a cell per hit (after discovery)
+        self.hits = {}
+        self.alternatives = 1
+
+    def install(self):
+        for key, ref in self.deferred.items():
+            ref.value = self.markers[key]
+
+    def start_step(self):
+        import jax.numpy as jnp
+        self.hits = {key: 0 for key in self.deferred}
+        if self.shapes is None:
+            return
+        self.cells = {key: [JRef((jnp.zeros(sa, da), jnp.zeros(sb, db)), -1)
+                            for _, sa, da, sb, db in hits]
+                      for key, hits in zip(self.deferred, self.shapes)}
+        for cells in self.cells.values():
+            for cell in cells:
+                cell.serial = self.start      # older than the step's switch: joined by it
+
+    def step_records(self):
+        """Per deferred reference, per hit: (kind, a, b) of this step (after its switch)."""
+        out = []
+        for key, hits in zip(self.deferred, self.shapes):
+            out.append([(h[0],) + tuple(c.value) for h, c in zip(hits, self.cells[key])])
+        return out
+
+    def check_read(self, ev, e, ref):
+        if isinstance(ref, JRef) and id(ref) in self.deferred and \
+                (e not in self.patterns or ev.join_depth > self.depth):
+            raise Undefer(ref)
+
+    def defers(self, ev, e, ref, env):
+        """Record the write `e` to a deferred reference (True), or False for any other."""
+        if not (isinstance(ref, JRef) and id(ref) in self.deferred):
+            return False
+        site = self.patterns.get(e)
+        if not isinstance(site, Accumulation) or ev.join_depth > self.depth or \
+                env.get(site.read) is not self.markers[id(ref)]:
+            raise Undefer(ref)
+        a, b = ev.eval(site.a, env), ev.eval(site.b, env)
+        if not (is_tensor(a) and is_tensor(b)):
+            raise Undefer(ref)
+        import jax.numpy as jnp
+        key = id(ref)
+        n = self.hits.get(key, 0)
+        self.hits[key] = n + 1
+        if self.shapes is None:
+            self.records[key].append((site.kind, jnp.asarray(a), jnp.asarray(b)))
+            return True
+        cells = self.cells[key]
+        if n >= len(cells):
+            raise CompileError("internal: the backward loop's body changed between traces")
+        ev.write(cells[n], (jnp.asarray(a), jnp.asarray(b)))
+        return True
+
+
+SETTLE_CHUNK = 16
+
+
+def settle(initial, records, tables, count):
+    """The deferred reference's value after the loop: its content before plus every row's
+    terms (`tables`: per hit, the two stacked operand tables). Rows past `count` (a traced
+    int) were never visited: the outer products run over chunks of SETTLE_CHUNK rows up to
+    count, so the work follows the structure's size, not the capacity."""
+    import jax.numpy as jnp
+    from jax import lax
+    total = jnp.asarray(initial)
+    outer = [(ta, tb) for (kind, *_), (ta, tb) in zip(records, tables) if kind == "outer"]
+    for (kind, *_), (ta, tb) in zip(records, tables):
+        if kind == "scatter":
+            total = total.at[tb].add(ta.astype(total.dtype))
+    if not outer:
+        return total
+    rows = outer[0][0].shape[0]
+    chunk = min(SETTLE_CHUNK, rows)
+    pad = (-rows) % chunk
+    if pad:
+        outer = [(jnp.pad(ta, ((0, pad), (0, 0))), jnp.pad(tb, ((0, pad), (0, 0))))
+                 for ta, tb in outer]
+
+    def body(k, acc):
+        for ta, tb in outer:
+            a = lax.dynamic_slice_in_dim(ta, k * chunk, chunk)
+            b = lax.dynamic_slice_in_dim(tb, k * chunk, chunk)
+            acc = acc + jnp.matmul(a.T, b).astype(acc.dtype)
+        return acc
+    return lax.fori_loop(0, (count + chunk - 1) // chunk, body, total)
+
+
+__all__ = ["PoolCell", "Undefer", "Accumulation", "accumulations", "Marker", "Guard", "settle"]
