@@ -55,8 +55,9 @@ def gradient(f, mod=None, checkpoint=None, optimize=True):
     keeping them; the result is a Module whose @main is the gradient (same values and type).
     For a Function's let-chain, k: cut every k bindings ("sqrt": k = sqrt(n));
     "revolve" or ("revolve", snapshots): Griewank's binomial schedule, O(log n) kept states.
-    For a Module whose @main is a tail recursion over a List or Nat (ad/checkpoint_loop.py),
-    k: keep the state every k iterations.
+    For a Module whose @main is a recursion over a List or Nat, a tail recursion
+    (ad/checkpoint_loop.py) or a foldr (ad/checkpoint_foldr.py), k: keep the state every k
+    iterations.
     With checkpoint=, optimize= applies to each step's derivative program, never to the
     schedule's globals (inlining them would keep every state alive in one frame).
     """
@@ -73,11 +74,11 @@ def _checkpointed(f, mod, spec, optimize, mode="gradient", argnums=None):
         raise GradientError("checkpoint= takes a Function (its let-chain is cut) or a Module "
                             "whose @main is a loop, not a Function with mod=")
     if isinstance(f, Module):
-        from relayish.ad.checkpoint_loop import checkpointed_loop_gradient, checkpointed_loop_vjp
+        from relayish.ad.checkpoint_foldr import checkpointed_module
         func, _, _ = _prepare(f, None)
+        out = checkpointed_module(f, spec, mode == "vjp", *_step_transforms(optimize))
         if mode == "vjp":
-            return checkpointed_loop_vjp(f, spec, *_step_transforms(optimize))
-        out = checkpointed_loop_gradient(f, spec, *_step_transforms(optimize))
+            return out
     else:
         checkpoint_options(spec)             # a bad value is reported before anything runs
         func, _, _ = _prepare(f, None)

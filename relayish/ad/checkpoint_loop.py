@@ -187,13 +187,7 @@ class _Loop:
         ns, nf = len(ch), len(fx)
         st = _tup([types[j] for j in ch])
         ft = _tup([types[j] for j in fx])
-        sc, bc = self.step_ctor.name_hint, self.base_ctor.name_hint
-        fields = [f"%f{i}" for i in range(len(self.step_ctor.inputs))]
-        fields[self.tail_field] = "%t"
-        pat = f"{sc}({', '.join(fields)})"
-
-        def rebuilt(tail):
-            return f"{sc}({', '.join(tail if f == '%t' else f for f in fields)})"
+        bc = self.base_ctor.name_hint
 
         def ordered(l, s, c):
             """@main's argument order from the list, state and fixed parts."""
@@ -215,20 +209,7 @@ class _Loop:
         take = f"@ck_take(%l, {k})"
         lists = f"""
 type ck_stack {{ ck_push({lt}, {st}, ck_stack), ck_bottom }}
-
-def @ck_take(%l: {lt}, %k: int32) -> {lt} {{
-  if (%k > 0) {{ match (%l) {{ {pat} => {rebuilt("@ck_take(%t, %k - 1)")}, {bc} => {bc}() }} }}
-  else {{ {bc}() }}
-}}
-
-def @ck_drop(%l: {lt}, %k: int32) -> {lt} {{
-  if (%k > 0) {{ match (%l) {{ {pat} => @ck_drop(%t, %k - 1), {bc} => {bc}() }} }} else {{ %l }}
-}}
-
-def @ck_append(%a: {lt}, %b: {lt}) -> {lt} {{
-  match (%a) {{ {pat} => {rebuilt("@ck_append(%t, %b)")}, {bc} => %b }}
-}}
-"""
+""" + list_helpers(self.step_ctor, self.tail_field, self.base_ctor, lt)
         x = [f"%{p.name_hint}" for p in params]
         if len(set(x)) < len(x) or set(x) & {"%f", "%y", "%b", "%d", "%ct"}:
             x = [f"%x{i}" for i in range(len(params))]     # the names would clash
@@ -296,6 +277,32 @@ def @ck_back_chunk(%rest: ck_stack{cparams}, %gc: {ft}, %gl: {lt}, %d: {dt})
 }}
 """
         return lists, driver
+
+
+def list_helpers(step_ctor, tail_field, base_ctor, lt) -> str:
+    """@ck_take(%l, %k), @ck_drop(%l, %k) and @ck_append(%a, %b) for the list type `lt` (text;
+    any ADT whose `step_ctor` has the recursive field `tail_field`: a List, a Nat)."""
+    sc, bc = step_ctor.name_hint, base_ctor.name_hint
+    fields = [f"%f{i}" for i in range(len(step_ctor.inputs))]
+    fields[tail_field] = "%t"
+    pat = f"{sc}({', '.join(fields)})"
+
+    def rebuilt(tail):
+        return f"{sc}({', '.join(tail if f == '%t' else f for f in fields)})"
+    return f"""
+def @ck_take(%l: {lt}, %k: int32) -> {lt} {{
+  if (%k > 0) {{ match (%l) {{ {pat} => {rebuilt("@ck_take(%t, %k - 1)")}, {bc} => {bc}() }} }}
+  else {{ {bc}() }}
+}}
+
+def @ck_drop(%l: {lt}, %k: int32) -> {lt} {{
+  if (%k > 0) {{ match (%l) {{ {pat} => @ck_drop(%t, %k - 1), {bc} => {bc}() }} }} else {{ %l }}
+}}
+
+def @ck_append(%a: {lt}, %b: {lt}) -> {lt} {{
+  match (%a) {{ {pat} => {rebuilt("@ck_append(%t, %b)")}, {bc} => %b }}
+}}
+"""
 
 
 def ordered_main(x, li, ch, fx) -> str:

@@ -380,7 +380,8 @@ def test_list_loop_gradient_differentiates_again():
 def test_loops_refused():
     with pytest.raises(GradientError, match="positive int k"):
         rl.gradient(list_loop(), checkpoint="sqrt")
-    # not a tail call: the recursion's result is used
+    # not a tail call (the recursion's result is used): a foldr, checkpointed since
+    # (test_checkpoint_foldr.py); the same gradient here
     mod = rl.Module()
     p = rl.Prelude(mod)
     T = rl.TensorType((), F)
@@ -391,5 +392,11 @@ def test_loops_refused():
         rl.Clause(rl.PatternConstructor(p.Cons, [rl.PatternVar(h), rl.PatternVar(t)]),
                   h * rl.Call(main, [t])),
         rl.Clause(rl.PatternConstructor(p.Nil, []), rl.const(1.0, F))]))
-    with pytest.raises(GradientError, match="tail call"):
-        rl.gradient(mod, checkpoint=2)
+    args = (rl.list_value(mod, [np.float64(v) for v in (0.5, -1.5, 2.0)]),)
+    np.testing.assert_allclose(rl.evaluate(rl.gradient(mod, checkpoint=2), *args)[0], -1.5)
+    # not a recursion at all
+    y = rl.var("y", dtype=F)
+    plain = rl.Module()
+    plain["main"] = rl.Function([y], rl.sin(y))
+    with pytest.raises(GradientError, match="not a match"):
+        rl.gradient(plain, checkpoint=2)
