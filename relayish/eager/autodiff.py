@@ -65,7 +65,10 @@ def grad(y, wrt, checkpoint=None):
     if fast is not None:
         known = _GRAD_FAST.get(fast)
         if known is not None:
-            return _record_gradient(known, [_segment_node(r) for r in known[2]], wrt)
+            st = graph.STATE
+            nodes, params = st.nodes, st.params
+            return _record_gradient(known, [nodes[r] if r >= 0 else params[~r]
+                                            for r in known[2]], wrt)
     _check_grad_arguments(y, wrt)
     targets = []
     for w in wrt:
@@ -124,13 +127,14 @@ def _fast_key(y, wrt, checkpoint):
     if st.opaque or st.irregular or y.__class__ is not Tensor or y.node.seg != sid:
         return None
     try:
-        refs = [_segment_ref(w.node) for w in wrt]
-        ck = _checkpoint_key(checkpoint)
+        refs = tuple([w.node.idx if w.node.seg == sid else ~w.node.pidx
+                      if w.node.pseg == sid else None for w in wrt])
+        ck = None if checkpoint is None else _checkpoint_key(checkpoint)
     except AttributeError:          # not tensors: the checks of the general path report it
         return None
     if None in refs:
         return None
-    return (st.state, y.node.idx, tuple(refs), ck)
+    return (st.state, y.node.idx, refs, ck)
 
 
 def _segment_ref(node):
@@ -153,11 +157,11 @@ def _record_gradient(known, params, wrt):
     call = graph.record_call(gfunc, ret_type, params)
     if checkpointed:
         call = graph.record_proj(call, 1)          # (value, gradients): the gradients
-    if isinstance(targets[0], int):
-        targets = [_segment_node(r) for r in targets]
-    grads = [Tensor(graph.record_proj(call, i)) for i in range(len(targets))]
+    grads = [Tensor(node) for node in graph.record_projections(call, len(targets))]
     if wrt is None or len(grads) == len(wrt):
         return grads
+    if isinstance(targets[0], int):
+        targets = [_segment_node(r) for r in targets]
     by_node = {id(t): g for t, g in zip(targets, grads)}
     return [by_node[id(w.node)] for w in wrt]
 

@@ -390,6 +390,40 @@ def record_proj(arg, index) -> Node:
                         STATE.grad_enabled and arg.requires_grad, ("proj", None, index)), args)
 
 
+def record_projections(arg, count) -> list:
+    """`record_proj(arg, i)` for i < count (the gradients of a gradient call): one row of
+    the segment's key for all of them."""
+    st = STATE
+    sid = st.seg_id
+    ref = arg.idx if arg.seg == sid else ~arg.pidx if arg.pseg == sid else \
+        _new_param(st, sid, arg)
+    row = (st.state, _PROJECTIONS, count, ref)
+    nxt = _TRIE.get(row)
+    if nxt is None:
+        if not isinstance(arg.type, TupleType) or len(arg.type.fields) < count:
+            raise record_error(f"{count} fields of a value of type {type_str(arg.type)}")
+        nxt = _TRIE[row] = _new_state(None)
+    rg = st.grad_enabled and arg.requires_grad
+    fields = arg.type.fields
+    args = [arg]
+    nodes = st.nodes
+    out = []
+    for i in range(count):
+        node = Node("proj", fields[i], None, i, args, None, rg, ("proj", None, i))
+        node.seg = sid
+        node.idx = len(nodes)
+        nodes.append(node)
+        out.append(node)
+    st.state = nxt[0]
+    st.recorded_since_run += count
+    if st.recorded_since_run > AUTO_RUN_BINDINGS and st.auto_run is not None:
+        st.auto_run()
+    return out
+
+
+_PROJECTIONS = ("projections", None, None)
+
+
 def record_call(func, ret_type, args) -> Node:
     """Record a call of the relayish Function `func` (already type-checked: `ret_type`)."""
     args = list(args)
