@@ -314,6 +314,28 @@ def test_ad_bindings_carry_the_primal_line(mod):
     assert np.isclose(d.result, np.sin(0.5) + 0.5 * np.cos(0.5))
 
 
+def test_an_optimized_gradient_keeps_the_primal_lines():
+    """The passes keep the positions of the nodes they rewrite (ir/passes/base.py
+    keep_position): rl.grad's optimized output steps as "backward step of line N" too."""
+    src = rl.parse("def @main(%x: float64) -> float64 {\n"
+                   "  let %y = sin(%x);\n"
+                   "  let %z = %y * %x;\n"
+                   "  exp(%z)\n}", filename="f.rly")
+    g = rl.grad(src)
+    assert "ref(" not in rl.astext(g)                  # the optimized program, not the raw
+    d = Debugger(g, 0.5)
+    kinds = set()
+    while not d.finished:
+        p = d.step_in()
+        if p.kind == "finished":
+            break
+        assert p.origin is not None and p.origin[0] == "f.rly", str(p)
+        assert f"{p.origin_kind} step of line {p.origin[1]} of f.rly" in str(p)
+        kinds.add(p.origin_kind)
+    assert "backward" in kinds
+    np.testing.assert_allclose(d.result, rl.evaluate(rl.grad(src, optimize=False), 0.5))
+
+
 def test_a_program_without_positions_has_no_origins():
     x = rl.var("x", dtype="float64")
     d = Debugger(raw_grad(rl.Function([x], rl.sin(x) * x)), 0.5)

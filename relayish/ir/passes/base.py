@@ -41,6 +41,7 @@ from __future__ import annotations
 from relayish.errors import RelayishError, TypeCheckError
 from relayish.ir.expr import Expr, Function, Let, describe
 from relayish.ir.module import Module
+from relayish.ir.text.parse_core import POSITIONS
 from relayish.ir.typecheck import infer_type
 from relayish.ir.visitor import run_deep
 
@@ -52,12 +53,25 @@ KNOWN_PROPERTIES = frozenset([TYPED, ANF])
 
 
 def keep_type(new, old):
-    """`new`, put by a pass in place of `old`, with old's checked type if it has none."""
-    if new is not old and getattr(new, "_checked_type", None) is None:
-        t = getattr(old, "_checked_type", None)
-        if t is not None:
-            new._checked_type = t
+    """`new`, put by a pass in place of `old`, with old's checked type if it has none, and
+    old's source position (keep_position)."""
+    if new is not old:
+        if getattr(new, "_checked_type", None) is None:
+            t = getattr(old, "_checked_type", None)
+            if t is not None:
+                new._checked_type = t
+        keep_position(new, old)
     return new
+
+
+def keep_position(new, old):
+    """Give `new` the source position of `old` (the parser's POSITIONS entry, or the one AD
+    derived for it: ad/origins.py), unless it has one: a rewritten binding keeps the line it
+    came from, so the debugger shows an optimized gradient's steps as "backward step of line
+    N" too. One weak-dictionary lookup per rebuilt node."""
+    where = POSITIONS.get(old)
+    if where is not None and new not in POSITIONS:
+        POSITIONS[new] = where
 
 
 def typed_let_chain(bindings, body):

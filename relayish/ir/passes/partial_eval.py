@@ -70,7 +70,7 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Functio
 from relayish.ir.module import Module
 from relayish.ir.op import Op
 from relayish.ir.passes.anf import to_anf_expr
-from relayish.ir.passes.base import TYPED, Pass, keep_type, typed_let_chain
+from relayish.ir.passes.base import TYPED, Pass, keep_position, keep_type, typed_let_chain
 from relayish.ir.passes.effects import Effects
 from relayish.ir.typecheck import infer_type
 from relayish.ir.types import TensorType, TupleType
@@ -242,6 +242,8 @@ class _PartialEvaluator:
 
     def emit(self, value, hint, fallback, like=None) -> _PV:
         var = _hinted(hint, fallback, like)
+        if like is not None:
+            keep_position(value, like)      # the residual call is where `like` was
         self.scope.reserve(var, value)
         return _PV(_DYN, atom=var)
 
