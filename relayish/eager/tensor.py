@@ -212,7 +212,18 @@ def as_node(value, like=None):
                 _NUMBERS.clear()
             node = _NUMBERS[key] = leaf(*_as_leaf_data(value, like))
         return node
-    if isinstance(value, (np.ndarray, np.generic, list)):
+    if isinstance(value, np.generic):
+        # a numpy scalar keeps its own dtype: one leaf per (type, value), as Python numbers
+        key = (type(value), value, None)
+        node = _NUMBERS.get(key) if value == value and value != 0 else None
+        if node is None:
+            node = leaf(*_as_leaf_data(value, like))
+            if value == value and value != 0:
+                if len(_NUMBERS) >= 1024:
+                    _NUMBERS.clear()
+                _NUMBERS[key] = node
+        return node
+    if isinstance(value, (np.ndarray, list)):
         return leaf(*_as_leaf_data(value, like))
     raise record_error(f"{describe(value)} is not a tensor, a number or an array",
                        RelayishError)
