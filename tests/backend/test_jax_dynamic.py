@@ -228,3 +228,45 @@ def @effect_first(%r: ref(Tensor[(3), float64]), %l: L) -> Tensor[(3), float64] 
 }
 """))
     assert find_folds(mod) == {}
+
+
+HALVE = """
+def @loop(%x: Tensor[(3), float32], %eps: float32) -> Tensor[(3), float32] {
+  if (sum(%x * %x) > %eps) { @loop(%x * 0.5f, %eps) } else { %x }
+}
+def @main(%x: Tensor[(3), float32]) -> Tensor[(3), float32] { @loop(%x, 0.01f) }
+"""
+
+
+def test_a_traced_condition_loop_is_one_while_loop():
+    mod = rl.infer_type(rl.parse(HALVE))
+    run = rl.compile(mod, backend="jax")
+    for scale in (0.001, 1.0, 10.0, 1e6):       # 0 to 27 iterations
+        x = np.full(3, scale, np.float32)
+        np.testing.assert_allclose(run(x), rl.evaluate(mod, x), rtol=1e-6)
+    assert run.trace_count == 1
+
+
+def test_a_loop_past_its_step_capacity_is_an_evaluation_error():
+    mod = rl.infer_type(rl.parse(HALVE))
+    run = rl.compile(mod, backend="jax", capacity={"steps": 5})
+    np.testing.assert_allclose(run(np.full(3, 0.1, np.float32)), [0.05] * 3, rtol=1e-6)
+    with pytest.raises(EvaluationError, match=r"@loop ran more than 5 iterations, the loop's "
+                                              r"step capacity"):
+        run(np.full(3, 1e6, np.float32))
+
+
+def test_a_tail_loop_on_constants_unrolls_as_before():
+    mod = rl.infer_type(rl.parse(HALVE.replace(
+        "@main(%x: Tensor[(3), float32])", "@main(%y: Tensor[(3), float32])").replace(
+        "@loop(%x, 0.01f) }", "@loop(ones_like(%y), 0.01f) + %y }")))
+    run = rl.compile(mod, backend="jax")
+    np.testing.assert_allclose(run(np.zeros(3, np.float32)), [0.03125] * 3, rtol=1e-6)
+
+
+def test_the_gradient_of_a_traced_condition_loop_is_not_a_loop_yet():
+    mod = rl.infer_type(rl.parse(HALVE.replace(
+        "-> Tensor[(3), float32] { @loop(%x, 0.01f) }", "-> float32 { sum(@loop(%x, 0.01f)) }")))
+    grad = rl.grad(mod)
+    with pytest.raises(CompileError, match="does not terminate at trace time"):
+        rl.compile(grad, backend="jax", limits={"max_seconds": 20})(np.ones(3, np.float32))

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from relayish.ir.analysis import CallGraph, use_counts, walk
 from relayish.ir.fields import EXPR, EXPRS, iter_fields
-from relayish.ir.expr import (Call, Constructor, GlobalVar, Let, Match,
+from relayish.ir.expr import (Call, Constructor, GlobalVar, If, Let, Match,
                               PatternConstructor, PatternVar, PatternWildcard, RefCreate,
                               RefRead, RefWrite, Var)
 from relayish.ir.op import Op
@@ -267,4 +267,68 @@ def fold_type(t):
     return TypeCall(t, ()) if isinstance(t, GlobalTypeVar) else t
 
 
-__all__ = ["Fold", "adt_fields", "find_folds", "dynamic_params"]
+
+
+# ---- shape B: tail recursion with varying arguments ----------------------------------------------
+
+class TailLoop:
+    """A recognized tail recursion: every use of @name in `func` is a call in tail position."""
+
+    def __init__(self, name, func, ret):
+        self.name, self.func, self.ret = name, func, ret
+
+
+def _tail_calls(name, body):
+    """How many calls of @name are in tail position of `body` (a loop over tail positions:
+    let bodies, if branches, match clauses), or None when one is not a plain call."""
+    count, stack = 0, [body]
+    while stack:
+        e = stack.pop()
+        while isinstance(e, Let):
+            e = e.body
+        if isinstance(e, If):
+            stack.extend((e.true_branch, e.false_branch))
+        elif isinstance(e, Match):
+            stack.extend(c.rhs for c in e.clauses)
+        elif isinstance(e, Call) and isinstance(e.op, GlobalVar) and e.op.name_hint == name:
+            count += 1
+    return count
+
+
+def find_tail_loops(mod):
+    """{Function: TailLoop} of the module's globals whose recursion is all tail calls of
+    themselves (`@loop(x) = if |x| > eps { @loop(step(x)) } else { x }`), with a result of
+    tensors and tuples: compiled as a lax.while_loop when called with traced arguments
+    (dynamic_tail.py); no mutual recursion."""
+    if mod is None:
+        return {}
+    graph = CallGraph(mod)
+    out = {}
+    for gv, func in mod.functions.items():
+        name = gv.name_hint
+        uses = _global_uses(func.body, name)
+        if not uses or _tail_calls(name, func.body) != uses:
+            continue
+        if any(callee != name and name in graph.reachable(callee)
+               for callee in graph.callees.get(name, ())):
+            continue
+        checked = getattr(func, "_checked_type", None)
+        ret = func.ret_type or (checked.ret_type if isinstance(checked, FuncType) else None)
+        if ret is None or not _tensor_tree_type(ret):
+            continue
+        out[func] = TailLoop(name, func, ret)
+    return out
+
+
+def _tensor_tree_type(t):
+    stack = [t]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, TupleType):
+            stack.extend(x.fields)
+        elif not isinstance(x, TensorType):
+            return False
+    return True
+
+
+__all__ = ["Fold", "adt_fields", "find_folds", "dynamic_params", "TailLoop", "find_tail_loops"]

@@ -34,7 +34,7 @@ from relayish.backend.jax.arguments import (build_arg, decode, encode, flatten_a
                                             leaf_indices, parameters, pure_tree, ref_paths)
 from relayish.backend.jax.devices import resolve_device
 from relayish.backend.jax.dtypes import program_uses64
-from relayish.backend.jax.dynamic_rule import dynamic_params, find_folds
+from relayish.backend.jax.dynamic_rule import dynamic_params, find_folds, find_tail_loops
 from relayish.backend.jax.dynamic_tables import JTable, NodeTable, TableSpec
 from relayish.backend.jax.limits import chain_depth, trace_limits
 from relayish.backend.jax.trace import TraceEvaluator
@@ -107,6 +107,7 @@ class JaxFunction:
         self._tables = {k: TableSpec(mod, adt, orders)
                         for k, (adt, orders) in dynamic_params(mod, main, folds).items()}
         self._folds = folds if self._tables else {}
+        self._tail_loops = find_tail_loops(mod)
 
     def __repr__(self):
         return f"<relayish JaxFunction on {self.device}>"
@@ -310,7 +311,7 @@ class JaxFunction:
     def _evaluate(self, entry, leaves, batching):
         ev = TraceEvaluator(self.mod, batching=batching, captured=self._captured,
                             limits=self.limits)
-        ev.folds = self._folds
+        ev.folds, ev.tail_loops, ev.capacity = self._folds, self._tail_loops, self.capacity
         ev.select_joins = self.select_joins
         refs = []
         args = [JTable(t[1], [leaves[j] for j in t[2]]) if t[0] == "table" else

@@ -30,6 +30,7 @@ from relayish.backend.runtime.bindings import bind_pattern, is_recursive, let_ch
 from relayish.backend.runtime.describe import node_text
 from relayish.backend.jax.batching import batched_calls
 from relayish.backend.jax.dynamic_loops import JPoolRef, JRow, fold_call
+from relayish.backend.jax.dynamic_tail import tail_call
 from relayish.backend.jax.joins import select_tree, switch, tensor_contents
 from relayish.backend.jax.limits import MAX_ACTIVATIONS_UNDER_JOIN, TRACE_LIMITS
 from relayish.backend.jax.values import (POISON, Frame, JAdt, JClosure, JConstructorFn, JRef,
@@ -96,6 +97,9 @@ class TraceEvaluator:
         self.guard = None                    # set while a backward loop traces (dynamic_defer)
         self.accumulations = None            # its deferrable gradient sums, found when needed
         self.faults: list = []               # (traced bool, message): checked after the run
+        self.tail_loops: dict = {}           # Function -> TailLoop run as a while loop
+        self.tail = None                     # the tail loop being traced (dynamic_tail.py)
+        self.capacity: dict = {}             # rl.compile(..., capacity=...)
 
     # ---- entry ------------------------------------------------------------------------------
     def eval(self, expr, env, tail=False):
@@ -125,6 +129,10 @@ class TraceEvaluator:
             func = callee.func
             if func in self.folds:          # a fold over a node table: one loop (issue 17)
                 looped = fold_call(self, self.folds[func], callee, args)
+                if looped is not None:
+                    return looped
+            if func in self.tail_loops:     # a traced trip count: one while loop (issue 17)
+                looped = tail_call(self, self.tail_loops[func], callee, args)
                 if looped is not None:
                     return looped
             if len(args) != len(func.params):
