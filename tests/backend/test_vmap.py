@@ -106,6 +106,18 @@ def test_one_trace_for_every_batch_size():
     assert run.trace_count == 1
 
 
+def test_arrays_seen_before_skip_the_checks_but_new_ones_are_checked():
+    x = rl.var("x", shape=(3,), dtype=F64)
+    run = rl.compile(rl.vmap(rl.Function([x], rl.sum(x))))
+    np.testing.assert_allclose(run(np.ones((4, 3))), [3.0] * 4)
+    np.testing.assert_allclose(run(np.ones((4, 3))), [3.0] * 4)       # the fast path
+    with pytest.raises(EvaluationError, match=r"expected Tensor\[\(4, 3\), float64\], got "
+                                              r"Tensor\[\(4, 3\), float32\]"):
+        run(np.ones((4, 3), "float32"))
+    with pytest.raises(EvaluationError, match="needs the batch axis"):
+        run(np.ones(4))
+
+
 def test_a_module_with_globals():
     mod = rl.Module()
     u = rl.var("u", shape=(3,), dtype=F64)
