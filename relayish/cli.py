@@ -10,7 +10,7 @@
     relayish opt FILE [--passes a,b,c]  print the program after rl.optimize (default pipeline)
     relayish minimize FILE --x0 JSON [--args JSON | --args-npz FILE] [--json] ...
                                         minimize @main over its first argument, showing progress
-    relayish debug FILE [ARG...] [--grad]
+    relayish debug FILE [ARG...] [--grad [--raw]]
                                         step through @main (pdb-like commands: n s r b c p l
                                         bt set back q; help lists them)
     relayish dap                        a Debug Adapter Protocol server on stdio (VS Code)
@@ -220,8 +220,11 @@ def _parser():
     sp.add_argument("args", nargs="*", metavar="ARG",
                     help="one JSON value per parameter of @main, as for `relayish run`")
     sp.add_argument("--grad", action="store_true",
-                    help="debug rl.gradient of @main as AD builds it (the program `relayish "
-                         "grad --raw` prints): the backward pass as ordinary bindings")
+                    help="debug rl.gradient of @main (the program `relayish grad` prints), each "
+                         "binding at the primal line it comes from")
+    sp.add_argument("--raw", action="store_true",
+                    help="with --grad: the gradient as AD builds it (`relayish grad --raw`): "
+                         "the backward pass as ordinary bindings, references and closures")
 
     command("dap", "serve the Debug Adapter Protocol on stdin/stdout (for VS Code)",
             "relayish dap   (started by the editor; docs/debugging.md has launch.json)",
@@ -754,7 +757,9 @@ def cmd_debug(args):
 
     def session():
         data = [_json_arg(args, text, f"argument {k + 1}") for k, text in enumerate(args.args)]
-        target = debug_target(args.file, data, args.grad)
+        if args.raw and not args.grad:
+            raise CommandError("--raw goes with --grad (the raw gradient program)")
+        target = debug_target(args.file, data, args.grad, args.raw)
         return interact(target, sys.stdin, sys.stdout)
     return _guarded(args.file, session)
 
@@ -809,17 +814,17 @@ class DebugTarget:
             raise RelayishError(str(e)) from None
 
 
-def debug_target(path, data, grad=False):
+def debug_target(path, data, grad=False, raw=False):
     """The DebugTarget of a file and JSON arguments (`relayish debug`, DAP's `launch`): the
     file read and type-checked, each argument converted to its @main parameter's type; with
-    grad=True the program is rl.gradient of @main (same arguments)."""
+    grad=True the program is rl.gradient of @main (same arguments), optimized unless raw."""
     try:
-        return _debug_target(path, data, grad)
+        return _debug_target(path, data, grad, raw)
     except CommandError as e:               # the front ends report relayish errors
         raise RelayishError(str(e)) from None
 
 
-def _debug_target(path, data, grad):
+def _debug_target(path, data, grad, raw=False):
     from relayish.ad import api
     mod, main = _main_function(_load(path))
     ftype = main.checked_type
@@ -833,10 +838,10 @@ def _debug_target(path, data, grad):
                                f"them: {_excerpt(json.dumps(value))}")
         _check_tensor_param(param, t, what)
         values.append(tensor_value(value, t, f"{what} ({_param_text(param, t)})"))
-    # the debugger places a gradient program's bindings in its text as `relayish grad --raw`
-    # prints it, and each generated binding at the primal line it comes from (Position.origin):
-    # the raw transform, whose bindings all have one
-    program = api.gradient(mod, optimize=False) if grad else mod
+    # the debugger places a gradient program's bindings in its text as `relayish grad [--raw]`
+    # prints it, and each generated binding at the primal line it comes from (Position.origin;
+    # the passes keep those positions on what they rewrite)
+    program = api.gradient(mod, optimize=not raw) if grad else mod
     return DebugTarget(path, program, values, grad)
 
 

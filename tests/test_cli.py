@@ -155,6 +155,11 @@ def test_grad_prints_the_optimized_program_and_raw_the_transform(capsys, program
     np.testing.assert_array_equal(dx, dx_raw)
 
 
+def test_debug_raw_needs_grad(capsys, program):
+    code, out, err = run_main(capsys, "debug", program(SQUARE), "[1, 2]", "--raw")
+    assert code != 0 and "--raw goes with --grad" in err and "Traceback" not in err
+
+
 def test_opt_prints_the_optimized_module(capsys, program):
     path = program("def @double(%y: float64) -> float64 { %y * 2f64 }\n"
                    "def @main(%x: float64) -> float64 {\n"

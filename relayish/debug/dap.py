@@ -3,15 +3,16 @@
     serve(instream, outstream, load)    answer requests until `disconnect` or the end of input
 
 The wire format is DAP's: each message is `Content-Length: N\\r\\n\\r\\n` and N bytes of UTF-8
-JSON (https://microsoft.github.io/debug-adapter-protocol/). `load(program, args, grad)` is the
-command line's loader (relayish/cli.py `debug_target`): it reads and type-checks the file,
+JSON (https://microsoft.github.io/debug-adapter-protocol/). `load(program, args, grad, raw)` is
+the command line's loader (relayish/cli.py `debug_target`): it reads and type-checks the file,
 converts the JSON arguments to @main's parameter types and returns a DebugTarget; taking it as
 an argument keeps this module below the command line in the import graph.
 
 The session, as VS Code runs it:
 
     initialize          -> the capabilities below
-    launch              -> {program, args: [JSON value per parameter], stopOnEntry, grad,
+    launch              -> {program, args: [JSON value per parameter], stopOnEntry, grad
+                           (the optimized gradient of @main; with raw, as AD builds it),
                            noDebug (run to the end, past any breakpoint)}
                            the program is loaded now; then the `initialized` event (sent after
                            launch, so that breakpoints are checked against a loaded program)
@@ -349,7 +350,8 @@ class Session:
         if not isinstance(call_args, list):
             raise RequestError("launch: `args` must be a list with one JSON value per "
                                f"parameter of @main, got {json.dumps(call_args)}")
-        self.target = self.load(program, call_args, bool(args.get("grad", False)))
+        self.target = self.load(program, call_args, bool(args.get("grad", False)),
+                                bool(args.get("raw", False)))
         self.dbg = self.target.debugger()
         self.stop_on_entry = bool(args.get("stopOnEntry", False))
         # "Run Without Debugging": the program runs to its end, past every breakpoint

@@ -223,8 +223,11 @@ def test_a_function_breakpoint_stops_at_each_call(program, terminal):
     assert code == 0
 
 
-def test_the_gradient_program(program, terminal):
-    t = terminal(program, "[1.5, 2]", "--grad")
+@pytest.mark.parametrize("raw", [True, False])
+def test_the_gradient_program(program, terminal, raw):
+    # --grad: the optimized gradient (the passes keep each binding's primal line); --raw: the
+    # transform as built
+    t = terminal(program, "[1.5, 2]", "--grad", *(["--raw"] if raw else []))
     assert "(gradient)" in t.banner and "[primal step of line" in t.banner
     listing = t.send("l")
     assert "->" in listing
