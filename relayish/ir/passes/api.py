@@ -13,6 +13,13 @@ Each name is a Pass object: call it (`rl.passes.dead_code(f)`) or list it in
 FromANF) make more instances, and `Effects` is the effect analysis the passes read. Inlining
 and partial evaluation are issue 13's later work (notes/passes.md).
 Write your own with `rl.Pass` or `rl.FunctionPass`.
+
+Gradient checkpointing is not listed here: it is `checkpoint=` on rl.gradient, rl.grad,
+rl.value_and_grad and rl.vjp (ad/checkpoint*.py). What it changes is which forward values a
+*gradient* program keeps, so it needs AD; a Pass maps a program to an equal program and runs
+before AD sees it, and no marking of steps would survive as less memory unless reverse AD
+itself learned a "recompute this" marker. Its IR half, cutting a let-chain into steps and the
+revolve schedules, is ir/passes/checkpoint.py (step_chain, schedule). notes/passes.md says why.
 """
 from relayish.ir.passes.anf import FromANF, ToANF
 from relayish.ir.passes.cse import CSE

@@ -180,7 +180,7 @@ def test_recompute_count():
 
 def peak_bytes(prog, *args):
     """tracemalloc's peak over one run of the compiled @main (compiled by a first run; called
-    directly: rl.evaluate's cache check copies the module's global table on every call)."""
+    directly, so that only the program's own allocations count)."""
     from relayish.backend.interp.api import _compile_module
     run = _compile_module(prog if isinstance(prog, rl.Module) else rl.Module.from_expr(prog))
     run(*args)
