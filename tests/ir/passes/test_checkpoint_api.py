@@ -109,7 +109,7 @@ def close(got, want):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("spec, argnums", zip(SPECS, [0, 2, (0, 1), (2, 0, 2)]))
+@pytest.mark.parametrize("spec, argnums", list(zip(SPECS, [0, 2, (0, 1), (2, 0, 2)])))
 def test_grad_and_value_and_grad_with_checkpoint(spec, argnums):
     f = chain3(12)
     for transform in (rl.grad, rl.value_and_grad):
