@@ -325,6 +325,11 @@ class BatchedJaxFunction:
         # selected (joins.py) computes the same with unbatched weights (notes/batching.md)
         self.run_one.select_joins = True
         self.uses_x64 = self.run_one.uses_x64
+        refs = [n for n, t in zip(vf.names, vf.types) if _holds_function_or_ref(t)]
+        if refs:
+            raise CompileError(f"rl.vmap({vf.name}) on the jax backend takes no function or "
+                               f"reference arguments ({', '.join(refs)}); use rl.evaluate(vf, "
+                               "...) or rl.compile(vf, backend=\"interpreter\")")
         # ADT arguments: node tables (issue 17), stacked over the batch
         self.tables = {}
         specs = self.run_one.node_tables()
@@ -357,6 +362,7 @@ class BatchedJaxFunction:
             kwargs["out_shardings"] = NamedSharding(self.mesh, PartitionSpec("batch"))
         self._jitted = jax.jit(jax.vmap(self._one, in_axes=vf.in_axes, out_axes=0), **kwargs)
         self._seen = set()           # argument signatures already traced
+        self._fault_messages = []    # the texts of f's run-time checks (set by its trace)
         self._checked = set()        # ((shape, dtype) per argument) of array calls that passed
         self._array_class = type(jax.numpy.zeros(()))
 
@@ -392,13 +398,16 @@ class BatchedJaxFunction:
         return out
 
     def _one(self, *args):
-        """f on one example (under jax.vmap): a node table's leaves become its NodeTable."""
+        """f on one example (under jax.vmap): (its result, its run-time check flags); a node
+        table's leaves become its NodeTable."""
+        import jax.numpy as jnp
         if self.tables:
             from relayish.backend.jax.dynamic_tables import NodeTable
             args = list(args)
             for k, spec in self.tables.items():
                 args[k] = NodeTable(spec, int(args[k][0].shape[0]), None, list(args[k]))
-        return self.run_one(*args)
+        out, flags, self._fault_messages = self.run_one.call_in_trace(*args)
+        return out, jnp.zeros((0,), bool) if flags is None else flags
 
     def _table_leaves(self, k, spec, value):
         """The node-table leaves of parameter k's argument: one table, or (batched) the tables
@@ -417,8 +426,17 @@ class BatchedJaxFunction:
         if self.uses_x64:
             import jax
             with jax.enable_x64(True):
-                return self._jitted(*values)
-        return self._jitted(*values)
+                out, flags = self._jitted(*values)
+        else:
+            out, flags = self._jitted(*values)
+        if flags.shape[-1]:              # run-time checks (a loop's capacity), per example
+            failed = np.asarray(flags)
+            if failed.any():
+                raise EvaluationError("; ".join(
+                    f"example {i} of rl.vmap({self.vf.name}): " + "; ".join(
+                        m for m, f in zip(self._fault_messages, row) if f)
+                    for i, row in enumerate(failed) if row.any()))
+        return out
 
     @property
     def trace_count(self):

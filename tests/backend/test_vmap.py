@@ -242,6 +242,8 @@ def test_unbatchable_parameters_and_results():
     vf = rl.vmap(rl.Function([g, x], g(x)), in_axes=(None, 0))      # unbatched: fine
     np.testing.assert_allclose(rl.evaluate(vf, lambda v: v * 2.0, np.arange(3.0)),
                                [0.0, 2.0, 4.0])
+    with pytest.raises(CompileError, match=r"takes no function or reference arguments \(%g\)"):
+        rl.compile(vf)
     r = rl.var("r", type=rl.RefType(rl.TensorType((), F64)))
     with pytest.raises(TypeCheckError, match="%r: ref"):
         rl.vmap(rl.Function([r, x], x), in_axes=(0, 0))

@@ -80,3 +80,25 @@ def test_one_tree_shared_by_the_batch(model):
     tree = to_value(mod, random_tree(np.random.default_rng(4), 5, DIMS["vocab"]))
     ys = np.arange(3, dtype=np.int32)
     close(rl.compile(vf)(*params, tree, ys), rl.evaluate(vf, *params, tree, ys), 1e-5)
+
+
+HALVE = """
+def @loop(%x: Tensor[(3), float32], %eps: float32) -> Tensor[(3), float32] {
+  if (sum(%x * %x) > %eps) { @loop(%x * 0.5f, %eps) } else { %x }
+}
+def @main(%x: Tensor[(3), float32]) -> Tensor[(3), float32] { @loop(%x, 0.01f) }
+"""
+
+
+def test_a_traced_condition_loop_runs_until_every_example_is_done():
+    vf = rl.vmap(rl.infer_type(rl.parse(HALVE)))
+    xs = np.array([[0.001] * 3, [1.0] * 3, [10.0] * 3, [1e6] * 3], np.float32)   # 0-27 steps
+    run = rl.compile(vf)
+    np.testing.assert_allclose(run(xs), rl.evaluate(vf, xs), rtol=1e-6)
+    assert run.trace_count == 1
+    # a loop's step capacity is checked per example after the batched run
+    run = rl.compile(vf, capacity={"steps": 5})
+    np.testing.assert_allclose(run(xs[:1]), xs[:1])
+    with pytest.raises(EvaluationError, match=r"^example 2 of rl.vmap\(@main\): @loop ran more "
+                                              r"than 5 iterations"):
+        run(np.array([[0.001] * 3, [0.1] * 3, [1e6] * 3], np.float32))

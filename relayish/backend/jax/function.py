@@ -150,6 +150,26 @@ class JaxFunction:
             refs[k].value = decode(desc, content, refs, entry)
         return out if entry.pure else decode(entry.out_desc, out, refs, entry)
 
+    def call_in_trace(self, *args):
+        """run(*args) from inside another jax trace (rl.vmap's jax.vmap of this program,
+        backend/batching.py): (result, flags, messages), the run-time checks (a loop's
+        capacity) returned rather than raised: `flags` a bool vector of that trace (None when
+        the program has no checks), `messages` their texts, for the caller to check after its
+        own run. A program that writes its reference arguments is a CompileError here."""
+        leaves, key, tree, refs = self._flatten_args(args)
+        entry = self._entry(key, tree, len(leaves), refs)
+        if not entry.traced:
+            run_deep(self._ensure_traced, entry, leaves)
+        outcome, flags = entry.jitted(*leaves), None
+        if entry.faults:
+            outcome, flags = outcome
+        if entry.written:
+            raise CompileError("a program that writes its reference arguments cannot run "
+                               "inside another trace (rl.vmap); use rl.evaluate")
+        out, _ = _with_writes_unchecked(entry, outcome)
+        return (out if entry.pure else decode(entry.out_desc, out, refs, entry),
+                flags, list(entry.faults))
+
     def _install_fast_path(self, entry, key):
         if key != () or self._tensor_sig is None or entry.written or entry.faults:
             return
