@@ -279,9 +279,9 @@ class TailLoop:
 
 
 def _tail_calls(name, body):
-    """How many calls of @name are in tail position of `body` (a loop over tail positions:
-    let bodies, if branches, match clauses), or None when one is not a plain call."""
-    count, stack = 0, [body]
+    """(calls of @name, other results) among the tail positions of `body` (a loop over them:
+    let bodies, if branches, match clauses)."""
+    calls, exits, stack = 0, 0, [body]
     while stack:
         e = stack.pop()
         while isinstance(e, Let):
@@ -291,13 +291,16 @@ def _tail_calls(name, body):
         elif isinstance(e, Match):
             stack.extend(c.rhs for c in e.clauses)
         elif isinstance(e, Call) and isinstance(e.op, GlobalVar) and e.op.name_hint == name:
-            count += 1
-    return count
+            calls += 1
+        else:
+            exits += 1
+    return calls, exits
 
 
 def find_tail_loops(mod):
     """{Function: TailLoop} of the module's globals whose recursion is all tail calls of
-    themselves (`@loop(x) = if |x| > eps { @loop(step(x)) } else { x }`), with a result of
+    themselves (`@loop(x) = if |x| > eps { @loop(step(x)) } else { x }`) and that have a
+    tail position returning something else (an exit), with a result of
     tensors and tuples: compiled as a lax.while_loop when called with traced arguments
     (dynamic_tail.py); no mutual recursion."""
     if mod is None:
@@ -307,7 +310,9 @@ def find_tail_loops(mod):
     for gv, func in mod.functions.items():
         name = gv.name_hint
         uses = _global_uses(func.body, name)
-        if not uses or _tail_calls(name, func.body) != uses:
+        calls, exits = _tail_calls(name, func.body)
+        # no exit (`f(x) = f(x + 1)`): it never ends; the trace's bounds report it (limits.py)
+        if not uses or calls != uses or not exits:
             continue
         if any(callee != name and name in graph.reachable(callee)
                for callee in graph.callees.get(name, ())):

@@ -17,10 +17,12 @@ sets a flag the host turns into an EvaluationError naming the function and the b
 silent result.
 
 Called with trace-time constant arguments the recursion unrolls as before (its depth is known
-when tracing; small static loops stay unrolled). Not compiled as a loop (a CompileError or the
-unrolled path, named): arguments other than tensors and tuples of them (reverse AD's lifted
-arguments hold references: the gradient of such a loop is not compiled as a loop yet), writes
-to references made outside the loop, a call inside another such loop or a fold's iteration.
+when tracing; small static loops stay unrolled), and so do arguments other than tensors and
+tuples of them (a Nat counter; reverse AD's lifted arguments hold references: the gradient of
+such a loop is not compiled as a loop yet and ends in limits.py's CompileError, as before). A
+function whose every tail position calls itself never ends and is not a loop either. Writes to
+references made outside the loop, and such a loop inside another loop or under a traced if,
+are CompileErrors naming the function.
 """
 from __future__ import annotations
 
@@ -71,13 +73,13 @@ def tail_call(ev, loop, callee, args):
         ev.write(active.nxt, tuple(_tmap(lambda v, o: _cast(v, o), a, o)
                                    for a, o in zip(args, active.nxt.value)))
         return _zeros(loop.ret)
-    if not any(is_traced(x) for a in args if _is_tree(a) for x in _leaves(a, [])):
-        return None                                   # constants: unrolls at trace time
+    # constants unroll at trace time; so do arguments other than tensors (a Nat counter, the
+    # references of reverse AD's lifted arguments: a loop carrying them is not compiled yet,
+    # and a traced condition then ends in limits.py's CompileError, as before)
+    if not all(_is_tree(a) for a in args) or \
+            not any(is_traced(x) for a in args for x in _leaves(a, [])):
+        return None
     name = closure_name(callee)
-    if not all(_is_tree(a) for a in args):
-        raise CompileError(f"{name} recurses under a traced condition and takes arguments "
-                           "other than tensors (references: reverse AD's lifted arguments?); "
-                           "such a loop is not compiled as a loop yet: use rl.evaluate")
     if active is not None or ev.loop is not None or ev.join_depth:
         raise CompileError(f"{name}: a loop whose trip count is traced inside another loop or "
                            "under a traced if is not compiled as a loop yet; use rl.evaluate")
