@@ -45,9 +45,10 @@ from relayish.ir.expr import (Call, Clause, Function, GlobalVar, Match, PatternC
                               PatternVar, Var)
 from relayish.ir.module import Module
 from relayish.ir.types import TensorType, TupleType, is_tensor_tree
-from relayish.ir.visitor import ExprMutator, let_chain
-from relayish.ad.checkpoint_loop import (_is_adt, _program as tail_program, _tup, _walk_calls,
-                                         _without, list_helpers)
+from relayish.ir.visitor import let_chain
+from relayish.ad.checkpoint_loop import (Replace, _is_adt, _program as tail_program, _tup,
+                                         _walk_calls, _without, list_helpers, reads_rest,
+                                         rest_read_reason)
 
 __all__ = ["checkpointed_module"]
 
@@ -138,6 +139,8 @@ class _Foldr:
             raise self.refuse("the recursive call must pass the rest of the list (the "
                               "constructor's recursive field) in the list parameter's place")
         self.tail_field = tail
+        if reads_rest(step.rhs, call, self.li, step.lhs.patterns[tail].var):
+            raise self.refuse(rest_read_reason())
         self.fixed = [i for i in range(len(main.params)) if i != self.li]
         for i in self.fixed:
             p = main.params[i]
@@ -171,7 +174,7 @@ class _Foldr:
         run_params = [params[self.li], r] + [params[i] for i in self.fixed]
         again = Call(GlobalVar("ck_run"), [self.call.args[self.li], r] +
                      [params[i] for i in self.fixed])
-        rhs = _Replace(self.call, again).visit(self.step.rhs)
+        rhs = Replace(self.call, again).visit(self.step.rhs)
         return Function(run_params, Match(params[self.li], [
             Clause(self.step.lhs, rhs), Clause(self.base.lhs, r)]), self.ret)
 
@@ -285,16 +288,3 @@ def _add(a, b, t) -> str:
     if isinstance(t, TupleType):
         return _tup([_add(f"{a}.{i}", f"{b}.{i}", f) for i, f in enumerate(t.fields)])
     return f"{a} + {b}"
-
-
-class _Replace(ExprMutator):
-    """The one call of @main, by identity, replaced."""
-
-    def __init__(self, target, new):
-        super().__init__()
-        self.target, self.new = target, new
-
-    def visit_Call(self, e):
-        if e is self.target:
-            return self.new
-        return super().visit_Call(e)

@@ -140,6 +140,8 @@ class _Loop:
             raise self.refuse("the recursive call must pass the rest of the list (the "
                               "constructor's recursive field) in the loop parameter's place")
         self.tail_field = tail_field
+        if reads_rest(step.rhs, call, self.li, step.lhs.patterns[tail_field].var):
+            raise self.refuse(rest_read_reason())
         self.changing, self.fixed = [], []
         for i, (p, a) in enumerate(zip(main.params, call.args)):
             if i == self.li:
@@ -326,6 +328,33 @@ def _walk_calls(expr) -> list:
     from relayish.ir.analysis import walk
     return [n for n in walk(expr) if isinstance(n, Call) and isinstance(n.op, GlobalVar)
             and n.op.name_hint == "main"]
+
+
+def reads_rest(rhs, call, li, tail) -> bool:
+    """Whether the recursive clause `rhs` reads the rest of the list `tail` other than as the
+    list argument (index li) of the recursive `call`. A chunk runs the recursion over
+    @ck_take(l, k), whose last cell's rest is Nil, not the real rest: such a read would see
+    the cut."""
+    stripped = Call(call.op, [a for i, a in enumerate(call.args) if i != li])
+    return any(v is tail for v in free_vars(Replace(call, stripped).visit(rhs)))
+
+
+def rest_read_reason() -> str:
+    return ("the recursive clause reads the rest of the list other than by passing it to "
+            "@main (a chunk of k elements would see its end as the list's)")
+
+
+class Replace(ExprMutator):
+    """One node, by identity, replaced."""
+
+    def __init__(self, target, new):
+        super().__init__()
+        self.target, self.new = target, new
+
+    def visit_Call(self, e):
+        if e is self.target:
+            return self.new
+        return super().visit_Call(e)
 
 
 class _Retarget(ExprMutator):

@@ -164,3 +164,12 @@ def test_foldr_refused():
         rl.gradient(module(h * rl.Call(main, [xs, w])), checkpoint=2)
     with pytest.raises(GradientError, match="positive int k"):
         rl.gradient(module(h * rl.Call(main, [t, w])), checkpoint="sqrt")
+    # reading the rest of the list (its head here): a chunk's last cell would see Nil there
+    h2, t2 = rl.var("h2", type=T), rl.var("t2", type=LT)
+    head = rl.Match(t, [
+        rl.Clause(rl.PatternConstructor(p.Cons, [rl.PatternVar(h2), rl.PatternVar(t2)]), h2),
+        rl.Clause(rl.PatternConstructor(p.Nil, []), rl.const(1.0, F))])
+    for rhs in (h * head + rl.Call(main, [t, w]) * w,         # a foldr
+                rl.Call(main, [t, w * head])):                # a tail recursion
+        with pytest.raises(GradientError, match="reads the rest of the list"):
+            rl.gradient(module(rhs), checkpoint=2)
