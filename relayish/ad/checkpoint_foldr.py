@@ -44,11 +44,12 @@ from relayish.ir.analysis import free_vars, walk
 from relayish.ir.expr import (Call, Clause, Function, GlobalVar, Match, PatternConstructor,
                               PatternVar, Var)
 from relayish.ir.module import Module
-from relayish.ir.types import TensorType, TupleType, is_tensor_tree
+from relayish.ir.types import is_tensor_tree
 from relayish.ir.visitor import let_chain
-from relayish.ad.checkpoint_loop import (Replace, _is_adt, _program as tail_program, _tup,
-                                         _walk_calls, _without, list_helpers, reads_rest,
-                                         rest_read_reason)
+from relayish.ad.checkpoint_loop import (HELPERS, Replace, _is_adt, _program as tail_program,
+                                         _tup, _walk_calls, _without, add_text, check_chunk,
+                                         chunk_text, list_helpers, reads_rest, rest_read_reason,
+                                         zeros_text)
 
 __all__ = ["checkpointed_module"]
 
@@ -57,9 +58,7 @@ def checkpointed_module(mod, k, as_vjp, vjp, gradient):
     """The checkpointed gradient (or vjp, `as_vjp`) Module of a type-checked Module whose @main
     is a recursion over a list or Nat: a tail recursion (checkpoint_loop.py) or a foldr (here).
     `vjp`, `gradient`: the AD entry points (api.py's)."""
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise GradientError(f"checkpoint= for a loop over a list or Nat takes a positive int k "
-                            f"(iterations a chunk); got {k!r}")
+    check_chunk(k)
     if not _is_foldr(mod["main"]):
         return tail_program(mod, k, vjp, gradient, as_vjp)
     return _program(_Foldr(mod), mod, k, vjp, gradient, as_vjp)
@@ -98,7 +97,7 @@ def _program(loop, mod, k, vjp, gradient, as_vjp):
         if func is not None:
             out[name] = func
     for gv, func in first.functions.items():
-        if gv.name_hint in ("ck_take", "ck_drop", "ck_append", "ck_run"):
+        if gv.name_hint in HELPERS + ("ck_run",):
             out[gv] = func
     second = parse(astext(out) + "\n" + loop.driver_text(k, as_vjp))
     final = _without(second, "ck_main")
@@ -206,42 +205,42 @@ class _Foldr:
         x = [f"%x{i}" for i in range(len(params))]
         xl, xc = x[self.li], [x[i] for i in self.fixed]
         xcargs = "".join(", " + v for v in xc)
-        zeros = _tup([_zeros(v, t) for v, t in zip(xc, ctypes)])
-        summed = _tup([_add(f"%gc.{i}", f"%d.{2 + i}", t) for i, t in enumerate(ctypes)])
+        zeros = _tup([zeros_text(v, t) for v, t in zip(xc, ctypes)])
+        summed = _tup([add_text(f"%gc.{i}", f"%d.{2 + i}", t) for i, t in enumerate(ctypes)])
         grads = [None] * len(params)
         grads[self.li] = f"@ck_concat(%b.0, {bc}())"
         for i, (j, t) in enumerate(zip(self.fixed, ctypes)):
-            grads[j] = _add(f"%b.2.{i}", f"%e.{i}", t)
+            grads[j] = add_text(f"%b.2.{i}", f"%e.{i}", t)
         dt = _tup([lt, rt] + [str(t) for t in ctypes])          # what @ck_run's vjp gives
         text = f"""
 type ck_lists {{ ck_lcons({lt}, ck_lists), ck_lnil }}
 type ck_stack {{ ck_push({lt}, {rt}, ck_stack), ck_bottom }}
 type ck_glist {{ ck_gcons({lt}, ck_glist), ck_gnil }}
 
-def @ck_split(%l: {lt}, %acc: ck_lists) -> ck_lists {{
-  match (%l) {{ {bc} => %acc, _ => @ck_split(@ck_drop(%l, {k}), ck_lcons(%l, %acc)) }}
+def @ck_split(%l: {lt}, %k: int32, %acc: ck_lists) -> ck_lists {{
+  match (%l) {{ {bc} => %acc, _ => @ck_split(@ck_drop(%l, %k), %k, ck_lcons(%l, %acc)) }}
 }}
 
-def @ck_fwd(%ls: ck_lists, %r: {rt}{cparams}, %acc: ck_stack) -> ({rt}, ck_stack) {{
+def @ck_fwd(%ls: ck_lists, %r: {rt}{cparams}, %k: int32, %acc: ck_stack) -> ({rt}, ck_stack) {{
   match (%ls) {{
     ck_lcons(%l, %rest) =>
-      @ck_fwd(%rest, @ck_run(@ck_take(%l, {k}), %r{cargs}){cargs}, ck_push(%l, %r, %acc)),
+      @ck_fwd(%rest, @ck_run(@ck_take(%l, %k), %r{cargs}){cargs}, %k, ck_push(%l, %r, %acc)),
     ck_lnil => (%r, %acc)
   }}
 }}
 
-def @ck_back(%stack: ck_stack{cparams}, %g: {rt}, %gc: {ft}, %gl: ck_glist)
+def @ck_back(%stack: ck_stack{cparams}, %k: int32, %g: {rt}, %gc: {ft}, %gl: ck_glist)
     -> (ck_glist, {rt}, {ft}) {{
   match (%stack) {{
-    ck_push(%l, %r, %rest) => @ck_back_chunk(%rest{cargs}, %gc, %gl,
-        @ck_vjp_run(@ck_take(%l, {k}), %r{cargs}).1(%g)),
+    ck_push(%l, %r, %rest) => @ck_back_chunk(%rest{cargs}, %k, %gc, %gl,
+        @ck_vjp_run(@ck_take(%l, %k), %r{cargs}).1(%g)),
     ck_bottom => (%gl, %g, %gc)
   }}
 }}
 
-def @ck_back_chunk(%rest: ck_stack{cparams}, %gc: {ft}, %gl: ck_glist, %d: {dt})
+def @ck_back_chunk(%rest: ck_stack{cparams}, %k: int32, %gc: {ft}, %gl: ck_glist, %d: {dt})
     -> (ck_glist, {rt}, {ft}) {{
-  @ck_back(%rest{cargs}, %d.1, {summed}, ck_gcons(%d.0, %gl))
+  @ck_back(%rest{cargs}, %k, %d.1, {summed}, ck_gcons(%d.0, %gl))
 }}
 
 def @ck_concat(%gl: ck_glist, %acc: {lt}) -> {lt} {{
@@ -250,11 +249,12 @@ def @ck_concat(%gl: ck_glist, %acc: {lt}) -> {lt} {{
 """
         head = f"""def @ck_main({", ".join(f"{v}: {params[i].checked_type}"
                                           for i, v in enumerate(x))})"""
-        fwd = f"""let %i = @ck_init_vjp({", ".join(xc)});
-  let %f = @ck_fwd(@ck_split({xl}, ck_lnil()), %i.0{xcargs}, ck_bottom());"""
+        fwd = f"""let %k = {chunk_text(k, xl)};
+  let %i = @ck_init_vjp({", ".join(xc)});
+  let %f = @ck_fwd(@ck_split({xl}, %k, ck_lnil()), %i.0{xcargs}, %k, ck_bottom());"""
 
         def back(g):
-            return f"""let %b = @ck_back(%f.1{xcargs}, {g}, {zeros}, ck_gnil());
+            return f"""let %b = @ck_back(%f.1{xcargs}, %k, {g}, {zeros}, ck_gnil());
     let %e = %i.1(%b.1);"""
         if as_vjp:
             return text + f"""
@@ -274,17 +274,3 @@ def @ck_concat(%gl: ck_glist, %acc: {lt}) -> {lt} {{
   (%y.0, {_tup(grads)})
 }}
 """
-
-
-def _zeros(expr, t) -> str:
-    """Text of zeros of type t (a tensor or a tuple of them) shaped like `expr`."""
-    if isinstance(t, TensorType):
-        return f"zeros_like({expr})"
-    return _tup([_zeros(f"{expr}.{i}", f) for i, f in enumerate(t.fields)])
-
-
-def _add(a, b, t) -> str:
-    """Text of a + b for values of type t (a tensor or a tuple of them)."""
-    if isinstance(t, TupleType):
-        return _tup([_add(f"{a}.{i}", f"{b}.{i}", f) for i, f in enumerate(t.fields)])
-    return f"{a} + {b}"

@@ -27,8 +27,10 @@ each iteration runs twice (once plain, once in its chunk's vjp). The output is a
 module (type-checks, prints, parses, differentiates again); its gradient values and type are
 rl.gradient's. rl.vjp(mod, checkpoint=k): the same forward, then (the result, a
 backpropagator) whose calls run @ck_back from the vjp of the Nil clause's value (the closure
-holds the stack; each call pops its own copy of it). "sqrt" is not known before the list is: pass k (the binomial schedule needs the
-length before the loop runs, so loops take only k).
+holds the stack; each call pops its own copy of it). checkpoint="sqrt": k = ceil(sqrt(n)),
+n found by one more walk down the list when the program runs (@ck_sqrt_len; k is an argument
+of the driver functions). The binomial schedule ("revolve") would need the whole schedule
+before the loop runs: loops take k or "sqrt".
 
 The helpers are written as relayish text (types printed by their printer) and the module is
 parsed back with them: the user's ADT definitions come through the same text.
@@ -40,7 +42,7 @@ from relayish.ir.analysis import free_vars
 from relayish.ir.expr import (Call, Clause, Function, GlobalVar, Match, PatternConstructor,
                               PatternVar, Tuple)
 from relayish.ir.module import Module
-from relayish.ir.types import is_tensor_tree
+from relayish.ir.types import TupleType, is_tensor_tree
 from relayish.ir.visitor import ExprMutator, let_chain
 
 __all__ = ["checkpointed_loop_gradient", "checkpointed_loop_vjp"]
@@ -62,9 +64,7 @@ def checkpointed_loop_vjp(mod, k, vjp, gradient):
 def _program(mod, k, vjp, gradient, as_vjp):
     from relayish.ir.text.parser import parse
     from relayish.ir.text.printer import astext
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise GradientError(f"checkpoint= for a loop over a list or Nat takes a positive int k "
-                            f"(iterations a chunk); got {k!r}")
+    check_chunk(k)
     loop = _Loop(mod)
     src = mod.copy()
     src["ck_run"] = loop.run_function()
@@ -84,12 +84,25 @@ def _program(mod, k, vjp, gradient, as_vjp):
         raise GradientError("checkpoint=: the loop's result needs a module to differentiate")
     out["ck_result_vjp" if as_vjp else "ck_result_grad"] = result_grad
     for gv, func in first.functions.items():
-        if gv.name_hint in ("ck_take", "ck_drop", "ck_append"):
+        if gv.name_hint in HELPERS:
             out[gv] = func
     second = parse(astext(out) + "\n" + driver)
     final = _without(second, "ck_main")
     final["main"] = second["ck_main"]
     return final
+
+
+def check_chunk(k):
+    """A loop's `checkpoint=`: a positive int k, or "sqrt" (k = ceil(sqrt(n)) for the list's
+    length n, found when the program runs: one more walk down the list)."""
+    if k != "sqrt" and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
+        raise GradientError(f"checkpoint= for a loop over a list or Nat takes a positive int k "
+                            f"(iterations a chunk) or \"sqrt\"; got {k!r}")
+
+
+def chunk_text(k, lst) -> str:
+    """The text of k for the list `lst` (text): the int, or ceil(sqrt(length)) computed."""
+    return str(k) if k != "sqrt" else f"@ck_sqrt_len({lst})"
 
 
 def _without(mod, name) -> Module:
@@ -208,12 +221,12 @@ class _Loop:
         sparams = "".join(f", {v}: {types[j]}" for v, j in zip(sv, ch))
         cparams = "".join(f", {v}: {types[j]}" for v, j in zip(cv, fx))
         cargs = "".join(", " + v for v in cv)
-        take = f"@ck_take(%l, {k})"
+        take = "@ck_take(%l, %k)"
         lists = f"""
 type ck_stack {{ ck_push({lt}, {st}, ck_stack), ck_bottom }}
 """ + list_helpers(self.step_ctor, self.tail_field, self.base_ctor, lt)
         x = [f"%{p.name_hint}" for p in params]
-        if len(set(x)) < len(x) or set(x) & {"%f", "%y", "%b", "%d", "%ct"}:
+        if len(set(x)) < len(x) or set(x) & {"%f", "%y", "%b", "%d", "%ct", "%k"}:
             x = [f"%x{i}" for i in range(len(params))]     # the names would clash
         grads = [None] * len(params)
         grads[self.li] = "%b.0"
@@ -223,37 +236,41 @@ type ck_stack {{ ck_push({lt}, {st}, ck_stack), ck_bottom }}
             grads[j] = f"%b.2.{i}"
         dt = _tup([lt] + [types[j] for j in ch + fx])     # what @ck_run's vjp gives back
         driver = f"""
-def @ck_fwd(%l: {lt}{sparams}{cparams}, %acc: ck_stack) -> ({st}, ck_stack) {{
+def @ck_fwd(%l: {lt}{sparams}{cparams}, %k: int32, %acc: ck_stack) -> ({st}, ck_stack) {{
   match (%l) {{
     {bc} => ({_tup(sv)}, %acc),
-    _ => @ck_fwd_chunk(%l, @ck_run({ordered(take, sv, cv)}){cargs}, ck_push(%l, {_tup(sv)}, %acc))
+    _ => @ck_fwd_chunk(%l, @ck_run({ordered(take, sv, cv)}){cargs}, %k,
+                       ck_push(%l, {_tup(sv)}, %acc))
   }}
 }}
 
-def @ck_fwd_chunk(%l: {lt}, %n: {st}{cparams}, %acc: ck_stack) -> ({st}, ck_stack) {{
-  @ck_fwd(@ck_drop(%l, {k}){"".join(", " + v for v in proj("%n", range(ns)))}{cargs}, %acc)
+def @ck_fwd_chunk(%l: {lt}, %n: {st}{cparams}, %k: int32, %acc: ck_stack) -> ({st}, ck_stack) {{
+  @ck_fwd(@ck_drop(%l, %k){"".join(", " + v for v in proj("%n", range(ns)))}{cargs}, %k, %acc)
 }}
 
-def @ck_back(%stack: ck_stack{cparams}, %g: {st}, %gc: {ft}, %gl: {lt}) -> ({lt}, {st}, {ft}) {{
+def @ck_back(%stack: ck_stack{cparams}, %k: int32, %g: {st}, %gc: {ft}, %gl: {lt})
+    -> ({lt}, {st}, {ft}) {{
   match (%stack) {{
-    ck_push(%l, %s, %rest) => @ck_back_chunk(%rest{cargs}, %gc, %gl,
+    ck_push(%l, %s, %rest) => @ck_back_chunk(%rest{cargs}, %k, %gc, %gl,
         @ck_vjp_run({ordered(take, proj("%s", range(ns)), cv)}).1(%g)),
     ck_bottom => (%gl, %g, %gc)
   }}
 }}
 
-def @ck_back_chunk(%rest: ck_stack{cparams}, %gc: {ft}, %gl: {lt}, %d: {dt})
+def @ck_back_chunk(%rest: ck_stack{cparams}, %k: int32, %gc: {ft}, %gl: {lt}, %d: {dt})
     -> ({lt}, {st}, {ft}) {{
-  @ck_back(%rest{cargs}, {_tup(proj("%d", range(1, ns + 1)))},
-           {_tup([f"%gc.{i} + %d.{1 + ns + i}" for i in range(nf)])}, @ck_append(%d.0, %gl))
+  @ck_back(%rest{cargs}, %k, {_tup(proj("%d", range(1, ns + 1)))},
+           {_tup([add_text(f"%gc.{i}", f"%d.{1 + ns + i}", params[j].checked_type)
+                  for i, j in enumerate(fx)])}, @ck_append(%d.0, %gl))
 }}
 
 """
-        fwd = f"""let %f = @ck_fwd({ordered_main(x, self.li, ch, fx)}, ck_bottom());"""
+        fwd = f"""let %k = {chunk_text(k, x[self.li])};
+  let %f = @ck_fwd({ordered_main(x, self.li, ch, fx)}, %k, ck_bottom());"""
         res = ", ".join(proj("%f.0", range(ns)) + [x[j] for j in fx])
 
         def back(d):
-            return f"""let %b = @ck_back(%f.1{"".join(", " + x[j] for j in fx)}, \
+            return f"""let %b = @ck_back(%f.1{"".join(", " + x[j] for j in fx)}, %k, \
 {_tup(proj(d, range(ns)))}, {_tup(proj(d, range(ns, ns + nf)))}, {bc}());"""
         head = f"""def @ck_main({", ".join(f"{v}: {t}" for v, t in zip(x, types))})"""
         if as_vjp:
@@ -281,9 +298,27 @@ def @ck_back_chunk(%rest: ck_stack{cparams}, %gc: {ft}, %gl: {lt}, %d: {dt})
         return lists, driver
 
 
+HELPERS = ("ck_take", "ck_drop", "ck_append", "ck_len", "ck_sqrt_len")
+
+
+def zeros_text(expr, t) -> str:
+    """Text of zeros of type t (a tensor or a tuple of them) shaped like `expr`."""
+    if isinstance(t, TupleType):
+        return _tup([zeros_text(f"{expr}.{i}", f) for i, f in enumerate(t.fields)])
+    return f"zeros_like({expr})"
+
+
+def add_text(a, b, t) -> str:
+    """Text of a + b for values of type t (a tensor or a tuple of them)."""
+    if isinstance(t, TupleType):
+        return _tup([add_text(f"{a}.{i}", f"{b}.{i}", f) for i, f in enumerate(t.fields)])
+    return f"{a} + {b}"
+
+
 def list_helpers(step_ctor, tail_field, base_ctor, lt) -> str:
-    """@ck_take(%l, %k), @ck_drop(%l, %k) and @ck_append(%a, %b) for the list type `lt` (text;
-    any ADT whose `step_ctor` has the recursive field `tail_field`: a List, a Nat)."""
+    """@ck_take(%l, %k), @ck_drop(%l, %k), @ck_append(%a, %b), @ck_len(%l, %n) and
+    @ck_sqrt_len(%l) (ceil(sqrt(length)), at least 1) for the list type `lt` (text; any ADT
+    whose `step_ctor` has the recursive field `tail_field`: a List, a Nat)."""
     sc, bc = step_ctor.name_hint, base_ctor.name_hint
     fields = [f"%f{i}" for i in range(len(step_ctor.inputs))]
     fields[tail_field] = "%t"
@@ -303,6 +338,14 @@ def @ck_drop(%l: {lt}, %k: int32) -> {lt} {{
 
 def @ck_append(%a: {lt}, %b: {lt}) -> {lt} {{
   match (%a) {{ {pat} => {rebuilt("@ck_append(%t, %b)")}, {bc} => %b }}
+}}
+
+def @ck_len(%l: {lt}, %n: int32) -> int32 {{
+  match (%l) {{ {pat} => @ck_len(%t, %n + 1), {bc} => %n }}
+}}
+
+def @ck_sqrt_len(%l: {lt}) -> int32 {{
+  cast(sqrt(cast(maximum(@ck_len(%l, 0) - 1, 0), dtype="float64")), dtype="int32") + 1
 }}
 """
 

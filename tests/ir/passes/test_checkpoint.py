@@ -309,7 +309,8 @@ def same_loop_gradient(mod, k, args):
     return ck
 
 
-@pytest.mark.parametrize("n, k", [(0, 3), (1, 3), (7, 3), (9, 3), (7, 1), (7, 50)])
+@pytest.mark.parametrize("n, k", [(0, 3), (1, 3), (7, 3), (9, 3), (7, 1), (7, 50), (0, "sqrt"),
+                                  (1, "sqrt"), (10, "sqrt")])
 def test_list_loop_same_gradient(n, k):
     mod = list_loop()
     same_loop_gradient(mod, k, loop_args(mod, n))
@@ -355,6 +356,7 @@ def test_list_loop_recompute_count_and_round_trip():
     assert evaluations(rl.gradient(mod), *args) == 10
     ck = rl.gradient(mod, checkpoint=3)
     assert evaluations(ck, *args) == 20          # once plain, once in its chunk's vjp
+    assert evaluations(rl.gradient(mod, checkpoint="sqrt"), *args) == 20
     rl.assert_structural_equal(rl.parse(rl.astext(ck)), ck)
 
 
@@ -379,7 +381,7 @@ def test_list_loop_gradient_differentiates_again():
 
 def test_loops_refused():
     with pytest.raises(GradientError, match="positive int k"):
-        rl.gradient(list_loop(), checkpoint="sqrt")
+        rl.gradient(list_loop(), checkpoint="revolve")
     # not a tail call (the recursion's result is used): a foldr, checkpointed since
     # (test_checkpoint_foldr.py); the same gradient here
     mod = rl.Module()

@@ -58,7 +58,8 @@ def same(mod, k, args, transform=rl.gradient, **kw):
     return ck
 
 
-@pytest.mark.parametrize("n, k", [(0, 3), (1, 3), (6, 3), (7, 3), (7, 1), (7, 50)])
+@pytest.mark.parametrize("n, k", [(0, 3), (1, 3), (6, 3), (7, 3), (7, 1), (7, 50), (0, "sqrt"),
+                                  (1, "sqrt"), (10, "sqrt")])
 def test_foldr_same_gradient(n, k):
     mod = foldr()
     same(mod, k, args_of(mod, n))
@@ -116,6 +117,7 @@ def test_foldr_recompute_count_and_round_trip():
     assert evaluations(rl.gradient(mod), *args) == 10
     ck = rl.gradient(mod, checkpoint=3)
     assert evaluations(ck, *args) == 20          # once plain, once in its chunk's vjp
+    assert evaluations(rl.gradient(mod, checkpoint="sqrt"), *args) == 20
     rl.assert_structural_equal(rl.parse(rl.astext(ck)), ck)
 
 
@@ -128,7 +130,7 @@ def test_foldr_live_memory_grows_as_sqrt():
         args = args_of(mod, n, d=1024)
         floor = n * 1024 * 8
         peaks[None, n] = peak_bytes(rl.gradient(mod), *args) - floor
-        peaks["ck", n] = peak_bytes(rl.gradient(mod, checkpoint=int(np.sqrt(n))), *args) - floor
+        peaks["ck", n] = peak_bytes(rl.gradient(mod, checkpoint="sqrt"), *args) - floor
     assert peaks[None, 256] > 3.5 * peaks[None, 64]
     assert peaks["ck", 256] < 2.8 * peaks["ck", 64]
     assert peaks["ck", 256] < 0.3 * peaks[None, 256]
@@ -162,8 +164,9 @@ def test_foldr_refused():
         rl.gradient(module(h * rl.Call(closure, [w])), checkpoint=2)
     with pytest.raises(GradientError, match="rest of the list"):
         rl.gradient(module(h * rl.Call(main, [xs, w])), checkpoint=2)
-    with pytest.raises(GradientError, match="positive int k"):
-        rl.gradient(module(h * rl.Call(main, [t, w])), checkpoint="sqrt")
+    for bad in ("revolve", 0, ("revolve", 2)):
+        with pytest.raises(GradientError, match="positive int k"):
+            rl.gradient(module(h * rl.Call(main, [t, w])), checkpoint=bad)
     # reading the rest of the list (its head here): a chunk's last cell would see Nil there
     h2, t2 = rl.var("h2", type=T), rl.var("t2", type=LT)
     head = rl.Match(t, [
@@ -173,3 +176,38 @@ def test_foldr_refused():
                 rl.Call(main, [t, w * head])):                # a tail recursion
         with pytest.raises(GradientError, match="reads the rest of the list"):
             rl.gradient(module(rhs), checkpoint=2)
+
+
+def test_sqrt_chunk_is_ceil_sqrt_of_the_length():
+    ck = rl.gradient(foldr(), checkpoint="sqrt")
+    probe = rl.Module()
+    for data in ck.type_definitions.values():
+        probe.add_type(data)
+    for gv, f in ck.functions.items():
+        if gv.name_hint != "main":
+            probe[gv] = f
+    xs = rl.var("xs", type=rl.infer_type(ck)["main"].params[0].checked_type)
+    probe["main"] = rl.Function([xs], rl.Call(rl.GlobalVar("ck_sqrt_len"), [xs]))
+    for n, k in [(0, 1), (1, 1), (2, 2), (4, 2), (5, 3), (99, 10), (100, 10), (101, 11)]:
+        assert int(rl.evaluate(probe, args_of(probe, n, d=3)[0])) == k
+
+
+def test_tail_loop_with_a_tuple_parameter():
+    """The fixed parameters' gradients are summed field by field (a tuple has no `+`)."""
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    T = rl.TensorType((3,), F)
+    LT = rl.TypeCall(p.List, [T])
+    xs, s = rl.var("xs", type=LT), rl.var("s", type=T)
+    q = rl.var("q", type=rl.TupleType([T, rl.TensorType((), F)]))
+    h, t = rl.var("h", type=T), rl.var("t", type=LT)
+    main = rl.GlobalVar("main")
+    mod[main] = rl.Function([xs, s, q], rl.Match(xs, [
+        rl.Clause(rl.PatternConstructor(p.Cons, [rl.PatternVar(h), rl.PatternVar(t)]),
+                  rl.Call(main, [t, rl.tanh(s * q[0] + h) * q[1], q])),
+        rl.Clause(rl.PatternConstructor(p.Nil, []), rl.sum(s * s))]))
+    rng = np.random.default_rng(3)
+    args = (rl.list_value(mod, [rng.normal(size=3) for _ in range(7)]), rng.normal(size=3),
+            (rng.normal(size=3), np.float64(0.8)))
+    for k in (2, "sqrt"):
+        same(mod, k, args)
