@@ -50,9 +50,7 @@ def switch(ev, index, alternatives, tail_stop=None):
     """
     if not is_traced(index):
         return alternatives[int(np.asarray(index))](tail_stop)
-    # under rl.vmap (ev.select_joins) a switch on a batched index would become jax's select
-    # over operands broadcast to the batch, weights included: inline + select_n keeps them
-    inline = ev.join_depth >= MAX_SWITCH_NESTING or ev.select_joins
+    inline = ev.join_depth >= MAX_SWITCH_NESTING
     start = next_serial()
     probes = [_probe(ev, alt, start, tail_stop, inline) for alt in alternatives]
     if tail_stop is not None:
@@ -153,8 +151,10 @@ def _join(ev, index, probes, start):
     branches = [branch(i) for i in range(len(probes))]
     if not slots:
         outs = []
-    elif probes[0].jaxpr is None:
-        # past MAX_SWITCH_NESTING: every alternative was traced inline, select the outputs.
+    elif probes[0].jaxpr is None or ev.select_joins:
+        # past MAX_SWITCH_NESTING (every alternative was traced inline), or under rl.vmap
+        # (ev.select_joins: jax batches a switch on a batched index by broadcasting every
+        # operand, the weights too, to the batch): run every alternative, select the outputs.
         # Same values (tensor code has no effects; the references are joined below), at the
         # cost of computing the alternatives not taken.
         cases = [b() for b in branches]
