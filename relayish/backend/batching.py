@@ -12,7 +12,8 @@ or None given once applies to every parameter). A parameter batched on axis `a`:
     `a` (negative counts from the end of the batched shape), the batch;
   * any other type (ADT values such as a List or a Tree): a Python list of values, one per
     example (in_axes 0); on jax, a tree or list argument must be a node-table argument of f
-    (one f only folds, issue 17: relayish/backend/jax/dynamic_rule.py): each example's table
+    (a parameter f only passes to a recognized fold, issue 17: relayish/backend/jax/
+    dynamic_rule.py): each example's table
     is padded to the largest capacity of the batch (or the fixed capacity={"nodes": N}) and
     the tables are stacked [B, capacity, ...], so the fold's loop advances every example at
     once (jax batches a loop by running it until the last example is done);
@@ -33,13 +34,16 @@ rules already cover every primitive a relayish program lowers to, lax.switch inc
 Backends (`compile_batched`, called by rl.compile): a backend whose compiled callables are jax
 traceable (registry `jax_traceable`) runs jax.jit(jax.vmap(run_one)), with `run_one` f
 compiled for one example (traced once per argument structure: jax's cache keys the vmapped
-function by the batched shapes, and each new batch size reuses run_one's trace); with
+function by the batched shapes, and each new batch size reuses run_one's trace; its traced
+joins are selects, `select_joins`, and its run-time checks come back as outputs, checked per
+example after the call, `call_in_trace`); with
 `devices=`, a 1-D `jax.sharding.Mesh` over the batch axis shards the batched arguments and the
 results (`NamedSharding`), the unbatched arguments are replicated, and a batch size that is not
 a multiple of the device count is an EvaluationError (no padding: a padded example would run
 the program on made-up data). Any other backend runs the per-example loop.
-Not yet: on jax, ADT arguments that are not node tables (a CompileError says so); rl.vmap of
-a Batched (vmap of vmap); AD of a Batched (batch the gradient instead: rl.vmap(rl.grad(f))).
+Not yet: on jax, ADT arguments that are not node tables and function or reference arguments
+(CompileErrors say so); rl.vmap of a Batched (vmap of vmap); AD of a Batched (batch the
+gradient instead: rl.vmap(rl.grad(f))).
 """
 from __future__ import annotations
 
