@@ -270,3 +270,27 @@ def test_the_gradient_of_a_traced_condition_loop_is_not_a_loop_yet():
     grad = rl.grad(mod)
     with pytest.raises(CompileError, match="does not terminate at trace time"):
         rl.compile(grad, backend="jax", limits={"max_seconds": 20})(np.ones(3, np.float32))
+
+
+def test_rows_hold_what_an_iteration_makes_not_the_weights(model):
+    # a backpropagator closure captures the embedding E and the matrix U: tensors of the
+    # enclosing trace are kept as they are, never stored per row (they were, through the
+    # switch that joins the constructors' closures: a [rows, 20, 6] table of E)
+    mod, params = model
+    vg = rl.value_and_grad(mod, argnums=tuple(range(7)))
+    run = rl.compile(vg, backend="jax", capacity={"nodes": 32})
+    tree, y = _trees(mod, 3, 1, most=15)[0]
+    run(*params, tree, y)
+    (entry,) = run._cache.values()
+    leaves = run._flatten_args((*params, tree, y))[0]
+    text = str(entry.jitted.trace(*leaves).jaxpr)
+    import re
+    assert not re.search(r"f32\[32,(\d+,)?(20,6|20,8)\]", text)   # E: (20, 6), U: (20, 8)
+
+
+def test_weight_gradients_are_deferred_sums(model):
+    from relayish.backend.jax.dynamic_defer import accumulations
+    mod, _ = model
+    vg = rl.value_and_grad(mod, argnums=tuple(range(7)))
+    kinds = sorted(a.kind for a in accumulations(vg).values() if hasattr(a, "kind"))
+    assert kinds.count("outer") >= 2 and "scatter" in kinds     # Wl, U (and Wo); E's rows
