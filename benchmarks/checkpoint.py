@@ -180,13 +180,13 @@ def loop_section(n, width, repeat, rng):
     build = time.process_time() - t
     base = measure(plain, args, repeat)
     row("no checkpointing", build, base[0], base[1], base)
-    for k in (int(math.isqrt(n)) // 2, int(math.isqrt(n)), 4 * int(math.isqrt(n))):
+    for k in (int(math.isqrt(n)) // 2, int(math.isqrt(n)), 4 * int(math.isqrt(n)), "sqrt"):
         t = time.process_time()
         g = rl.gradient(mod, checkpoint=k)
         build = time.process_time() - t
         peak, run, result = measure(g, args, repeat)
         assert np.allclose(result[1][2], base[2][1][2], rtol=1e-10), k
-        row(f"checkpoint={k}", build, peak, run, base)
+        row(f"checkpoint={k!r}", build, peak, run, base)
 
 
 def foldr_section(n, width, repeat, rng):
@@ -201,13 +201,13 @@ def foldr_section(n, width, repeat, rng):
         build = time.process_time() - t
         base = measure(plain, args, repeat, back)
         row(f"{what}, no checkpointing", build, base[0], base[1], base)
-        for k in (int(math.isqrt(n)) // 2, int(math.isqrt(n)), 4 * int(math.isqrt(n))):
+        for k in (int(math.isqrt(n)) // 2, int(math.isqrt(n)), 4 * int(math.isqrt(n)), "sqrt"):
             t = time.process_time()
             g = transform(mod, checkpoint=k)
             build = time.process_time() - t
             peak, run, result = measure(g, args, repeat, back)
             assert np.allclose(result[1][2], base[2][1][2], rtol=1e-10), k
-            row(f"{what}, checkpoint={k}", build, peak, run, base)
+            row(f"{what}, checkpoint={k!r}", build, peak, run, base)
 
 
 def evaluate_section(repeat=2000):
