@@ -57,7 +57,8 @@ def gradient(f, mod=None, checkpoint=None, optimize=True):
     "revolve" or ("revolve", snapshots): Griewank's binomial schedule, O(log n) kept states.
     For a Module whose @main is a recursion over a List or Nat, a tail recursion
     (ad/checkpoint_loop.py) or a foldr (ad/checkpoint_foldr.py), k: keep the state every k
-    iterations ("sqrt": k = sqrt(n), n the list's length when it runs).
+    iterations ("sqrt": k = sqrt(n), n the list's length when it runs); a tail recursion
+    also takes "revolve" or ("revolve", snapshots), the schedule computed when it runs.
     With checkpoint=, optimize= applies to each step's derivative program, never to the
     schedule's globals (inlining them would keep every state alive in one frame).
     """

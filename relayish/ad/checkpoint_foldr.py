@@ -49,7 +49,7 @@ from relayish.ir.visitor import let_chain
 from relayish.ad.checkpoint_loop import (HELPERS, Replace, _is_adt, _program as tail_program,
                                          _tup, _walk_calls, _without, add_text, check_chunk,
                                          chunk_text, list_helpers, reads_rest, rest_read_reason,
-                                         zeros_text)
+                                         revolve_snapshots, zeros_text)
 
 __all__ = ["checkpointed_module"]
 
@@ -61,6 +61,10 @@ def checkpointed_module(mod, k, as_vjp, vjp, gradient):
     check_chunk(k)
     if not _is_foldr(mod["main"]):
         return tail_program(mod, k, vjp, gradient, as_vjp)
+    if revolve_snapshots(k) is not False:
+        raise GradientError(f"checkpoint={k!r}: the binomial schedule is for let-chains and tail "
+                            "recursions; a foldr's steps run from the list's end, which a "
+                            "chunk of it cannot reach backwards: pass k or \"sqrt\"")
     return _program(_Foldr(mod), mod, k, vjp, gradient, as_vjp)
 
 

@@ -29,8 +29,15 @@ rl.gradient's. rl.vjp(mod, checkpoint=k): the same forward, then (the result, a
 backpropagator) whose calls run @ck_back from the vjp of the Nil clause's value (the closure
 holds the stack; each call pops its own copy of it). checkpoint="sqrt": k = ceil(sqrt(n)),
 n found by one more walk down the list when the program runs (@ck_sqrt_len; k is an argument
-of the driver functions). The binomial schedule ("revolve") would need the whole schedule
-before the loop runs: loops take k or "sqrt".
+of the driver functions).
+
+checkpoint="revolve" or ("revolve", s): Griewank's binomial schedule over the n iterations, its
+splits computed when the program runs (@ck_mid: ir/passes/checkpoint.py's split in int32; s =
+ceil(log2 n) + 1 by default). @ck_main runs the loop once for the final state (the result's
+seed), then @ck_rev(l, s.., m, snapshots, g, ..) reverses m iterations: a leaf is one
+iteration's vjp; otherwise it advances to mid (@ck_run over @ck_take(l, mid)), reverses the
+rest with one snapshot fewer while its frame keeps the state (the snapshot), and the first
+part by a tail call. O(s) states at once; each iteration runs at most t + 2 times.
 
 The helpers are written as relayish text (types printed by their printer) and the module is
 parsed back with them: the user's ADT definitions come through the same text.
@@ -93,11 +100,26 @@ def _program(mod, k, vjp, gradient, as_vjp):
 
 
 def check_chunk(k):
-    """A loop's `checkpoint=`: a positive int k, or "sqrt" (k = ceil(sqrt(n)) for the list's
-    length n, found when the program runs: one more walk down the list)."""
+    """A loop's `checkpoint=`: a positive int k, "sqrt" (k = ceil(sqrt(n)) for the list's
+    length n, found when the program runs: one more walk down the list), or "revolve" /
+    ("revolve", s) (a tail loop: the binomial schedule, its splits computed at run time)."""
+    if revolve_snapshots(k) is not False:
+        return
     if k != "sqrt" and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
         raise GradientError(f"checkpoint= for a loop over a list or Nat takes a positive int k "
-                            f"(iterations a chunk) or \"sqrt\"; got {k!r}")
+                            f"(iterations a chunk), \"sqrt\", \"revolve\" or (\"revolve\", "
+                            f"snapshots); got {k!r}")
+
+
+def revolve_snapshots(spec):
+    """None for "revolve" (s = ceil(log2 n) + 1 at run time), s for ("revolve", s), False
+    for any other value."""
+    if spec == "revolve" and isinstance(spec, str):
+        return None
+    if isinstance(spec, tuple) and len(spec) == 2 and spec[0] == "revolve" and \
+            isinstance(spec[1], int) and not isinstance(spec[1], bool) and spec[1] >= 1:
+        return spec[1]
+    return False
 
 
 def chunk_text(k, lst) -> str:
@@ -226,7 +248,7 @@ class _Loop:
 type ck_stack {{ ck_push({lt}, {st}, ck_stack), ck_bottom }}
 """ + list_helpers(self.step_ctor, self.tail_field, self.base_ctor, lt)
         x = [f"%{p.name_hint}" for p in params]
-        if len(set(x)) < len(x) or set(x) & {"%f", "%y", "%b", "%d", "%ct", "%k"}:
+        if len(set(x)) < len(x) or set(x) & {"%f", "%y", "%b", "%d", "%ct", "%k", "%sn", "%fs"}:
             x = [f"%x{i}" for i in range(len(params))]     # the names would clash
         grads = [None] * len(params)
         grads[self.li] = "%b.0"
@@ -234,7 +256,16 @@ type ck_stack {{ ck_push({lt}, {st}, ck_stack), ck_bottom }}
             grads[j] = f"%b.1.{i}"
         for i, j in enumerate(fx):
             grads[j] = f"%b.2.{i}"
-        dt = _tup([lt] + [types[j] for j in ch + fx])     # what @ck_run's vjp gives back
+        dt = _tup(types)              # what @ck_run's vjp gives back: @main's parameter order
+        dl = f"%d.{self.li}"
+        ds = [f"%d.{j}" for j in ch]
+        dc = [f"%d.{j}" for j in fx]
+        snaps = revolve_snapshots(k)
+        if snaps is not False:
+            names = dict(lt=lt, st=st, ft=ft, dt=dt, dl=dl, ds=ds, dc=dc, sv=sv, cv=cv,
+                         sparams=sparams,
+                         cparams=cparams, cargs=cargs, ordered=ordered, proj=proj, x=x)
+            return lists, self._revolve_driver(snaps, as_vjp, names)
         driver = f"""
 def @ck_fwd(%l: {lt}{sparams}{cparams}, %k: int32, %acc: ck_stack) -> ({st}, ck_stack) {{
   match (%l) {{
@@ -259,9 +290,9 @@ def @ck_back(%stack: ck_stack{cparams}, %k: int32, %g: {st}, %gc: {ft}, %gl: {lt
 
 def @ck_back_chunk(%rest: ck_stack{cparams}, %k: int32, %gc: {ft}, %gl: {lt}, %d: {dt})
     -> ({lt}, {st}, {ft}) {{
-  @ck_back(%rest{cargs}, %k, {_tup(proj("%d", range(1, ns + 1)))},
-           {_tup([add_text(f"%gc.{i}", f"%d.{1 + ns + i}", params[j].checked_type)
-                  for i, j in enumerate(fx)])}, @ck_append(%d.0, %gl))
+  @ck_back(%rest{cargs}, %k, {_tup(ds)},
+           {_tup([add_text(f"%gc.{i}", dc[i], params[j].checked_type)
+                  for i, j in enumerate(fx)])}, @ck_append({dl}, %gl))
 }}
 
 """
@@ -296,6 +327,82 @@ def @ck_back_chunk(%rest: ck_stack{cparams}, %k: int32, %gc: {ft}, %gl: {lt}, %d
 }}
 """
         return lists, driver
+
+    def _revolve_driver(self, snaps, as_vjp, v):
+        """@ck_rev(l, s.., c.., m, snapshots, g, gl, gc): the reversal of the m iterations from
+        list l and state s (Griewank's binomial schedule, its split @ck_mid computed at run
+        time): a leaf is one iteration's vjp; otherwise advance to mid (@ck_run over mid
+        elements), reverse [mid, m) with one snapshot fewer (this frame keeps s: the
+        snapshot), then [0, mid) by a tail call. @ck_main runs the loop once for the final
+        state (the result's seed), then @ck_rev over the whole list."""
+        params = self.main.params
+        ch, fx = self.changing, self.fixed
+        ns, nf = len(ch), len(fx)
+        lt, st, ft, dt, sv, cv, x = (v[n] for n in ("lt", "st", "ft", "dt", "sv", "cv", "x"))
+        ordered, proj, cargs = v["ordered"], v["proj"], v["cargs"]
+        bc = self.base_ctor.name_hint
+        svargs = "".join(", " + a for a in sv)
+        nstate = "".join(", " + a for a in proj("%n", range(ns)))
+        summed = _tup([add_text(f"%gc.{i}", v["dc"][i], params[j].checked_type)
+                       for i, j in enumerate(fx)])
+        text = SCHEDULE_TEXT + f"""
+def @ck_rev(%l: {lt}{v["sparams"]}{v["cparams"]}, %m: int32, %sn: int32, %g: {st}, %gl: {lt},
+            %gc: {ft}) -> ({st}, {lt}, {ft}) {{
+  if (%m == 0) {{ (%g, %gl, %gc) }} else {{
+    if (%m == 1) {{
+      @ck_rev_leaf(%gl, %gc, @ck_vjp_run({ordered("@ck_take(%l, 1)", sv, cv)}).1(%g))
+    }} else {{
+      let %mid = @ck_mid(%m, %sn);
+      let %n = @ck_run({ordered("@ck_take(%l, %mid)", sv, cv)});
+      let %r = @ck_rev(@ck_drop(%l, %mid){nstate}{cargs}, %m - %mid, maximum(%sn - 1, 1),
+                       %g, %gl, %gc);
+      @ck_rev(%l{svargs}{cargs}, %mid, %sn, %r.0, %r.1, %r.2)
+    }}
+  }}
+}}
+
+def @ck_rev_leaf(%gl: {lt}, %gc: {ft}, %d: {dt}) -> ({st}, {lt}, {ft}) {{
+  ({_tup(v["ds"])}, @ck_append({v["dl"]}, %gl), {summed})
+}}
+"""
+        xl = x[self.li]
+        sn = (f"{snaps}" if snaps is not None else
+              f"if (%k > 1) {{ maximum(@ck_log2(%k, 1, 0), 1) + 1 }} else {{ 1 }}")
+        res = ", ".join(proj("%fs", range(ns)) + [x[j] for j in fx])
+        fwd = f"""let %k = @ck_len({xl}, 0);
+  let %sn = {sn};
+  let %fs = @ck_run({", ".join(x)});"""
+
+        def back(d):
+            return f"""let %b = @ck_rev({ordered_main(x, self.li, ch, fx)}, %k, %sn,
+      {_tup(proj(d, range(ns)))}, {bc}(), {_tup(proj(d, range(ns, ns + nf)))});"""
+        grads = [None] * len(params)
+        grads[self.li] = "%b.1"
+        for i, j in enumerate(ch):
+            grads[j] = f"%b.0.{i}"
+        for i, j in enumerate(fx):
+            grads[j] = f"%b.2.{i}"
+        head = f"""def @ck_main({", ".join(f"{a}: {p.checked_type}" for a, p in zip(x, params))})"""
+        if as_vjp:
+            return text + f"""
+{head} {{
+  {fwd}
+  let %y = @ck_result_vjp({res});
+  (%y.0, fn (%ct: {self.main.checked_type.ret_type}) {{
+    let %d = %y.1(%ct);
+    {back("%d")}
+    {_tup(grads)}
+  }})
+}}
+"""
+        return text + f"""
+{head} {{
+  {fwd}
+  let %y = @ck_result_grad({res});
+  {back("%y.1")}
+  (%y.0, {_tup(grads)})
+}}
+"""
 
 
 HELPERS = ("ck_take", "ck_drop", "ck_append", "ck_len", "ck_sqrt_len")
@@ -348,6 +455,38 @@ def @ck_sqrt_len(%l: {lt}) -> int32 {{
   cast(sqrt(cast(maximum(@ck_len(%l, 0) - 1, 0), dtype="float64")), dtype="int32") + 1
 }}
 """
+
+
+SCHEDULE_TEXT = """
+def @ck_comb(%n: int32, %k: int32) -> int32 {
+  @ck_comb_loop(%n, minimum(%k, %n - %k), 0, 1)
+}
+
+def @ck_comb_loop(%n: int32, %k: int32, %i: int32, %r: int32) -> int32 {
+  if (%i < %k) { @ck_comb_loop(%n, %k, %i + 1, %r * (%n - %i) / (%i + 1)) } else { %r }
+}
+
+def @ck_reps(%m: int32, %s: int32, %t: int32) -> int32 {
+  if (@ck_comb(%s + %t, %s) < %m) { @ck_reps(%m, %s, %t + 1) } else { %t }
+}
+
+def @ck_mid(%m: int32, %s: int32) -> int32 {
+  if (%s >= %m) { 1 } else {
+    if (%s == 1) { %m - 1 } else {
+      let %t = @ck_reps(%m, %s, 1);
+      minimum(minimum(@ck_comb(%s + %t - 1, %s), %m - @ck_comb(%s + %t - 2, %s - 1)), %m - 1)
+    }
+  }
+}
+
+def @ck_log2(%n: int32, %p: int32, %e: int32) -> int32 {
+  if (%p < %n) { @ck_log2(%n, %p * 2, %e + 1) } else { %e }
+}
+"""
+"""The binomial schedule's split at run time (ir/passes/checkpoint.py's `_split`, in int32):
+@ck_mid(m, s) is where a range of m steps reversed with s snapshots takes its next one;
+@ck_log2(n, 1, 0) = ceil(log2 n). Binomials are built as C(n, i + 1) = C(n, i) (n - i) /
+(i + 1) over the smaller of k and n - k: exact in int32 while m * (s + t) < 2^31."""
 
 
 def ordered_main(x, li, ch, fx) -> str:

@@ -381,7 +381,7 @@ def test_list_loop_gradient_differentiates_again():
 
 def test_loops_refused():
     with pytest.raises(GradientError, match="positive int k"):
-        rl.gradient(list_loop(), checkpoint="revolve")
+        rl.gradient(list_loop(), checkpoint=("revolve", 0))
     # not a tail call (the recursion's result is used): a foldr, checkpointed since
     # (test_checkpoint_foldr.py); the same gradient here
     mod = rl.Module()
@@ -402,3 +402,87 @@ def test_loops_refused():
     plain["main"] = rl.Function([y], rl.sin(y))
     with pytest.raises(GradientError, match="not a match"):
         rl.gradient(plain, checkpoint=2)
+
+
+# ---- loops with the binomial schedule (checkpoint="revolve" on a tail recursion) --------------
+
+@pytest.mark.parametrize("n, spec", [(0, "revolve"), (1, "revolve"), (2, ("revolve", 1)),
+                                     (7, ("revolve", 2)), (30, "revolve"), (30, ("revolve", 3))])
+def test_list_loop_revolve_same_gradient(n, spec):
+    mod = list_loop()
+    same_loop_gradient(mod, spec, loop_args(mod, n))
+
+
+def test_list_loop_revolve_recompute_count_and_split():
+    """One sweep for the result's seed, the schedule's advances, each leaf's vjp: exactly
+    2 n + schedule(n, s).advances; @ck_mid (int32, at run time) is the schedule's split."""
+    from relayish.ir.passes.checkpoint import _split
+    mod = list_loop(counted=True)
+    n = 33
+    args = loop_args(mod, n)
+    for s in (1, 2, 3, None):
+        spec = "revolve" if s is None else ("revolve", s)
+        snaps = s or int(np.ceil(np.log2(n))) + 1
+        assert evaluations(rl.gradient(mod, checkpoint=spec), *args) == \
+            2 * n + schedule(n, snaps).advances
+    probe = rename_main(rl.gradient(mod, checkpoint="revolve"), "unused")
+    m, s = rl.var("m", dtype="int32"), rl.var("s", dtype="int32")
+    probe["main"] = rl.Function([m, s], rl.Call(rl.GlobalVar("ck_mid"), [m, s]))
+    for mm in range(2, 70):
+        for ss in range(1, 7):
+            assert int(rl.evaluate(probe, np.int32(mm), np.int32(ss))) == _split(mm, ss)
+
+
+def test_list_loop_revolve_memory_grows_as_log():
+    peaks = {}
+    for n in (64, 256):
+        mod = list_loop(d=1024)
+        args = loop_args(mod, n, d=1024)
+        floor = n * 1024 * 8                       # the element gradients, a list of n vectors
+        for spec in (None, "revolve"):
+            g = rl.gradient(mod, checkpoint=spec) if spec else rl.gradient(mod)
+            peaks[spec, n] = peak_bytes(g, *args) - floor
+    assert peaks[None, 256] > 3.5 * peaks[None, 64]
+    assert peaks["revolve", 256] < 1.6 * peaks["revolve", 64]
+    assert peaks["revolve", 256] < 0.05 * peaks[None, 256]
+
+
+def test_list_loop_revolve_vjp_and_grad():
+    from tests.ir.passes.test_checkpoint_api import close
+    mod = list_loop()
+    args = loop_args(mod, 12)
+    for transform, kw in ((rl.grad, {"argnums": (2, 1)}), (rl.value_and_grad, {"argnums": 0})):
+        close(rl.evaluate(transform(mod, checkpoint=("revolve", 2), **kw), *args),
+              rl.evaluate(transform(mod, **kw), *args))
+    (gv, gb), (wv, wb) = (rl.evaluate(rl.vjp(mod, checkpoint="revolve"), *args),
+                          rl.evaluate(rl.vjp(mod), *args))
+    close(gv, wv)
+    for ct in (np.float64(1.0), np.float64(-2.5)):
+        close(gb(ct), wb(ct))
+    with pytest.raises(GradientError, match="foldr"):
+        from tests.ir.passes.test_checkpoint_foldr import foldr
+        rl.gradient(foldr(), checkpoint="revolve")
+    with pytest.raises(GradientError, match="positive int k"):
+        rl.gradient(mod, checkpoint=("revolve", 2, 3))
+
+
+def test_list_loop_parameters_in_any_order():
+    """@main(%w, %xs, %s): the chunk vjp's cotangents come in @main's parameter order."""
+    mod = rl.Module()
+    p = rl.Prelude(mod)
+    T = rl.TensorType((3,), F)
+    LT = rl.TypeCall(p.List, [T])
+    xs, s, w = rl.var("xs", type=LT), rl.var("s", type=T), rl.var("w", type=T)
+    h, t = rl.var("h", type=T), rl.var("t", type=LT)
+    main = rl.GlobalVar("main")
+    mod[main] = rl.Function([w, xs, s], rl.Match(xs, [
+        rl.Clause(rl.PatternConstructor(p.Cons, [rl.PatternVar(h), rl.PatternVar(t)]),
+                  rl.Call(main, [w, t, rl.tanh(s * w + h)])),
+        rl.Clause(rl.PatternConstructor(p.Nil, []), rl.sum(s * s))]))
+    rng = np.random.default_rng(5)
+    args = (rng.normal(size=3), rl.list_value(mod, [rng.normal(size=3) for _ in range(9)]),
+            rng.normal(size=3))
+    from tests.ir.passes.test_checkpoint_api import close
+    want = rl.evaluate(rl.gradient(mod), *args)
+    for spec in (2, "sqrt", ("revolve", 2)):
+        close(rl.evaluate(rl.gradient(mod, checkpoint=spec), *args), want)

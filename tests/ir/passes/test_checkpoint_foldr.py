@@ -164,8 +164,11 @@ def test_foldr_refused():
         rl.gradient(module(h * rl.Call(closure, [w])), checkpoint=2)
     with pytest.raises(GradientError, match="rest of the list"):
         rl.gradient(module(h * rl.Call(main, [xs, w])), checkpoint=2)
-    for bad in ("revolve", 0, ("revolve", 2)):
+    for bad in ("binomial", 0, ("revolve", 2, 3)):
         with pytest.raises(GradientError, match="positive int k"):
+            rl.gradient(module(h * rl.Call(main, [t, w])), checkpoint=bad)
+    for bad in ("revolve", ("revolve", 2)):
+        with pytest.raises(GradientError, match="foldr's steps run from the list's end"):
             rl.gradient(module(h * rl.Call(main, [t, w])), checkpoint=bad)
     # reading the rest of the list (its head here): a chunk's last cell would see Nil there
     h2, t2 = rl.var("h2", type=T), rl.var("t2", type=LT)
