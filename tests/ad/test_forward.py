@@ -346,7 +346,9 @@ def _chain(n):
 
 @pytest.mark.parametrize("n", CHAIN_LENGTHS)
 def test_deep_let_chain_is_transformed_without_recursion(n):
-    j = jvp(_chain(n))
+    # the transform's own output: the default pipeline folds a chain this short (2,000) to
+    # fewer lets; past 35,000 nodes (the 10^4 this test had) it only removes dead code
+    j = jvp(_chain(n), optimize=False)
     node, lets = j.body, 0
     while isinstance(node, rl.Let):
         lets += 1

@@ -34,9 +34,12 @@ def nested_fn(n):
     return rl.Function([x], e, F64)
 
 
-@pytest.mark.parametrize("build, n", [(nested_if, 1200), (nested_fn, 300),
+# the AD output goes through the default pipeline (about 2 ms a nested `if`): 200 levels by
+# default, 1,200 (past Python's recursion limit) and 3,000 under -m slow
+@pytest.mark.parametrize("build, n", [(nested_if, 200), (nested_fn, 300),
+                                      pytest.param(nested_if, 1200, marks=pytest.mark.slow),
                                       pytest.param(nested_if, 3000, marks=pytest.mark.slow)],
-                         ids=["if", "fn", "if-3000"])
+                         ids=["if", "fn", "if-1200", "if-3000"])
 def test_deeply_nested_gradient_and_jvp_values(build, n):
     # (the interpreter's cost grows quadratically with nested closures: notes/scaling.md)
     prog = build(n)

@@ -329,7 +329,8 @@ def test_cache_tells_modules_apart_by_their_helpers():
     assert again.n_iter == 1
 
 
-@pytest.mark.parametrize("n", deep(1200, 5000))
+# 400 levels by default (the recursive walk failed at 300; each level costs about 2 ms here)
+@pytest.mark.parametrize("n", deep(400, 5000))
 def test_deeply_nested_objective_module(n):
     """A Module objective over a scalar is wrapped in a function of a flat vector, renaming its
     @main: that walk recursed down nested calls (RecursionError at 300 levels); it runs under the
