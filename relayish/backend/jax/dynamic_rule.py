@@ -24,6 +24,11 @@ Then evaluating @f on every node of the table in post-order, children in the ord
 them, IS the original evaluation order, effects included (dynamic_loops.py). The order of the
 calls is each constructor's `order`: the field indices of its children, first called first.
 
+**A tail loop** (shape B, `find_tail_loops`): a global whose every use of itself is a call in
+tail position, with at least one other tail position (an exit) and a result of tensors; called
+with traced tensor arguments it runs as a while loop (dynamic_tail.py), with constants it
+unrolls.
+
 Everything here is an IR analysis: loops with explicit stacks, no jax.
 """
 from __future__ import annotations
