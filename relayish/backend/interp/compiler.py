@@ -22,7 +22,8 @@ from __future__ import annotations
 from operator import itemgetter
 
 from relayish.errors import EvaluationError
-from relayish.ir.expr import Call, Constant, Constructor, Function, If, Let, Match, RefRead, Var
+from relayish.ir.expr import (Call, Constant, Constructor, Function, If, Let, Match,
+                              PatternConstructor, PatternVar, PatternWildcard, RefRead, Var)
 from relayish.ir.op import Op, get_op
 from relayish.ir.types import TensorType
 from relayish.ir.analysis import FreeVars
@@ -30,7 +31,7 @@ from relayish.ir.visitor import ExprFunctor
 from relayish.ops._common import static_type
 from relayish.backend.values import ConstructorValue
 from relayish.backend.runtime.args import Parameters
-from relayish.backend.runtime.bindings import compile_pattern
+from relayish.backend.runtime.bindings import compile_pattern, same_constructor
 from relayish.backend.runtime.describe import node_text
 from relayish.backend.interp.code import (BRANCH, CALL, JUMP, MATCH, RETURN, TAILCALL, Block,
                                           Code, Step)
@@ -122,6 +123,12 @@ class FunctionCompiler(ExprFunctor):
         self.defers = self.program.defer
         self.lazy = {}                   # id(Var) -> (its value, g, x)
         self.lazy_slots = {}             # (id(Var), id(block)) -> slot computed in that block
+        # `let %v = !%r` whose step an accumulation `r := %v + g` may make redundant (_Read);
+        # kept as written under a debug mode's wrap_step (the debugger shows every binding)
+        self.fuse_reads = self.program.wrap_step is None
+        self.reads = {}                  # id(Var) -> its _Read (the Var is not in env)
+        self.read_records = []           # every _Read of this function, in compile order
+        self.writes = 0                  # reference writes emitted so far (any reference)
         for p in params:
             self.env[id(p)] = self.new_slot(name=p.name_hint)
         for v in captures:
@@ -184,6 +191,7 @@ class FunctionCompiler(ExprFunctor):
 
     def compile_body(self, body):
         self.compile_tail(body)
+        drop_fused_reads(self.read_records)
         code = self.code
         start = code.nparams + code.ncaptures
         code.rest = self.template[start:]
@@ -200,6 +208,9 @@ class FunctionCompiler(ExprFunctor):
             self.lazy[id(var)] = (value, *outer)
             self.keep.append(var)
             return
+        elif self.fuse_reads and value.__class__ is RefRead and value.ref.__class__ is Var:
+            read = self.reads[id(var)] = self.track_read(value)
+            slot = read.slot
         else:
             slot = self.env[id(var)] = self.visit(value)
         if self.names[slot] is None:
@@ -269,7 +280,7 @@ class FunctionCompiler(ExprFunctor):
                 slot = bindings[id(var)] = self.new_slot(name=var.name_hint)
                 self.keep.append(var)
                 return slot
-            matcher = compile_pattern(clause.lhs, bind)
+            matcher = flat_matcher(clause.lhs, bind) or compile_pattern(clause.lhs, bind)
             block = self.new_block()
             clauses.append((matcher, block))
             heads.append((block, bindings))
@@ -280,6 +291,10 @@ class FunctionCompiler(ExprFunctor):
     def visit_Var(self, e):
         slot = self.env.get(id(e))
         if slot is None:
+            read = self.reads.get(id(e))
+            if read is not None:
+                read.uses += 1
+                return read.slot
             if id(e) in self.lazy:
                 return self.materialize(e)
             raise EvaluationError(f"free variable %{e.name_hint} in {self.code.name}: "
@@ -412,98 +427,197 @@ class FunctionCompiler(ExprFunctor):
         return dst
 
     def visit_RefWrite(self, e):
-        step = self.accumulate_step(e)
-        if step is not None:
-            return step
-        ref = self.visit(e.ref)
-        src = self.visit(e.value)
-        dst = self.new_slot()
-        self.emit(ref_write_step(e, dst, ref, src), e, dst, (ref, src))
+        dst = self.accumulate_step(e)
+        if dst is None:
+            ref = self.visit(e.ref)
+            src = self.visit(e.value)
+            dst = self.new_slot()
+            self.emit(ref_write_step(e, dst, ref, src), e, dst, (ref, src))
+        self.writes += 1
         return dst
+
+    def track_read(self, e):
+        """Emit the read `!%r` (e) and return its _Read: an accumulation into %r before any
+        reference write may read %r itself instead (accumulate_step)."""
+        slot = self.visit_RefRead(e)
+        read = _Read(slot, e.ref, self.block, self.writes, self.block.info[-1])
+        self.read_records.append(read)
+        return read
 
     def accumulate_step(self, e):
-        """`r := !r + g` (reverse AD's gradient accumulation) with `r` and `g` variables or
-        constants: one step instead of a read, an add and a write. None for anything else."""
-        v = e.value
-        step = self.take_accumulate_step(e)
-        if step is not None:
-            return step
-        step = self.outer_accumulate_step(e)
-        if step is not None:
-            return step
+        """`r := !r + g` (reverse AD's gradient accumulation, r a variable) as one step instead
+        of a read, an add and a write; None (nothing emitted) where it does not apply.
+
+        The read may be inline or a `let %v = !r` before it (what the passes' A-normal form
+        leaves), fused when no reference was written since in the same block: the fused step
+        reads r itself, and the let's step goes when nothing else uses %v (drop_fused_reads).
+        g: an atom; a deferred outer product, bound (bind) or inline (outer_accumulate_step);
+        `take_backward(..)` of atoms (take_accumulate_step); any other expression, which is
+        evaluated first (an inline read is then a step of its own before it, so that g sees
+        the reference as the program has it)."""
+        v, ref_expr = e.value, e.ref
         if not (isinstance(v, Call) and isinstance(v.op, Op) and v.op.accumulates
-                and len(v.args) == 2 and isinstance(v.args[0], RefRead)
-                and isinstance(v.args[1], (Var, Constant))):
+                and len(v.args) == 2 and ref_expr.__class__ is Var):
             return None
-        ref_expr = e.ref
-        if not (isinstance(ref_expr, Var) and v.args[0].ref is ref_expr):
+        first, g = v.args
+        read = None
+        if first.__class__ is Var:
+            read = self.reads.get(id(first))
+            if read is None or read.ref is not ref_expr:
+                return None
+        elif not (first.__class__ is RefRead and first.ref is ref_expr):
             return None
         t = getattr(v, "_checked_type", None)
-        add = v.op.numpy_fast(v.attrs, t if isinstance(t, TensorType) else None)
-        if add is None:
-            return None
+        fused = self.outer_accumulation(e, t, g) or self.take_accumulation(e, t, g)
+        src = None
+        if fused is None:
+            add = v.op.numpy_fast(v.attrs, t if isinstance(t, TensorType) else None)
+            if add is None or (read is None and not self.fuse_reads
+                               and not isinstance(g, (Var, Constant))):
+                return None
+            if read is None and not isinstance(g, (Var, Constant)):
+                read = self.track_read(first)
+            src = self.visit(g)
+            tg = static_type(g)
+            overwrite = (isinstance(t, TensorType) and isinstance(tg, TensorType)
+                         and tg.shape == t.shape and tg.dtype == t.dtype)
+            never_scalar = isinstance(t, TensorType) and len(t.shape) >= 1
+
+            def fused(ref, dst):
+                return (accumulate_step(e, v, dst, ref, src, add, never_scalar, overwrite,
+                                        self.program.poison), (ref, src))
+        if read is not None and (read.block is not self.block or read.writes != self.writes):
+            # a reference was written (or control left the block) since the read: add its value
+            read.uses += 1
+            if src is None:
+                src = self.visit(g)
+            total = self.new_slot()
+            self.emit(op_step(v, total, [read.slot, src]), v, total, (read.slot, src))
+            ref = self.visit(ref_expr)
+            dst = self.new_slot()
+            self.emit(ref_write_step(e, dst, ref, total), e, dst, (ref, total))
+            return dst
+        if read is not None:
+            read.fused = True
         ref = self.visit(ref_expr)
-        src = self.visit(v.args[1])
         dst = self.new_slot()
-        tg = static_type(v.args[1])
-        overwrite = (isinstance(t, TensorType) and isinstance(tg, TensorType)
-                     and tg.shape == t.shape and tg.dtype == t.dtype)
-        self.emit(accumulate_step(e, v, dst, ref, src, add,
-                                  isinstance(t, TensorType) and len(t.shape) >= 1, overwrite,
-                                  self.program.poison),
-                  e, dst, (ref, src))
+        step, srcs = fused(ref, dst)
+        self.emit(step, e, dst, srcs)
         return dst
 
-    def outer_accumulate_step(self, e):
-        """`r := !r + %v` with %v a deferred outer product (bind) of r's type: the pair of
-        vectors is recorded on r (steps.outer_accumulate_step). None for anything else."""
-        v = e.value
-        if not (isinstance(v, Call) and isinstance(v.op, Op) and v.op.accumulates
-                and len(v.args) == 2 and isinstance(v.args[0], RefRead)
-                and isinstance(e.ref, Var) and v.args[0].ref is e.ref
-                and isinstance(v.args[1], Var) and id(v.args[1]) in self.lazy
-                and id(v.args[1]) not in self.env):
+    def outer_accumulation(self, e, t, g):
+        """For `r := !r + g` with g a deferred outer product of r's type, bound (`let %g =
+        expand_dims(..) * x`) or inline: `fused(ref, dst) -> (step, srcs)`, which records the
+        pair of vectors on r (steps.outer_accumulate_step). None for anything else."""
+        if not self.defers:
             return None
-        value, g, x = self.lazy[id(v.args[1])]
-        t = getattr(v, "_checked_type", None)
+        if g.__class__ is Var:
+            lazy = self.lazy.get(id(g))
+            if lazy is None or id(g) in self.env:
+                return None
+            value, gv, xv = lazy
+        elif (outer := outer_product(g)) is not None:
+            value, (gv, xv) = g, outer
+        else:
+            return None
         if t != getattr(value, "_checked_type", None):
             return None
-        ref = self.visit(e.ref)
-        gs, xs = self.visit(g), self.visit(x)
-        dst = self.new_slot()
-        self.emit(outer_accumulate_step(e, dst, ref, gs, xs), e, dst, (ref, gs, xs))
-        return dst
 
-    def take_accumulate_step(self, e):
-        """`r := !r + take_backward(g, idx, like)` (reverse AD's gradient of take, left inline
-        by the transform) with atoms as arguments and one float type throughout: one in-place
-        scatter-add step. None for anything else."""
-        v = e.value
-        if not (isinstance(v, Call) and isinstance(v.op, Op) and v.op.accumulates
-                and len(v.args) == 2 and isinstance(v.args[0], RefRead)
-                and isinstance(e.ref, Var) and v.args[0].ref is e.ref):
-            return None
-        tb = v.args[1]
+        def fused(ref, dst):
+            gs, xs = self.visit(gv), self.visit(xv)
+            return outer_accumulate_step(e, dst, ref, gs, xs), (ref, gs, xs)
+        return fused
+
+    def take_accumulation(self, e, t, tb):
+        """For `r := !r + take_backward(g, idx, like)` (reverse AD's gradient of take, left
+        inline by the transform) with atoms as arguments and one float type throughout:
+        `fused(ref, dst) -> (step, srcs)`, one in-place scatter-add step. None for anything
+        else."""
         if not (isinstance(tb, Call) and isinstance(tb.op, Op) and tb.op.scatters_rows
                 and all(isinstance(a, (Var, Constant)) for a in tb.args)):
             return None
-        t, tt = getattr(v, "_checked_type", None), getattr(tb, "_checked_type", None)
+        tt = getattr(tb, "_checked_type", None)
         tl, tg = static_type(tb.args[2]), static_type(tb.args[0])
         if not (isinstance(t, TensorType) and t == tt and t == tl and t.dtype.startswith("float")
                 and isinstance(tg, TensorType) and tg.dtype == t.dtype):
             return None
         axis = tb.attrs["axis"]
-        ref = self.visit(e.ref)
-        gs, ids = self.visit(tb.args[0]), self.visit(tb.args[1])
-        dst = self.new_slot()
-        self.emit(take_accumulate_step(e, dst, ref, gs, ids,
-                                       None if axis is None else axis % len(t.shape),
-                                       self.program.poison),
-                  e, dst, (ref, gs, ids))
-        return dst
 
-    def visit_default(self, node):
-        raise EvaluationError(f"the interpreter cannot evaluate a {type(node).__name__} node")
+        def fused(ref, dst):
+            gs, ids = self.visit(tb.args[0]), self.visit(tb.args[1])
+            return (take_accumulate_step(e, dst, ref, gs, ids,
+                                         None if axis is None else axis % len(t.shape),
+                                         self.program.poison), (ref, gs, ids))
+        return fused
+
+
+class _Read:
+    """A read `!%r` whose step a fused accumulation into %r may make redundant: its slot, the
+    reference's Var, the block and the count of reference writes when it was emitted, its Step
+    record, the uses of its value (other than fused accumulations) and whether one fused."""
+
+    __slots__ = ("slot", "ref", "block", "writes", "info", "uses", "fused")
+
+    def __init__(self, slot, ref, block, writes, info):
+        self.slot, self.ref, self.block, self.writes, self.info = slot, ref, block, writes, info
+        self.uses = 0
+        self.fused = False
+
+
+def drop_fused_reads(reads):
+    """Remove the steps of reads that only fused accumulations used (they read the reference
+    themselves, before any write to it): one filter per block that has any."""
+    drop = {}
+    for read in reads:
+        if read.fused and read.uses == 0:
+            drop.setdefault(id(read.block), (read.block, set()))[1].add(id(read.info))
+    for block, gone in drop.values():
+        keep = [k for k, info in enumerate(block.info) if id(info) not in gone]
+        block.steps = [block.steps[k] for k in keep]
+        block.info = [block.info[k] for k in keep]
+
+
+def flat_matcher(p, bind):
+    """The matcher of a constructor pattern whose fields are variables or `_` (`Node(%l, %r)`,
+    the commonest clause), binding the fields straight into their slots: runtime.bindings'
+    general matcher calls one more function per field. None for any other pattern (and for a
+    wrong number of fields, which compile_pattern reports)."""
+    if not (isinstance(p, PatternConstructor) and len(p.patterns) == len(p.constructor.inputs)
+            and all(isinstance(q, (PatternVar, PatternWildcard)) for q in p.patterns)):
+        return None
+    ctor = p.constructor
+    tag = ctor.tag
+    binds = [(i, bind(q.var)) for i, q in enumerate(p.patterns) if isinstance(q, PatternVar)]
+    if len(binds) == 2:
+        (i, a), (j, b) = binds
+
+        def match(v, s):
+            c = v.constructor
+            if c is not ctor and (c.tag != tag or not same_constructor(c, ctor)):
+                return False
+            f = v.fields
+            s[a] = f[i]
+            s[b] = f[j]
+            return True
+    elif len(binds) == 1:
+        (i, a), = binds
+
+        def match(v, s):
+            c = v.constructor
+            if c is not ctor and (c.tag != tag or not same_constructor(c, ctor)):
+                return False
+            s[a] = v.fields[i]
+            return True
+    else:
+        def match(v, s):
+            c = v.constructor
+            if c is not ctor and (c.tag != tag or not same_constructor(c, ctor)):
+                return False
+            f = v.fields
+            for i, a in binds:
+                s[a] = f[i]
+            return True
+    return match
 
 
 def outer_product(value):

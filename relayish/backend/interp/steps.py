@@ -402,15 +402,36 @@ def outer_accumulate_step(node, dst, ref, gs, xs):
     return step
 
 
+# ConstructorValue's slots, written past its attrs __init__ and setattr hook (the `fields`
+# converter copies into a list): the steps build the list themselves. About 1.6 us -> 0.35 us
+# a constructor value, and @ad_lift_Tree makes one per tree node.
+_set_constructor = ConstructorValue.__dict__["constructor"].__set__
+_set_fields = ConstructorValue.__dict__["fields"].__set__
+
+
 def constructor_step(ctor, dst, srcs):
-    if len(srcs) >= 2:
-        gather = itemgetter(*srcs)
+    if len(srcs) == 2:
+        a, b = srcs
 
         def step(s):
-            s[dst] = ConstructorValue(ctor, gather(s))
+            v = _new_object(ConstructorValue)
+            _set_constructor(v, ctor)
+            _set_fields(v, [s[a], s[b]])
+            s[dst] = v
+    elif len(srcs) == 1:
+        a, = srcs
+
+        def step(s):
+            v = _new_object(ConstructorValue)
+            _set_constructor(v, ctor)
+            _set_fields(v, [s[a]])
+            s[dst] = v
     else:
         def step(s):
-            s[dst] = ConstructorValue(ctor, [s[i] for i in srcs])
+            v = _new_object(ConstructorValue)
+            _set_constructor(v, ctor)
+            _set_fields(v, [s[i] for i in srcs])
+            s[dst] = v
     return step
 
 
