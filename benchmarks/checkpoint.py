@@ -7,7 +7,8 @@ checkpointed against not.
    sum(u * x): rl.gradient(f) against checkpoint=k ("sqrt"), "revolve" (log2 snapshots) and
    ("revolve", s) for a few s;
 2. a loop over a list of `steps` vectors, `@main(xs, s, w)`: s <- tanh(s * w + h) for each h,
-   then sum(s * s): rl.gradient(mod) against checkpoint=k for k near sqrt(steps);
+   then sum(s * s): rl.gradient(mod) against checkpoint=k for k near sqrt(steps), "sqrt",
+   "revolve" and ("revolve", 8);
 3. a recursion over a list of `steps` vectors that is not a tail call (a foldr),
    `@main(xs, s, w)`: r <- tanh(@main(t, s, w) * w + h) from r = s at the end: rl.gradient(mod)
    against checkpoint=k, and rl.vjp(mod, checkpoint=k) (forward and one backpropagator call);
@@ -180,7 +181,8 @@ def loop_section(n, width, repeat, rng):
     build = time.process_time() - t
     base = measure(plain, args, repeat)
     row("no checkpointing", build, base[0], base[1], base)
-    for k in (int(math.isqrt(n)) // 2, int(math.isqrt(n)), 4 * int(math.isqrt(n)), "sqrt"):
+    for k in (int(math.isqrt(n)) // 2, int(math.isqrt(n)), 4 * int(math.isqrt(n)), "sqrt",
+              "revolve", ("revolve", 8)):
         t = time.process_time()
         g = rl.gradient(mod, checkpoint=k)
         build = time.process_time() - t
