@@ -63,8 +63,15 @@ def test_the_passes_keep_the_types_of_a_narrowed_closure_and_a_match(name):
                                            np.float64(1.0), rl.list_value(mod, [np.float64(2.0)])), 8.0 + np.e)
 
 
+@given(programs(max_depth=4))                 # the profile's 15 examples; 30 under -m slow
+def test_the_passes_keep_the_types_of_random_programs(prog):
+    for name in KEEPING:
+        _assert_types_kept(prog.mod, name)
+
+
+@pytest.mark.slow
 @settings(max_examples=30)
 @given(programs(max_depth=4))
-def test_the_passes_keep_the_types_of_random_programs(prog):
+def test_the_passes_keep_the_types_of_more_random_programs(prog):
     for name in KEEPING:
         _assert_types_kept(prog.mod, name)
