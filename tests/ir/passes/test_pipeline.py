@@ -21,9 +21,19 @@ def _outcome(program, args):
         return None, type(error)
 
 
+@given(programs(max_depth=4))                 # the profile's 15 examples; 25 under -m slow
+def test_the_default_pipeline_keeps_the_values_of_random_programs(prog):
+    _pipeline_keeps_the_value(prog)
+
+
+@pytest.mark.slow
 @settings(max_examples=25)
 @given(programs(max_depth=4))
-def test_the_default_pipeline_keeps_the_values_of_random_programs(prog):
+def test_the_default_pipeline_keeps_the_values_of_more_random_programs(prog):
+    _pipeline_keeps_the_value(prog)
+
+
+def _pipeline_keeps_the_value(prog):
     out = rl.optimize(prog.mod, check=True)               # type-checks after every pass
     (want, failed), (got, fails) = _outcome(prog.mod, prog.args), _outcome(out, prog.args)
     assert fails is failed                                # a failure stays a failure
