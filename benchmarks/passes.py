@@ -232,6 +232,26 @@ def _grad_chain(n):
     return rl.gradient(rl.Function([x], build_let_chain(steps, prev)), optimize=False)
 
 
+def _tree_node_bindings(grad_mod):
+    """{clause: (bindings, bindings of its closures)} of @net_ad in the tree network's gradient,
+    in A-normal form (every op call, tuple, projection, reference access and closure one): the
+    work per internal node (Node) and per leaf (Leaf), forward and backward."""
+    def scope(e):
+        n, fns = 0, []
+        while isinstance(e, Let):
+            n += 1
+            if isinstance(e.value, rl.Function):
+                fns.append(e.value)
+            e = e.body
+        return n, fns, e
+    _, _, match = scope(to_anf_expr(grad_mod["net_ad"]).body)
+    out = {}
+    for clause in match.clauses:
+        n, fns, _ = scope(clause.rhs)
+        out[clause.lhs.constructor.name_hint] = (n, sum(scope(f.body)[0] for f in fns))
+    return out
+
+
 def default_pipeline_table(sizes, trees, hidden, repeat):
     """Section 6: the default pipeline (rl.optimize without passes, what the AD entry points
     run): its cost on AD output against size, the tree network's gradient against HIPS autograd,
@@ -271,6 +291,11 @@ def default_pipeline_table(sizes, trees, hidden, repeat):
           f"{repeat}; rl.grad with the pipeline: {t_opt:.2f} s)")
     for name, t in times.items():
         print(f"   {name:<10} {t * 1e3:8.2f} ms   {t / times['autograd']:5.2f}x autograd's time")
+    for name, g in (("raw", raw), ("optimized", opt)):
+        per = _tree_node_bindings(g)
+        print(f"   {name:<10} @net_ad bindings (A-normal form) per internal node: "
+              f"{per['Node'][0]} forward + {per['Node'][1]} in its backpropagator; per leaf: "
+              f"{per['Leaf'][0] + per['Leaf'][1]}")
 
     try:
         import jax  # noqa: F401
