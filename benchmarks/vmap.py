@@ -1,6 +1,6 @@
 """rl.vmap against jax.vmap: per-example gradients of an MLP, measured side by side.
 
-    python benchmarks/vmap.py [--rounds 41] [--device cpu] [--xla-threads]
+    python benchmarks/vmap.py [--rounds 41] [--device cpu] [--xla-threads] [--trees 64]
 
 Each case is value_and_grad of an MLP (tanh, squared error) for one example, batched over the
 examples with the weights shared:
@@ -12,12 +12,19 @@ each times a batch of calls blocked on at the end; medians per call and the medi
 ratio (relayish / jax; benchmarks/jit.py's `side_by_side`). Compile time: the first call of a
 fresh compiled function (relayish: AD is done once outside; trace + XLA compile), median of 3.
 XLA:CPU runs with one thread (set before jax is imported; --xla-threads keeps XLA's pool).
+
+--trees B adds the TreeLSTM (examples/treelstm.py, Tai dims): value_and_grad over B random
+trees of 5-24 leaves (capacity 64) as one batched call, rl.vmap over stacked node tables,
+against B calls of the same program compiled for one tree; per tree, interleaved rounds
+(--tree-rounds, default 3), and each one's first call (trace + compile).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
+import time
 
 if __name__ == "__main__" and "--xla-threads" not in sys.argv:   # before jax is imported
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
@@ -92,11 +99,49 @@ def case(name, sizes, batch, rounds, device):
                 comp_ours=comp_ours, comp_theirs=comp_theirs)
 
 
+def trees_case(batch, rounds, device):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                    "examples"))
+    from treelstm import init_params, random_tree, to_value, treelstm_module
+    mod, params = treelstm_module(), init_params(np.random.default_rng(0))
+    rng = np.random.default_rng(1)
+    trees = [to_value(mod, random_tree(rng, int(rng.integers(5, 25)), 1000))
+             for _ in range(batch)]
+    ys = rng.integers(5, size=batch).astype(np.int32)
+    vg = rl.value_and_grad(mod, argnums=tuple(range(len(params))))
+    capacity = {"nodes": 64}
+    one = rl.compile(vg, device=device, capacity=capacity)
+    batched = rl.compile(rl.vmap(vg, in_axes=(None,) * len(params) + (0, 0)), device=device,
+                         capacity=capacity)
+
+    def loop():
+        for t, y in zip(trees, ys):
+            out = one(*params, t, y)
+        return jax.block_until_ready(out)
+
+    def together():
+        return jax.block_until_ready(batched(*params, trees, ys))
+    firsts = []
+    for run in (loop, together):
+        t0 = time.perf_counter()
+        run()
+        firsts.append(time.perf_counter() - t0)
+    a, b = [], []
+    for k in range(rounds):
+        for run, out in ((loop, a), (together, b))[::1 if k % 2 else -1]:
+            t0 = time.perf_counter()
+            run()
+            out.append((time.perf_counter() - t0) / batch)
+    return statistics.median(a), statistics.median(b), firsts
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=41)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--xla-threads", action="store_true")
+    parser.add_argument("--trees", type=int, default=0)
+    parser.add_argument("--tree-rounds", type=int, default=3)
     args = parser.parse_args(argv)
     print(f"jax {jax.__version__}, device {args.device}, "
           f"XLA threads {'pool' if args.xla_threads else 'one'}")
@@ -107,6 +152,13 @@ def main(argv=None):
         print(f"{r['case']:<20} {r['batch']:>5} {r['ours'] * 1e6:>12.1f} "
               f"{r['theirs'] * 1e6:>9.1f} {r['ratio']:>6.3f} "
               f"{r['comp_ours']:>10.2f} / {r['comp_theirs']:.2f}")
+    if args.trees:
+        per_one, per_batched, (first_one, first_batched) = trees_case(
+            args.trees, args.tree_rounds, args.device)
+        print(f"treelstm value_and_grad, {args.trees} trees: one per call "
+              f"{per_one * 1e3:.2f} ms/tree, batched {per_batched * 1e3:.2f} ms/tree "
+              f"(ratio {per_batched / per_one:.2f}); first call {first_one:.1f} s / "
+              f"{first_batched:.1f} s")
 
 
 if __name__ == "__main__":
