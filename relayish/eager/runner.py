@@ -325,8 +325,9 @@ def _run_walked(outputs=None):
     results = execute(prog, [n.value for n in prog.params])
     for n, value in zip(prog.outputs, results):
         n.value = value
-    for n in prog.bindings:
-        if not n.requires_grad or (n.leaf and n.value is not None):
+        # only a computed node forgets its derivation: an intermediate without a value may
+        # still be read by a recording in flight (an api function's, when a run fell in it)
+        if not n.requires_grad or n.leaf:
             n.args = None
     STATS["bindings_run"] += len(prog.bindings)
 
