@@ -22,8 +22,9 @@ linear classifier) with the same ops: one embedding row per leaf, one gate matmu
 * relayish jax, one program: rl.compile(rl.value_and_grad(@main), backend="jax",
   capacity={"nodes": N}) with N the data set's largest node count rounded up to a power of two:
   ONE trace + XLA compilation for every tree (the recursion over the tree is a loop over a node
-  table, relayish/backend/jax/dynamic_loops.py); its compile time for the whole data set is
-  printed, and its steady time per tree is timed with the others.
+  table, relayish/backend/jax/dynamic_loops.py); the trees are encoded as node tables before
+  timing; its compile time for the whole data set is printed, and its steady time per tree is
+  timed with the others.
 * --per-gate: also the model written one matmul per gate (examples/treelstm.py GATES_TEXT: 3
   matmuls at a leaf, 10 at a node), on relayish as written, on relayish after
   rl.passes.merge_matmul (stacked weights again: 1 matmul at a leaf, 2 at a node), and in
@@ -70,7 +71,10 @@ def relayish_jax_runner(params, trees, dtype, capacity=None):
     if capacity is None:
         capacity = bucket(max(2 * leaves(t) - 1 for t, _ in trees))
     compiled = rl.compile(vg, backend="jax", capacity={"nodes": capacity})
-    values = [(to_value(mod, t), np.int32(y)) for t, y in trees]
+    # the trees as node tables before timing, as a data loader would (and as the interpreter
+    # column converts them to relayish values first)
+    spec = compiled.node_tables()[PARAMS.index("bo") + 1]
+    values = [(spec.encode(to_value(mod, t), capacity), np.int32(y)) for t, y in trees]
 
     def run(k):
         v, g = compiled(*params, *values[k])

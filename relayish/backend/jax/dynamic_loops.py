@@ -723,7 +723,7 @@ class _FoldLoop:
         return self.result_at(self.table.count - 1)
 
 
-# ---- the backward loop: calling a row of a family -------------------------------------------------
+# ---- the backward loop: calling a row of a family -------------------------------------------
 
 def _call_chain(ev, row, args):
     fam = row.family
