@@ -1,0 +1,144 @@
+"""Programs beyond trees on the jax backend's dynamic path (issue 17, "Measure"): an RNN over
+variable-length sequences written as a fold over a list, and a traced-condition loop
+(`while |x| > eps`), each ONE compilation; values and gradients equal the interpreter's and
+jax.grad's of a Python loop; the same under rl.vmap with sequences of different lengths.
+What is not a loop yet is pinned here (a CompileError naming the function, or one trace per
+length), so a change in the backend shows up as a test to update.
+(benchmarks/dynamic.py measures these programs; it defines the model so the two cannot drift.)"""
+import os
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+import relayish as rl
+from relayish.errors import CompileError
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "benchmarks"))
+from dynamic import loop_module, rnn_loss_jax, rnn_module, rnn_params, to_seq  # noqa: E402
+
+DIMS = dict(vocab=11, embed=3, hidden=5, classes=4)
+N_PARAMS = 6
+
+
+@pytest.fixture(scope="module")
+def model():
+    mod = rnn_module(**DIMS, dtype="float64")
+    params = rnn_params(np.random.default_rng(0), **DIMS, dtype="float64")
+    vg = rl.value_and_grad(mod, argnums=tuple(range(N_PARAMS)))
+    return mod, params, vg
+
+
+def _sequence(rng, n):
+    return [int(w) for w in rng.integers(DIMS["vocab"], size=n)], np.int32(rng.integers(4))
+
+
+def _close(got, expected, rtol=1e-9):
+    got, expected = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(expected)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert np.shape(g) == np.shape(e)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=rtol, atol=1e-12)
+
+
+def _jax_value_and_grad(params, words, y):
+    with jax.enable_x64(True):
+        value, grads = jax.value_and_grad(rnn_loss_jax)(params, words, y)
+        return np.asarray(value), tuple(np.asarray(g) for g in grads)
+
+
+def test_rnn_value_and_grad_is_one_compilation_for_lengths_1_to_200(model):
+    mod, params, vg = model
+    run = rl.compile(vg, backend="jax", capacity={"nodes": 256})
+    rng = np.random.default_rng(1)
+    checked = {1, 2, 3, 17, 64, 200}
+    for n in range(1, 201):
+        words, y = _sequence(rng, n)
+        got = run(*params, to_seq(mod, words), y)
+        if n in checked:                          # the oracles cost a second or two each
+            _close(got, rl.evaluate(vg, *params, to_seq(mod, words), y))
+            _close(got, _jax_value_and_grad(params, words, y))
+    assert run.trace_count == 1
+
+
+@pytest.mark.slow
+def test_rnn_value_and_grad_equals_the_interpreter_at_every_length(model):
+    mod, params, vg = model
+    run = rl.compile(vg, backend="jax", capacity={"nodes": 256})
+    rng = np.random.default_rng(2)
+    for n in range(1, 201):
+        words, y = _sequence(rng, n)
+        seq = to_seq(mod, words)
+        _close(run(*params, seq, y), rl.evaluate(vg, *params, seq, y))
+    assert run.trace_count == 1
+
+
+def test_rnn_per_sequence_gradients_under_vmap_one_trace(model):
+    mod, params, vg = model
+    batched = rl.vmap(vg, in_axes=(None,) * N_PARAMS + (0, 0))
+    run = rl.compile(batched, backend="jax", capacity={"nodes": 64})
+    rng = np.random.default_rng(3)
+    for lengths in ((1, 40, 7, 64, 2), (13, 3, 50)):      # two batch sizes, one capacity
+        pairs = [_sequence(rng, n) for n in lengths]
+        seqs = [to_seq(mod, words) for words, _ in pairs]
+        ys = np.array([y for _, y in pairs], np.int32)
+        got = run(*params, seqs, ys)
+        assert got[1][0].shape == (len(lengths),) + params[0].shape   # one gradient each
+        _close(got, rl.evaluate(batched, *params, seqs, ys))
+        for k, (words, y) in enumerate(pairs):
+            one = jax.tree_util.tree_map(lambda a, k=k: np.asarray(a)[k], got)
+            _close(one, _jax_value_and_grad(params, words, y))
+    assert run.trace_count == 1
+
+
+def test_rnn_with_an_empty_base_case_is_not_a_loop_yet():
+    # `Nil => h0` writes no backpropagator, so the loop's last closure is a join of rows and
+    # the pre-loop closure; the backward loop does not handle that yet (dynamic_loops.py,
+    # _call_chain). The forward fold is one loop; the gradient is a CompileError naming the
+    # AD output. When this becomes a loop, turn this test into a value check.
+    mod = rl.infer_type(rl.parse("""
+type L { Nil, Cons(int32, L) }
+def @rnn(%E: Tensor[(5, 3), float64], %W: Tensor[(3, 3), float64], %xs: L) -> Tensor[(3), float64] {
+  match (%xs) {
+    Nil => zeros(shape=[3], dtype="float64"),
+    Cons(%w, %rest) => {
+      let %h = @rnn(%E, %W, %rest);
+      tanh(matmul(%W, %h) + take(%E, %w, axis=0))
+    }
+  }
+}
+def @main(%E: Tensor[(5, 3), float64], %W: Tensor[(3, 3), float64], %xs: L) -> float64 {
+  let %h = @rnn(%E, %W, %xs); sum(%h * %h)
+}
+"""))
+    nil, cons = mod.get_constructor("Nil"), mod.get_constructor("Cons")
+    xs = rl.ConstructorValue(cons, [np.int32(2), rl.ConstructorValue(nil, [])])
+    rng = np.random.default_rng(4)
+    E, W = rng.normal(size=(5, 3)), rng.normal(size=(3, 3)) * 0.5
+    forward = rl.compile(mod, backend="jax")
+    np.testing.assert_allclose(forward(E, W, xs), rl.evaluate(mod, E, W, xs), rtol=1e-12)
+    vg = rl.compile(rl.value_and_grad(mod, argnums=(0, 1)), backend="jax")
+    with pytest.raises(CompileError, match=r"@rnn_ad: the closures its loop left are called "
+                                           r"under a traced if or match"):
+        vg(E, W, xs)
+
+
+def test_traced_condition_loop_forward_is_one_compilation():
+    mod = loop_module(8, "float64")
+    run = rl.compile(mod, backend="jax")
+    rng = np.random.default_rng(5)
+    for scale in (1e-3, 0.02, 0.5, 1.0, 30.0, 1e4):          # 0 to about 35 iterations
+        x = rng.normal(size=8) * scale
+        np.testing.assert_allclose(run(x), rl.evaluate(mod, x), rtol=1e-12)
+    assert run.trace_count == 1
+
+
+def test_traced_condition_loop_gradient_is_a_compile_error_naming_the_loop():
+    # reverse AD lifts the loop's arguments to (value, reference) pairs, so @loop_ad is not a
+    # tail loop over tensors: it unrolls, and the unrolling under traced ifs never ends at
+    # trace time. Pinned: when the gradient becomes a loop, check its values here instead.
+    f = loop_module(8, "float64", summed=True)
+    run = rl.compile(rl.grad(f), backend="jax", limits={"max_seconds": 20})
+    with pytest.raises(CompileError, match=r"recursion in @loop\w* does not terminate at trace"):
+        run(np.ones(8))
