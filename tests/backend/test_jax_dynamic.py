@@ -294,3 +294,19 @@ def test_weight_gradients_are_deferred_sums(model):
     vg = rl.value_and_grad(mod, argnums=tuple(range(7)))
     kinds = sorted(a.kind for a in accumulations(vg).values() if hasattr(a, "kind"))
     assert kinds.count("outer") >= 2 and "scatter" in kinds     # Wl, U (and Wo); E's rows
+
+
+def test_two_folds_of_one_tree_chain_their_backward_loops(model):
+    # the second loop's %bp starts as the first loop's last row: its backward loop ends by
+    # calling that row, which runs the first backward loop
+    from treelstm import treelstm_text
+    _, params = model
+    text = treelstm_text(**DIMS).replace(
+        "let %h = @cell(%E, %Wl, %bl, %U, %bn, %t).0;",
+        "let %h = @cell(%E, %Wl, %bl, %U, %bn, %t).0 * @cell(%E, %Wl, %bl, %U * 0.5f, %bn, %t).1;")
+    mod = rl.infer_type(rl.parse(text))
+    vg = rl.value_and_grad(mod, argnums=tuple(range(7)))
+    run = rl.compile(vg, backend="jax", capacity={"nodes": 32})
+    for tree, y in _trees(mod, 4, 5, most=15):
+        _close(run(*params, tree, y), rl.evaluate(vg, *params, tree, y), 1e-4)
+    assert run.trace_count == 1
