@@ -161,3 +161,18 @@ def test_the_optimized_tree_network_gradient_accumulates_in_fused_steps():
     assert kinds(backward).count("outer_accumulate_step") == 1
     assert kinds(backward).count("ref_read_step") == 1       # the node's own adjoint
     assert "ref_write_step" not in kinds(backward)
+
+
+def test_large_accumulations_add_in_place_small_ones_store_a_new_sum():
+    from relayish.backend.interp.steps import IN_PLACE_MIN_SIZE
+    for n, in_place in ((8, False), (IN_PLACE_MIN_SIZE, True)):
+        mod = rl.infer_type(rl.parse(f"""
+def @main(%g: Tensor[({n}), float64], %r: ref(Tensor[({n}), float64])) {{
+  let %u = %r := !%r + %g;
+  ()
+}}"""))
+        r = rl.RefValue(np.zeros(n))          # only the reference holds its array
+        before = id(r.value)
+        rl.evaluate(mod, np.ones(n), r)
+        assert (id(r.value) == before) == in_place
+        np.testing.assert_array_equal(r.value, np.ones(n))

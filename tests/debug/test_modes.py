@@ -99,8 +99,9 @@ def test_debug_modes_off_compile_nothing_of_them():
     assert checked is not code                 # a debug mode compiles afresh, uncached
 
 
+# 2^16 elements: the interpreter adds in place only from steps.IN_PLACE_MIN_SIZE up
 STALE = """\
-def @main(%x: Tensor[(3), float64], %g: Tensor[(3), float64]) -> Tensor[(3), float64] {
+def @main(%x: Tensor[(65536), float64], %g: Tensor[(65536), float64]) -> Tensor[(65536), float64] {
   let %r = ref(%x * 1f64);
   let %u = %r := !%r + %g;
   let %a = !%r;
@@ -112,7 +113,7 @@ def @main(%x: Tensor[(3), float64], %g: Tensor[(3), float64]) -> Tensor[(3), flo
 
 def test_debug_alloc_catches_a_planted_ownership_bug(monkeypatch):
     mod = rl.parse(STALE, filename="stale.rly")
-    x, g = np.ones(3), np.full(3, 0.5)
+    x, g = np.ones(65536), np.full(65536, 0.5)
     right = rl.evaluate(mod, x, g)
     assert np.allclose(right, 3.0)
     assert np.allclose(rl.evaluate(mod, x, g, debug_alloc=True), 3.0)
