@@ -26,6 +26,14 @@ def model():
     return mod, params
 
 
+@pytest.fixture(scope="module")
+def gradient(model):
+    """The TreeLSTM's value_and_grad and its one compiled program (64 rows)."""
+    mod, _ = model
+    vg = rl.value_and_grad(mod, argnums=tuple(range(7)))
+    return vg, rl.compile(vg, backend="jax", capacity={"nodes": 64})
+
+
 def _trees(mod, seed, n, most=30):
     rng = np.random.default_rng(seed)
     return [(to_value(mod, random_tree(rng, int(rng.integers(1, most + 1)), DIMS["vocab"])),
@@ -75,10 +83,9 @@ def test_forward_one_compilation_for_every_tree_shape(model):
     assert run.trace_count == 1
 
 
-def test_value_and_grad_one_compilation_same_gradients(model):
+def test_value_and_grad_one_compilation_same_gradients(model, gradient):
     mod, params = model
-    vg = rl.value_and_grad(mod, argnums=tuple(range(7)))
-    run = rl.compile(vg, backend="jax", capacity={"nodes": 64})
+    vg, run = gradient
     for tree, y in _trees(mod, 2, 20):
         _close(run(*params, tree, y), rl.evaluate(vg, *params, tree, y), 1e-4)
     assert run.trace_count == 1
@@ -272,20 +279,19 @@ def test_the_gradient_of_a_traced_condition_loop_is_not_a_loop_yet():
         rl.compile(grad, backend="jax", limits={"max_seconds": 20})(np.ones(3, np.float32))
 
 
-def test_rows_hold_what_an_iteration_makes_not_the_weights(model):
+def test_rows_hold_what_an_iteration_makes_not_the_weights(model, gradient):
     # a backpropagator closure captures the embedding E and the matrix U: tensors of the
     # enclosing trace are kept as they are, never stored per row (they were, through the
     # switch that joins the constructors' closures: a [rows, 20, 6] table of E)
     mod, params = model
-    vg = rl.value_and_grad(mod, argnums=tuple(range(7)))
-    run = rl.compile(vg, backend="jax", capacity={"nodes": 32})
+    _, run = gradient
     tree, y = _trees(mod, 3, 1, most=15)[0]
     run(*params, tree, y)
     (entry,) = run._cache.values()
     leaves = run._flatten_args((*params, tree, y))[0]
     text = str(entry.jitted.trace(*leaves).jaxpr)
     import re
-    assert not re.search(r"f32\[32,(\d+,)?(20,6|20,8)\]", text)   # E: (20, 6), U: (20, 8)
+    assert not re.search(r"f32\[64,(\d+,)?(20,6|20,8)\]", text)   # E: (20, 6), U: (20, 8)
 
 
 def test_weight_gradients_are_deferred_sums(model):
@@ -307,6 +313,6 @@ def test_two_folds_of_one_tree_chain_their_backward_loops(model):
     mod = rl.infer_type(rl.parse(text))
     vg = rl.value_and_grad(mod, argnums=tuple(range(7)))
     run = rl.compile(vg, backend="jax", capacity={"nodes": 32})
-    for tree, y in _trees(mod, 4, 5, most=15):
+    for tree, y in _trees(mod, 4, 3, most=15):
         _close(run(*params, tree, y), rl.evaluate(vg, *params, tree, y), 1e-4)
     assert run.trace_count == 1
