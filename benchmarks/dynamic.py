@@ -116,3 +116,227 @@ def rnn_loss_jax(params, words, y):
         h = jnp.tanh(W @ h + U @ E[w] + b)
     logits = Wo @ h + bo
     return -(logits - jnp.log(jnp.sum(jnp.exp(logits - jnp.max(logits)))) - jnp.max(logits))[y]
+
+
+# ---- the RNN's competitors: each is make(params, data) -> run(k) giving (loss, grads) ----------
+
+ALL = tuple(range(6))
+
+
+def relayish_jax_runner(mod, params, data, capacity):
+    """The value_and_grad program compiled ONCE (a loop over a node table); `run.compile_s` is
+    the first call's CPU time (trace + XLA), the compile time of the whole data set."""
+    import jax
+    compiled = rl.compile(rl.value_and_grad(mod, argnums=ALL), backend="jax",
+                          capacity={"nodes": capacity})
+    spec = compiled.node_tables()[len(params)]
+    values = [(spec.encode(to_seq(mod, words), capacity), np.int32(y)) for words, y in data]
+
+    def run(k):
+        return jax.block_until_ready(compiled(*params, *values[k]))
+    t0, w0 = time.process_time(), time.perf_counter()
+    run(0)
+    run.compile_s, run.compile_wall_s = time.process_time() - t0, time.perf_counter() - w0
+    run.traces = lambda: compiled.trace_count
+    return run
+
+
+def interpreter_runner(mod, params, data):
+    vg = rl.value_and_grad(mod, argnums=ALL)
+    values = [(to_seq(mod, words), np.int32(y)) for words, y in data]
+    rl.evaluate(vg, *params, *values[0])        # prepares the program once
+
+    def run(k):
+        return rl.evaluate(vg, *params, *values[k])
+    return run
+
+
+def torch_runner(params, data):
+    import torch
+    torch.set_num_threads(1)
+    ps = [torch.tensor(p, requires_grad=True) for p in params]
+
+    def run(k):
+        words, y = data[k]
+        E, W, U, b, Wo, bo = ps
+        h = torch.tanh(U @ E[words[-1]] + b)
+        for w in reversed(words[:-1]):
+            h = torch.tanh(W @ h + U @ E[w] + b)
+        loss = -torch.log_softmax(Wo @ h + bo, 0)[y]
+        for p in ps:
+            p.grad = None
+        loss.backward()
+        return loss.item(), [p.grad.numpy() for p in ps]
+    return run
+
+
+def jax_jit_runner(params, words):
+    """jax.jit of value_and_grad of the Python loop for one length (the words an array
+    argument): `run.compile_s` is its first call's CPU time."""
+    import jax
+    import jax.numpy as jnp
+    n = len(words)
+
+    def loss(ps, ws, y):
+        return rnn_loss_jax(ps, [ws[i] for i in range(n)], y)
+    vg = jax.jit(jax.value_and_grad(loss))
+    ws = jnp.asarray(np.array(words, np.int32))
+
+    def run(y):
+        return jax.block_until_ready(vg(params, ws, y))
+    t0 = time.process_time()
+    run(np.int32(0))
+    run.compile_s = time.process_time() - t0
+    return run
+
+
+def check(mod, params, data, rtol):
+    """Every competitor's loss and gradients agree on a few sequences before timing."""
+    import jax
+    one = relayish_jax_runner(mod, params, data, 128)
+    interp, torch_run = interpreter_runner(mod, params, data), torch_runner(params, data)
+    for k in range(len(data)):
+        ours = jax.tree_util.tree_leaves(one(k))
+        jit_run = jax_jit_runner(params, data[k][0])
+        for other in (interp(k), torch_run(k), jit_run(np.int32(data[k][1]))):
+            for a, b in zip(ours, jax.tree_util.tree_leaves(other)):
+                np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol,
+                                           atol=rtol * 0.1)
+    print(f"check: relayish jax, interpreter, PyTorch and jax.jit agree on {len(data)} "
+          f"sequences (loss and 6 gradients, rtol {rtol})")
+
+
+def rnn_section(args, rng):
+    dims = dict(vocab=1000, embed=64, hidden=128, classes=5)
+    mod = rnn_module(**dims)
+    params = rnn_params(rng, **dims)
+    data = [([int(w) for w in rng.integers(dims["vocab"], size=int(rng.integers(5, 101)))],
+             int(rng.integers(dims["classes"]))) for _ in range(args.seqs)]
+    check(mod, params, data[:2], 2e-3)
+    lengths = [len(words) for words, _ in data]
+    print(f"\nRNN value_and_grad: {len(data)} sequences of {min(lengths)}-{max(lengths)} words "
+          f"(mean {np.mean(lengths):.1f}, {len(set(lengths))} distinct lengths), embedding 64, "
+          f"hidden 128, float32, one thread; CPU ms per sequence, best of {args.rounds} rounds, "
+          f"competitors interleaved sequence by sequence")
+    one = relayish_jax_runner(mod, params, data, 128)
+    timed = data[:args.timed]
+    runners = {"relayish jax, one program": one,
+               "relayish interpreter (one program)": interpreter_runner(mod, params, timed),
+               "PyTorch eager CPU": torch_runner(params, timed)}
+    jits, jit_compile = {}, []
+    for words, _ in timed:                # jax.jit: one compilation per distinct length
+        if len(words) not in jits:
+            jits[len(words)] = jax_jit_runner(params, words)
+            jit_compile.append((len(words), jits[len(words)].compile_s))
+    runners["jax.jit per length (steady)"] = lambda k: jits[len(timed[k][0])](
+        np.int32(timed[k][1]))
+    for run in runners.values():
+        run(0)
+    best = dict.fromkeys(runners, float("inf"))
+    for _ in range(args.rounds):
+        spent = dict.fromkeys(runners, 0.0)
+        for k in range(len(timed)):
+            for name, run in runners.items():
+                t0 = time.process_time()
+                run(k)
+                spent[name] += time.process_time() - t0
+        for name in runners:
+            best[name] = min(best[name], spent[name] / len(timed) * 1e3)
+    torch_ms = best["PyTorch eager CPU"]
+    for name, ms in best.items():
+        print(f"  {name:38s} {ms:8.2f} ms   {ms / torch_ms:5.2f}x PyTorch")
+    # jax.jit's compile time grows with the length (the loop is unrolled): a least-squares line
+    # through the measured lengths, summed over the data set's distinct lengths
+    ns, secs = np.array([n for n, _ in jit_compile]), np.array([s for _, s in jit_compile])
+    slope, intercept = np.polyfit(ns, secs, 1) if len(set(ns)) > 1 else (secs[0] / ns[0], 0.0)
+    total = sum(intercept + slope * n for n in set(lengths))
+    for n, s in sorted(jit_compile):
+        print(f"  jax.jit compile, length {n:3d}: {s:6.2f} s CPU")
+    ours = best["relayish jax, one program"]
+    print(f"\nrelayish jax: {one.traces()} trace + XLA compilation for all {len(data)} sequences: "
+          f"{one.compile_s:.1f} s CPU ({one.compile_wall_s:.1f} s wall); jax.jit per length: "
+          f"about {total:.0f} s CPU for the data set's {len(set(lengths))} distinct lengths "
+          f"({intercept:.2f} + {slope * 1e3:.1f} ms x length, fitted on {len(jit_compile)})")
+    print(f"relayish jax {ours:.2f} ms per sequence = {torch_ms / ours:.2f}x faster than PyTorch "
+          f"eager, {best['relayish interpreter (one program)'] / ours:.1f}x faster than the "
+          f"interpreter, {ours / best['jax.jit per length (steady)']:.2f}x the per-length "
+          f"jax.jit's steady time")
+
+
+# ---- the traced-condition loop ------------------------------------------------------------------
+
+def loop_section(args, rng):
+    import jax
+    import jax.numpy as jnp
+    n = 256
+    mod = loop_module(n)
+    run = rl.compile(mod, backend="jax")
+
+    def step_jax(x):
+        return x * 0.7 + jnp.sin(x) * 0.05
+
+    @jax.jit
+    def by_hand(x):
+        return jax.lax.while_loop(lambda v: jnp.sum(v * v) > 0.001, step_jax, x)
+
+    xs = [(rng.normal(size=n) * scale).astype("float32")
+          for scale in np.geomspace(1e-3, 1e3, args.loop_inputs)]
+    iterations = []
+    for x in xs:
+        k, v = 0, x.astype("float64")
+        while np.sum(v * v) > 0.001:
+            v, k = v * 0.7 + np.sin(v) * 0.05, k + 1
+        iterations.append(k)
+    t0 = time.process_time()
+    jax.block_until_ready(run(xs[0]))
+    ours_compile = time.process_time() - t0
+    t0 = time.process_time()
+    jax.block_until_ready(by_hand(xs[0]))
+    hand_compile = time.process_time() - t0
+    for x in xs[:4]:
+        np.testing.assert_allclose(run(x), rl.evaluate(mod, x), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(run(x), by_hand(x), rtol=1e-5, atol=1e-7)
+    best = {"relayish jax (one while loop)": float("inf"), "jax.lax.while_loop by hand":
+            float("inf")}
+    fns = dict(zip(best, (run, by_hand)))
+    for _ in range(args.rounds):
+        spent = dict.fromkeys(best, 0.0)
+        for _ in range(args.loop_repeats):
+            for x in xs:
+                for name, fn in fns.items():
+                    t0 = time.process_time()
+                    jax.block_until_ready(fn(x))
+                    spent[name] += time.process_time() - t0
+        for name in best:
+            best[name] = min(best[name], spent[name] / len(xs) / args.loop_repeats * 1e3)
+    print(f"\ntraced-condition loop (x <- 0.7 x + 0.05 sin x while |x|^2 > 0.001), float32[{n}], "
+          f"{len(xs)} inputs of {min(iterations)}-{max(iterations)} iterations (mean "
+          f"{np.mean(iterations):.1f}); forward, CPU ms per input, best of {args.rounds} rounds; "
+          f"{run.trace_count} trace; compile {ours_compile:.2f} s (by hand {hand_compile:.2f} s)")
+    hand = best["jax.lax.while_loop by hand"]
+    for name, ms in best.items():
+        print(f"  {name:38s} {ms:8.4f} ms   {ms / hand:5.2f}x by hand")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seqs", type=int, default=100)
+    parser.add_argument("--timed", type=int, default=10,
+                        help="sequences timed in the interleaved rounds (jax.jit compiles each "
+                             "distinct length among them)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--loop-inputs", type=int, default=20)
+    parser.add_argument("--loop-repeats", type=int, default=20)
+    parser.add_argument("--quick", action="store_true",
+                        help="a short run: 20 sequences, 3 timed, 2 rounds")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seqs, args.timed, args.rounds, args.loop_repeats = 20, 3, 2, 5
+    rng = np.random.default_rng(args.seed)
+    rnn_section(args, rng)
+    loop_section(args, rng)
+
+
+if __name__ == "__main__":
+    main()
