@@ -2,7 +2,7 @@
 variable-length sequences and a traced-condition loop, each ONE compilation, against the
 interpreter, PyTorch eager and jax.jit.
 
-    python benchmarks/dynamic.py [--seqs 100] [--rounds 3] [--seed 0] [--quick]
+    python benchmarks/dynamic.py [--seqs 100] [--timed 10] [--batch 10] [--rounds 3] [--quick]
 
 * The RNN: an Elman cell over a sequence of word indices, written as a right fold over the list
   (`@rnn(xs) = match xs { Step(w, rest) => cell(@rnn(rest), w), Last(w) => cell(0, w) }`), a
@@ -16,6 +16,8 @@ interpreter, PyTorch eager and jax.jit.
     node tables encoded before timing (as a data loader would).
   - relayish interpreter: the same value_and_grad program, one call per sequence.
   - PyTorch eager CPU (the `bench` extra, torch==2.13.0): the same loop, loss.backward().
+  - rl.vmap (--batch B): the same program batched over B sequences of different lengths per
+    call, timed over the whole data set after the interleaved rounds (per sequence).
   - jax.jit per length: jax.value_and_grad of a Python loop over the words, jitted; one
     compilation per distinct length. Its compile time is measured for a few lengths and summed
     over the data set's distinct lengths (fitted linearly in the length).
@@ -141,6 +143,26 @@ def relayish_jax_runner(mod, params, data, capacity):
     return run
 
 
+def batched_runner(mod, params, data, capacity, batch):
+    """rl.vmap of the same value_and_grad over `batch` sequences of different lengths per call
+    (their node tables stacked at one capacity; the loop runs to the longest, shorter ones'
+    rows masked): run(k) gives the gradients of batch k; `run.compile_s` as above."""
+    import jax
+    vg = rl.vmap(rl.value_and_grad(mod, argnums=ALL), in_axes=(None,) * len(params) + (0, 0))
+    compiled = rl.compile(vg, backend="jax", capacity={"nodes": capacity})
+    batches = [([to_seq(mod, words) for words, _ in data[i:i + batch]],
+                np.array([y for _, y in data[i:i + batch]], np.int32))
+               for i in range(0, len(data) - batch + 1, batch)]
+
+    def run(k):
+        return jax.block_until_ready(compiled(*params, *batches[k]))
+    t0 = time.process_time()
+    run(0)
+    run.compile_s = time.process_time() - t0
+    run.batches = len(batches)
+    return run
+
+
 def interpreter_runner(mod, params, data):
     vg = rl.value_and_grad(mod, argnums=ALL)
     values = [(to_seq(mod, words), np.int32(y)) for words, y in data]
@@ -253,6 +275,17 @@ def rnn_section(args, rng):
     for n, s in sorted(jit_compile):
         print(f"  jax.jit compile, length {n:3d}: {s:6.2f} s CPU")
     ours = best["relayish jax, one program"]
+    if args.batch:
+        batched = batched_runner(mod, params, data, 128, args.batch)
+        ms = float("inf")
+        for _ in range(args.rounds):
+            t0 = time.process_time()
+            for k in range(batched.batches):
+                batched(k)
+            ms = min(ms, (time.process_time() - t0) / (batched.batches * args.batch) * 1e3)
+        print(f"  {'rl.vmap, batches of ' + str(args.batch):38s} {ms:8.2f} ms   "
+              f"{ms / torch_ms:5.2f}x PyTorch   (per sequence; {batched.batches} batches of the "
+              f"whole data set, not interleaved; compile {batched.compile_s:.1f} s CPU)")
     print(f"\nrelayish jax: {one.traces()} trace + XLA compilation for all {len(data)} sequences: "
           f"{one.compile_s:.1f} s CPU ({one.compile_wall_s:.1f} s wall); jax.jit per length: "
           f"about {total:.0f} s CPU for the data set's {len(set(lengths))} distinct lengths "
@@ -326,6 +359,8 @@ def main(argv=None):
                              "distinct length among them)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=10,
+                        help="also time rl.vmap over batches of this many sequences (0: not)")
     parser.add_argument("--loop-inputs", type=int, default=20)
     parser.add_argument("--loop-repeats", type=int, default=20)
     parser.add_argument("--quick", action="store_true",
