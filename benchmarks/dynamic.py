@@ -276,16 +276,24 @@ def rnn_section(args, rng):
         print(f"  jax.jit compile, length {n:3d}: {s:6.2f} s CPU")
     ours = best["relayish jax, one program"]
     if args.batch:
+        # the whole data set, each batch interleaved with its sequences one call each
         batched = batched_runner(mod, params, data, 128, args.batch)
-        ms = float("inf")
+        ms, single = float("inf"), float("inf")
         for _ in range(args.rounds):
-            t0 = time.process_time()
+            spent = [0.0, 0.0]
             for k in range(batched.batches):
+                t0 = time.process_time()
                 batched(k)
-            ms = min(ms, (time.process_time() - t0) / (batched.batches * args.batch) * 1e3)
+                t1 = time.process_time()
+                for i in range(k * args.batch, (k + 1) * args.batch):
+                    one(i)
+                spent[0] += t1 - t0
+                spent[1] += time.process_time() - t1
+            ms = min(ms, spent[0] / (batched.batches * args.batch) * 1e3)
+            single = min(single, spent[1] / (batched.batches * args.batch) * 1e3)
         print(f"  {'rl.vmap, batches of ' + str(args.batch):38s} {ms:8.2f} ms   "
-              f"{ms / torch_ms:5.2f}x PyTorch   (per sequence; {batched.batches} batches of the "
-              f"whole data set, not interleaved; compile {batched.compile_s:.1f} s CPU)")
+              f"{ms / single:5.2f}x one per call ({single:.2f} ms on these {len(data)} "
+              f"sequences, interleaved batch by batch); compile {batched.compile_s:.1f} s CPU")
     print(f"\nrelayish jax: {one.traces()} trace + XLA compilation for all {len(data)} sequences: "
           f"{one.compile_s:.1f} s CPU ({one.compile_wall_s:.1f} s wall); jax.jit per length: "
           f"about {total:.0f} s CPU for the data set's {len(set(lengths))} distinct lengths "
@@ -314,12 +322,7 @@ def loop_section(args, rng):
 
     xs = [(rng.normal(size=n) * scale).astype("float32")
           for scale in np.geomspace(1e-3, 1e3, args.loop_inputs)]
-    iterations = []
-    for x in xs:
-        k, v = 0, x.astype("float64")
-        while np.sum(v * v) > 0.001:
-            v, k = v * 0.7 + np.sin(v) * 0.05, k + 1
-        iterations.append(k)
+    iterations = [_iterations(x) for x in xs]
     t0 = time.process_time()
     jax.block_until_ready(run(xs[0]))
     ours_compile = time.process_time() - t0
@@ -349,6 +352,29 @@ def loop_section(args, rng):
     hand = best["jax.lax.while_loop by hand"]
     for name, ms in best.items():
         print(f"  {name:38s} {ms:8.4f} ms   {ms / hand:5.2f}x by hand")
+    # a call's fixed cost and an iteration's: an input that stops at once and a long one
+    short, long = np.full(n, 1e-4, "float32"), np.full(n, 1e30, "float32")
+    steps = _iterations(long)
+    for name, fn in fns.items():
+        t_short, t_long = (min(_per_call(fn, x, 100) for _ in range(args.rounds))
+                           for x in (short, long))
+        print(f"  {name:38s} {t_short * 1e3:8.4f} ms a call with no iteration, "
+              f"{(t_long - t_short) / steps * 1e6:.2f} us an iteration ({steps} iterations)")
+
+
+def _iterations(x):
+    k, v = 0, x.astype("float64")
+    while np.sum(v * v) > 0.001:
+        v, k = v * 0.7 + np.sin(v) * 0.05, k + 1
+    return k
+
+
+def _per_call(fn, x, calls):
+    import jax
+    t0 = time.process_time()
+    for _ in range(calls):
+        jax.block_until_ready(fn(x))
+    return (time.process_time() - t0) / calls
 
 
 def main(argv=None):
