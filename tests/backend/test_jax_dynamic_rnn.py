@@ -1,5 +1,7 @@
 """Programs beyond trees on the jax backend's dynamic path (issue 17, "Measure"): an RNN over
-variable-length sequences written as a fold over a list, and a traced-condition loop
+variable-length sequences written as a fold over a list (of word indices, embedded in the
+cell: a list of float vectors is lifted by reverse AD and its gradient stays one trace per
+length, pinned below), and a traced-condition loop
 (`while |x| > eps`), each ONE compilation; values and gradients equal the interpreter's and
 jax.grad's of a Python loop; the same under rl.vmap with sequences of different lengths.
 What is not a loop yet is pinned here (a CompileError naming the function, or one trace per
@@ -122,6 +124,40 @@ def @main(%E: Tensor[(5, 3), float64], %W: Tensor[(3, 3), float64], %xs: L) -> f
     with pytest.raises(CompileError, match=r"@rnn_ad: the closures its loop left are called "
                                            r"under a traced if or match"):
         vg(E, W, xs)
+
+
+def test_rnn_over_a_list_of_vectors_gradient_is_one_trace_per_length_yet():
+    # the forward fold over a list of float vectors is one loop; its value_and_grad is not:
+    # reverse AD lifts the list to L_ad (a reference per element, @ad_lift_L), a map that is
+    # not a fold, so the list stays static (unrolled, one trace per length). Hence the RNN
+    # above reads word indices and embeds them. When the lifted list becomes a table, assert
+    # trace_count == 1 here.
+    mod = rl.infer_type(rl.parse("""
+type L { Nil, Cons(Tensor[(3), float64], L) }
+def @rnn(%W: Tensor[(3, 3), float64], %xs: L) -> Tensor[(3), float64] {
+  match (%xs) {
+    Nil => zeros(shape=[3], dtype="float64"),
+    Cons(%x, %rest) => { let %h = @rnn(%W, %rest); tanh(matmul(%W, %h) + %x) }
+  }
+}
+def @main(%W: Tensor[(3, 3), float64], %xs: L) -> float64 {
+  let %h = @rnn(%W, %xs); sum(%h * %h)
+}
+"""))
+    nil, cons = mod.get_constructor("Nil"), mod.get_constructor("Cons")
+    rng = np.random.default_rng(6)
+    W = rng.normal(size=(3, 3)) * 0.5
+    forward = rl.compile(mod, backend="jax", capacity={"nodes": 16})
+    vg = rl.value_and_grad(mod, argnums=0)
+    gradient = rl.compile(vg, backend="jax", capacity={"nodes": 16})
+    for n in (1, 2, 3):
+        xs = rl.ConstructorValue(nil, [])
+        for x in rng.normal(size=(n, 3)):
+            xs = rl.ConstructorValue(cons, [x, xs])
+        np.testing.assert_allclose(forward(W, xs), rl.evaluate(mod, W, xs), rtol=1e-12)
+        _close(gradient(W, xs), rl.evaluate(vg, W, xs))
+    assert forward.trace_count == 1
+    assert gradient.trace_count == 3
 
 
 def test_traced_condition_loop_forward_is_one_compilation():
