@@ -230,11 +230,13 @@ class Guard:
 SETTLE_CHUNK = 16
 
 
-def settle(initial, records, tables, count):
+def settle(initial, records, tables, count, fixed=False):
     """The deferred reference's value after the loop: its content before plus every row's
     terms (`tables`: per hit, the two stacked operand tables). Rows past `count` (a traced
     int) were never visited: the outer products run over chunks of SETTLE_CHUNK rows up to
-    count, so the work follows the structure's size, not the capacity."""
+    count, so the work follows the structure's size, not the capacity. `fixed` (a fixed-trip
+    loop's tables, dynamic_loops._fixed_trips): every chunk, the rows past count being zeros,
+    so that the trip count is the same for every example of a batch."""
     import jax.numpy as jnp
     from jax import lax
     total = jnp.asarray(initial)
@@ -257,7 +259,8 @@ def settle(initial, records, tables, count):
             b = lax.dynamic_slice_in_dim(tb, k * chunk, chunk)
             acc = acc + jnp.matmul(a.T, b).astype(acc.dtype)
         return acc
-    return lax.fori_loop(0, (count + chunk - 1) // chunk, body, total)
+    trips = (rows + pad) // chunk if fixed else (count + chunk - 1) // chunk
+    return lax.fori_loop(0, trips, body, total)
 
 
 __all__ = ["PoolCell", "Undefer", "Accumulation", "accumulations", "Marker", "Guard", "settle"]

@@ -114,6 +114,27 @@ def _set(table, row, value):
                                            row, 0)
 
 
+def _keep_if(valid, new, old):
+    """`new` where the traced bool `valid` holds, else `old` (a row-sized select: the guarded
+    write of a fixed-trip loop, _fixed_trips)."""
+    import jax.numpy as jnp
+    if valid is None:
+        return new
+    return jnp.where(valid, _cast(new, old.shape, old.dtype), old)
+
+
+def _fixed_trips(ev):
+    """Run the loops for the table's capacity, not its count, with every write of an iteration
+    past the count guarded (`where(i < count, new, old)` per row)? Under rl.vmap
+    (`select_joins`, set by batching.py) the count differs per example: jax batches a loop
+    whose trip count is batched as a while loop that selects the *whole* carry (the tables)
+    per example on every iteration; a trip count the same for every example is an unbatched
+    predicate and no carry select. The padding rows compute on zero fields (inf or NaN
+    possibly: log(0)), but only in values no guarded write keeps. One example per call keeps
+    the exact count: fewer iterations and no selects."""
+    return bool(getattr(ev, "select_joins", False))
+
+
 def _is_zero_constant(v):
     return all(isinstance(x, np.ndarray) and not x.any() for x in _leaves(v, []))
 
@@ -165,7 +186,10 @@ class JPoolRef(Indexed):
         guard = ev.guard
         if guard is None:
             tables = ev.read(self.pool.cell)
-            ev.write(self.pool.cell, _tmap(lambda t, v: _set(t, self.slot, v), tables, value))
+            valid = getattr(ev.loop, "valid", None)
+            ev.write(self.pool.cell, _tmap(
+                lambda t, v: _set(t, self.slot, _keep_if(valid, v, _at(t, self.slot))),
+                tables, value))
             return
         entry = guard.cache.get(id(self.slot))
         if entry is None:
@@ -230,9 +254,10 @@ class _Cached:
         self.original = cell.value
 
 
-def flush(ev, guard, value):
+def flush(ev, guard, value, valid=None):
     """Write the iteration's changed slots back (a slot of an alternative not taken goes to
-    the pool's spare last row, so a garbage slot never overwrites a real one); returns a
+    the pool's spare last row, so a garbage slot never overwrites a real one; so does every
+    slot of a fixed-trip loop's step past the chain's end, `valid` False); returns a
     traced bool: did one alternative hold two references to one slot, one of them written
     (aliasing the per-iteration cells cannot represent)?"""
     import jax.numpy as jnp
@@ -257,13 +282,16 @@ def flush(ev, guard, value):
                 continue
             hit = x.slot == y.slot
             pred = taken(common)
-            alias = alias | (hit if pred is None else hit & pred)
+            hit = hit if pred is None else hit & pred
+            alias = alias | (hit if valid is None else hit & valid)
     for pool in {id(e.pool): e.pool for e, d in zip(entries, dirty) if d}.values():
         tables = ev.read(pool.cell)
         spare = _leaves(tables, [])[0].shape[0] - 1
         for e, d in zip(entries, dirty):
             if d and e.pool is pool:
                 pred = taken(e.users)
+                if valid is not None:
+                    pred = valid if pred is None else pred & valid
                 at = e.slot if pred is None else jnp.where(pred, e.slot, spare)
                 tables = _tmap(lambda t, v: _set(t, at, v), tables, e.cell.value)
         ev.write(pool.cell, tables)
@@ -504,6 +532,8 @@ class _FoldLoop:
         self.carried = []                # outer references holding tensors, carried
         self.families = []               # Family per outer reference holding closures
         self.i = None
+        self.valid = None                # fixed trips: i < count (traced), else None
+        self.fixed = _fixed_trips(ev)
         self.results = None
 
     def _layout(self, key):
@@ -604,6 +634,7 @@ class _FoldLoop:
     def _body(self, i, results, pools, carried, ptrs, fam_tables):
         """One iteration on the state given; returns the new state (same structure)."""
         self.i, self.results, self.counts = i, list(results), {}
+        self.valid = (i < self.table.count) if self.fixed else None
         for pool, tables in zip(self.pools.values(), pools):
             pool.cell.value = tables
         for ref, value in zip(self.carried, carried):
@@ -625,9 +656,10 @@ class _FoldLoop:
         fam_tables = [[_set(t, i, x) for t, x in zip(tables, fam.pack(leaves))] if tables else []
                       for fam, tables, leaves in zip(self.families, fam_tables, encoded)]
         import jax.numpy as jnp
-        ptrs = [jnp.asarray(i, jnp.int32) for _ in self.families]
+        valid = self.valid
+        ptrs = [_keep_if(valid, jnp.asarray(i, jnp.int32), p) for p in ptrs]
         pools = [pool.cell.value for pool in self.pools.values()]
-        carried = [_tmap(lambda v, o: _cast(v, o.shape, o.dtype), ref.value, old)
+        carried = [_tmap(lambda v, o: _keep_if(valid, v, o), ref.value, old)
                    for ref, old in zip(self.carried, carried)]
         return results, pools, carried, ptrs, fam_tables, encoded
 
@@ -707,7 +739,8 @@ class _FoldLoop:
                 if len(self.pools) != n_pools:
                     raise CompileError(f"internal: {self.name}'s iteration made a new pool")
                 return out[:5]
-            state = lax.fori_loop(0, self.table.count, body,
+            trips = self.rows if self.fixed else self.table.count
+            state = lax.fori_loop(0, trips, body,
                                   (results0, pools0, carried0, ptrs0, tables0))
         finally:
             ev.loop, ev.frames = None, saved_frames
@@ -749,12 +782,17 @@ class _Chain:
         self.start = next_serial()
         self.deferred = []
         self.record_shapes = None    # per deferred reference, per hit: (kind, shapes)
+        self.fixed = _fixed_trips(ev)
 
     def step(self, ptr, guard):
         """Row ptr's closure (a lax.switch over the row's Functions, joins.py); the next row
         (its tail call of the previous row)."""
         import jax.numpy as jnp
         ev, fam, args = self.ev, self.fam, self.args
+        # fixed trips: a step past the chain's end (ptr -1) reruns row 0, its writes dropped
+        valid = (ptr >= 0) if self.fixed else None
+        if valid is not None:
+            ptr = jnp.maximum(ptr, 0)
         v = fam.decode(ptr)
         _prefetch(ev, guard, v, ptr)
         guard.start_step()
@@ -767,8 +805,9 @@ class _Chain:
             raise CompileError(f"{fam.name}: a closure its loop left does not end by "
                                "calling the one made before it with the same arguments "
                                "(a backpropagator chain); not compiled as a loop")
-        self.alias = flush(ev, guard, v)
-        return jnp.asarray(r.callee.ptr, jnp.int32)
+        self.alias = flush(ev, guard, v, valid)
+        nxt = jnp.asarray(r.callee.ptr, jnp.int32)
+        return nxt if valid is None else jnp.where(valid, nxt, -1)
 
     def _traced(self, fn, deferred):
         """Run fn(guard) with the evaluator set up for the loop body; restores everything."""
@@ -838,8 +877,12 @@ class _Chain:
         tables0 = [[(jnp.zeros((rows,) + tuple(sa), da), jnp.zeros((rows,) + tuple(sb), db))
                     for _, sa, da, sb, db in hits] for hits in records]
 
+        pools = [isinstance(ref, PoolCell) for ref in written]
+
         def body(state):
             ptr, values, tables, alias = state
+            valid = (ptr >= 0) if self.fixed else None
+            row = ptr if valid is None else jnp.maximum(ptr, 0)
 
             def one(guard):
                 for ref, v in zip(written, values):
@@ -847,8 +890,10 @@ class _Chain:
                 try:
                     nxt = self.step(ptr, guard)
                     step_records = guard.step_records()
-                    out = [_tmap(lambda v, o: _cast(v, o.shape, o.dtype), ref.value, old)
-                           for ref, old in zip(written, values)]
+                    # pool tables: flush guarded their slots already (no whole-table select)
+                    out = [_tmap(lambda v, o: _keep_if(None if pool else valid, v, o),
+                                 ref.value, old)
+                           for ref, old, pool in zip(written, values, pools)]
                 finally:
                     for ref, v in zip(written, initial):
                         ref.value = v
@@ -857,20 +902,24 @@ class _Chain:
                     if len(got) != len(hits):
                         raise CompileError(f"internal: {fam.name}'s backward loop changed "
                                            "between traces")
-                    new_tables.append([(_set(ta, ptr, a), _set(tb, ptr, b))
-                                       for (ta, tb), (_, a, b) in zip(hits, got)])
+                    new_tables.append([
+                        (_set(ta, row, _keep_if(valid, a, _at(ta, row))),
+                         _set(tb, row, _keep_if(valid, b, _at(tb, row))))
+                        for (ta, tb), (_, a, b) in zip(hits, got)])
                 return nxt, out, new_tables, alias | self.alias
             return self._traced(one, deferred)
-        ptr, values, tables, alias = lax.while_loop(
-            lambda s: s[0] >= 0, body, (jnp.asarray(self.ptr, jnp.int32), initial,
-                                        tables0, jnp.asarray(False)))
+        state = (jnp.asarray(self.ptr, jnp.int32), initial, tables0, jnp.asarray(False))
+        if self.fixed:      # every row at most once: the chain runs down from ptr to -1
+            ptr, values, tables, alias = lax.fori_loop(0, rows, lambda _, s: body(s), state)
+        else:
+            ptr, values, tables, alias = lax.while_loop(lambda s: s[0] >= 0, body, state)
         ev.faults.append((alias, f"{fam.name}: two references the backward loop's closures "
                                  "use in one step are the same reference, which the compiled "
                                  "loop does not represent; run it with rl.evaluate"))
         for ref, v in zip(written, values):
             ev.write(ref, v)
         for ref, hits, t in zip(deferred, records, tables):
-            ev.write(ref, settle(ref.value, hits, t, fam.count))
+            ev.write(ref, settle(ref.value, hits, t, fam.count, self.fixed))
         return TailCall(fam.base, list(self.args))
 
 __all__ = ["fold_call", "Pool", "JPoolRef", "Family", "JRow"]
