@@ -316,3 +316,46 @@ def test_two_folds_of_one_tree_chain_their_backward_loops(model):
     for tree, y in _trees(mod, 4, 3, most=15):
         _close(run(*params, tree, y), rl.evaluate(vg, *params, tree, y), 1e-4)
     assert run.trace_count == 1
+
+
+PADDED = """
+type T { Leaf(int32), Node(T, T) }
+
+def @fold(%E: Tensor[(5, 3), float64], %w: Tensor[(3), float64], %t: T) -> Tensor[(3), float64] {
+  match (%t) {
+    Leaf(%i) => log(take(%E, %i, axis=0)) * %w,
+    Node(%l, %r) => {
+      let %a = @fold(%E, %w, %l);
+      let %b = @fold(%E, %w, %r);
+      tanh(%a * %w + %b) / sqrt(sum(%a * %a))
+    }
+  }
+}
+
+def @main(%E: Tensor[(5, 3), float64], %w: Tensor[(3), float64], %t: T) -> float64 {
+  sum(@fold(%E, %w, %t))
+}
+"""
+
+
+def test_batched_loops_run_the_capacity_and_padding_rows_leave_no_nan():
+    """Under rl.vmap the loops run `capacity` iterations for every example (a trip count jax
+    sees unbatched) and drop the writes of rows past each tree's count. Those rows run the
+    clauses on zero fields: the leaf's log(E[0]) is log(0) = -inf here and its backward step
+    divides by zero, so a padding value kept anywhere would show as inf/NaN in the gradient."""
+    mod = rl.infer_type(rl.parse(PADDED))
+    leaf, node = mod.get_constructor("Leaf"), mod.get_constructor("Node")
+
+    def tree(rng, n):
+        if n == 1:
+            return rl.ConstructorValue(leaf, [np.int32(rng.integers(1, 5))])
+        k = int(rng.integers(1, n))
+        return rl.ConstructorValue(node, [tree(rng, k), tree(rng, n - k)])
+    rng = np.random.default_rng(0)
+    trees = [tree(rng, n) for n in (1, 3, 6, 2, 8)]
+    E, w = rng.uniform(0.5, 2.0, size=(5, 3)), rng.normal(size=3)
+    E[0] = 0.0                                  # what a padding row's index 0 reads
+    vg = rl.vmap(rl.value_and_grad(mod, argnums=(0, 1)), in_axes=(None, None, 0))
+    got = rl.compile(vg, capacity={"nodes": 16})(E, w, trees)
+    assert all(np.isfinite(np.asarray(x)).all() for x in _flat(got))
+    _close(got, rl.evaluate(vg, E, w, trees), 1e-10)
