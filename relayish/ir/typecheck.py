@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 
 from relayish.errors import RelayishError, TypeCheckError
-from relayish.ir.analysis import CallGraph
+from relayish.ir.analysis import CallGraph, FreeVars
 from relayish.ir.expr import (Clause, Constructor, Expr, Function, Let, PatternConstructor,
                               PatternTuple, PatternVar, PatternWildcard, Var, _short_text)
 from relayish.ir.module import Module
@@ -795,16 +795,33 @@ def _check_module(mod) -> Module:
                        func.type_params)
         checker.signatures[id(func)] = sig
         checker.global_types[gv.name_hint] = sig
+    free = FreeVars()
     for component in CallGraph(mod).components():
         for name in component:
             func = mod[name]
             checker.expect(func, checker.signatures[id(func)], checker.visit(func),
                            f"the signature of @{name}")
+            _check_scopes(func, checker, free, f" in @{name}")  # a Var bound nowhere: above
         checker.solve()
     checker.finish()
     for gv, func in mod.functions.items():
         gv._checked_type = func._checked_type
     return mod
+
+
+def _check_scopes(expr, checker, free, where=""):
+    """Every use of a Var bound in `expr` lies inside its binder's scope. The checker types a
+    Var by its binder wherever it is used, so a use after the scope ended (an IR built by hand,
+    or a bad rewrite: a value bound inside a match clause used after the match) would pass it
+    and read a stale slot on the interpreter; such a Var is free in `expr` although `expr`
+    binds it (one free-variable walk, memoized per node)."""
+    for var in free.of(expr):
+        if id(var) in checker.binding_site:
+            error = TypeCheckError(
+                f"the variable {_text(var)} is used{where} outside the scope of its binder "
+                "(the let, function parameter or pattern that binds it does not enclose the use)")
+            error.node = var
+            raise error
 
 
 def _global_types_of(mod) -> dict:
@@ -840,6 +857,7 @@ def infer_type(mod_or_expr, mod=None):
         return mod_or_expr
     checker = TypeChecker(mod, _global_types_of(mod) if mod is not None else None)
     checker.visit(mod_or_expr)
+    _check_scopes(mod_or_expr, checker, FreeVars())
     checker.finish()
     return mod_or_expr
 

@@ -868,3 +868,20 @@ def test_a_mismatched_argument_is_still_named_with_its_call():
     with pytest.raises(TypeCheckError) as info:
         infer_type(call, mod)
     assert "argument 1 of S(1f)" in str(info.value)
+
+
+def test_a_variable_used_outside_the_scope_of_its_binder_is_a_type_error():
+    """The checker types a Var by its binder wherever it is used; a use after the binder's scope
+    ended (here: bound in an if branch, used after the if) would read a stale slot on the
+    interpreter, so it is an error that names the variable."""
+    x = rl.var("x", shape=(), dtype="float32")
+    a = rl.var("a")
+    inner = rl.Let(a, x * 2.0, a)
+    r = rl.var("r")
+    body = rl.Let(r, rl.If(x > 0.0, inner, x), r + a)
+    with pytest.raises(TypeCheckError, match=r"%a is used.* outside the scope of its binder"):
+        rl.evaluate(rl.Function([x], body), np.float32(1.0))
+    with pytest.raises(TypeCheckError, match=r"outside the scope"):
+        infer_type(rl.Module.from_expr(rl.Function([x], body)))
+    fine = rl.Let(r, rl.If(x > 0.0, inner, x), r + x)         # the same, in scope
+    assert float(rl.evaluate(rl.Function([x], fine), np.float32(1.0))) == 3.0

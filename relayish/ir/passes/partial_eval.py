@@ -282,11 +282,16 @@ class _PartialEvaluator:
             self.scope, self.store = saved
             self.outer_stores.pop()
 
-    def merge(self, stores):
-        """The entries every branch left the same: the same value, or equal constants (then
-        with the earliest time written, so no unknown call after it is missed)."""
+    def merge(self, stores, before):
+        """The entries every branch left the same: the value they all had `before` the
+        branches, or equal constants (then with the earliest time written, so no unknown call
+        after it is missed). Anything else a branch wrote is bound inside that branch (a
+        closure, a residual Var), out of scope after it: even a match with one clause forgets
+        it, as a value only (it may still be in the reference, below)."""
         merged = {}
         for k, entry in stores[0].items():
+            if before.get(k) is not entry and not _scope_free_constant(entry[0]):
+                continue
             for other in stores[1:]:
                 found = other.get(k)
                 if found is entry:
@@ -373,7 +378,7 @@ class _PartialEvaluator:
         c = self.atom(cond)
         then = self.in_scope(e.true_branch, dict(self.store))
         other = self.in_scope(e.false_branch, dict(self.store))
-        self.store = self.merge([then[2], other[2]])
+        self.store = self.merge([then[2], other[2]], self.store)
         return self.emit(lambda: If(c, then[0].build(then[1]), other[0].build(other[1])),
                          hint, "if", e)
 
@@ -393,7 +398,7 @@ class _PartialEvaluator:
             pattern, bind = _fresh_pattern(clause.lhs)
             arms.append((pattern, self.in_scope(clause.rhs, dict(self.store), bind)))
         if arms:
-            self.store = self.merge([arm[2] for _, arm in arms])
+            self.store = self.merge([arm[2] for _, arm in arms], self.store)
 
         def build():
             return Match(d, [Clause(p, arm[0].build(arm[1])) for p, arm in arms], e.complete)
@@ -512,6 +517,11 @@ class _PartialEvaluator:
 
 
 _UNKNOWN = object()
+
+
+def _scope_free_constant(pv) -> bool:
+    """A constant whose residual is the Constant itself (not a Var bound where it was made)."""
+    return pv.kind == _CONST and isinstance(pv.atom, Constant)
 
 
 def _same_constant(a, b) -> bool:

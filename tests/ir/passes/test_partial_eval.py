@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 
 import relayish as rl
-from relayish.ir.analysis import walk
+from relayish.ir.analysis import FreeVars, walk
 from relayish.ir.expr import Call, Function, Let, RefCreate, RefRead, RefWrite
 from relayish.ir.passes.partial_eval import UNROLL
 from strategies import CHAIN_LENGTHS, f32, programs
@@ -230,3 +230,19 @@ def test_a_reference_escaping_from_a_residual_closure_takes_what_it_holds_along(
     for program in (f, g):
         sink = rl.RefValue(rl.RefValue(rl.RefValue(np.float32(0.0))))
         assert rl.evaluate(program, k, rl.evaluate(make_k2, sink), sink) == np.float32(9.0)
+
+
+def test_a_value_written_in_a_one_clause_match_is_not_known_after_it():
+    """A closure written to a reference inside a match's only clause captures that clause's
+    Vars: after the match it is not a known value (inlining its body there used Vars out of
+    their scope: found by tests/fuzz/test_differential.py on the gradient of a @foldr)."""
+    f, g = _pe("""fn (%p: (float32, float32)) {
+        let %r = ref(fn () { 0f });
+        let %m = match (%p) {
+          (%a, _) => { let %s = %a * 2f; %r := fn () { %s }; %s },
+        };
+        (!%r)() + %m }""")
+    assert FreeVars()(g) == []
+    p = (np.float32(3.0), np.float32(1.0))
+    assert_same_value(rl.evaluate(g, p), rl.evaluate(f, p))
+    assert_same_value(rl.compile(g, backend="jax")(p), np.float32(12.0))
