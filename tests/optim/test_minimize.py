@@ -13,6 +13,9 @@ from strategies import deep
 
 METHODS = ["newton", "newton-cg", "trust-ncg", "bfgs", "gd"]
 BACKENDS = ["interpreter", "jax"]
+# each jax case compiles its own program (about a second of CPU): the default run keeps one
+# (test_rosenbrock_2d's) and -m slow runs the rest
+BACKEND_CASES = ["interpreter", pytest.param("jax", marks=pytest.mark.slow)]
 MAX_ITER = {"newton": 100, "newton-cg": 200, "trust-ncg": 200, "bfgs": 300, "gd": 3000}
 
 
@@ -28,7 +31,7 @@ def test_rosenbrock_2d(method, backend):
     assert res.method == method and res.backend == backend
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKEND_CASES)
 @pytest.mark.parametrize("method", METHODS)
 def test_rosenbrock_4d(method, backend):
     from scipy.optimize import rosen_der, rosen_hess
@@ -41,7 +44,7 @@ def test_rosenbrock_4d(method, backend):
     assert res.fun == pytest.approx(0.0, abs=1e-12) or res.fun == pytest.approx(3.7014, rel=1e-4)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKEND_CASES)
 def test_newton_solves_a_strictly_convex_quadratic_in_one_step(backend):
     f, A, b = quadratic()
     res = rl.optim.minimize(f, np.zeros(5), method="newton", backend=backend)
@@ -57,7 +60,7 @@ def test_other_methods_solve_the_quadratic(method):
     np.testing.assert_allclose(res.x, np.linalg.solve(A, b), rtol=1e-7)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKEND_CASES)
 def test_newton_on_regularized_logistic_regression(backend):
     f, X, y, (fun, grad, hess) = logistic()
     res = rl.optim.minimize(f, np.zeros(X.shape[1]), method="newton", args=(X, y),
@@ -208,7 +211,7 @@ def test_bad_arguments():
                                     callback="print")
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKEND_CASES)
 @pytest.mark.parametrize("hessian", ["forward", "reverse"])
 def test_hessian_options(backend, hessian):
     f, A, b = quadratic(4)
@@ -234,7 +237,7 @@ def test_auto_hessian_is_reverse_on_the_interpreter_and_vmapped_forward_on_jax(m
     np.testing.assert_allclose(interpreted.x, compiled.x, rtol=1e-10)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKEND_CASES)
 def test_newton_with_an_indefinite_hessian(backend):
     # f = a^4/4 - a^2/2 + b^2: at a = 0.1 the Hessian is indefinite; the modified Cholesky
     # still gives a descent direction and Newton ends at a minimum (|a| = 1, b = 0)
@@ -355,7 +358,7 @@ UNBOUNDED = {"-x^2": lambda x: -rl.sum(x * x), "-x^4": lambda x: -rl.sum(x ** 4.
              "-exp(x)": lambda x: -rl.sum(rl.exp(x))}
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKEND_CASES)
 @pytest.mark.parametrize("objective, method", [("-x^2", "newton"), ("-x^4", "newton"),
                                                ("-x^2", "newton-cg"), ("-exp(x)", "gd")])
 def test_objective_unbounded_below_diverges(objective, method, backend):

@@ -76,7 +76,7 @@ def assert_steps_close(steps, expected, **tolerance):
     numbers = [(s, e) for s, e in zip(steps, expected) if e is not None]
     assert [s for s, _ in numbers] == pytest.approx([e for _, e in numbers], **tolerance)
 
-@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("n", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_device_loop_takes_the_same_iterates_as_the_host_loop(n):
     """Rosenbrock from (-1.2, 1, ...) backtracks and meets indefinite Hessians: the device loop
     must take exactly the steps of the interpreter's host loop."""
@@ -233,14 +233,6 @@ def test_xla_loop_stops_like_the_host_loop():
     assert "max_iter=3" in res.message
     res = rl.optim.minimize(f, rosenbrock_start(4), backend="jax", max_iter=0)
     assert (res.n_iter, len(res.history), res.history[0]["step"]) == (0, 1, None)
-    # more iterations than the smallest history holds (its size is a power of two >= 16)
-    res = rl.optim.minimize(f, rosenbrock_start(4), backend="jax", max_iter=2000)
-    assert res.converged and len(res.history) == res.n_iter + 1
-    # beyond the largest history the stepwise loop runs (no billion-row arrays)
-    problem, x0 = _problem(f, rosenbrock_start(4))
-    counts = _count_compiled_calls(problem.device_newton)
-    out = run_newton(problem, x0, 1e-10, 10 ** 9, Monitor())
-    assert out.converged and counts["take"] >= out.n_iter + 1
     x = rl.var("x", shape=(2,), dtype=F64)
     # d2/dx2 x^1.5 is infinite at 0 while f and g are finite: stops on the Hessian
     pow_ = rl.Function([x], rl.sum(x ** 1.5 - x))
@@ -251,6 +243,19 @@ def test_xla_loop_stops_like_the_host_loop():
     res = rl.optim.minimize(rl.Function([x], rl.sum(rl.log(x))), np.array([-1.0, 1.0]),
                             backend="jax")
     assert "objective is not finite" in res.message and res.history == []
+
+
+@pytest.mark.slow      # compiles the loop for two more history sizes and the stepwise loop
+def test_xla_loop_histories_past_the_smallest_and_the_largest():
+    f = rosenbrock(4)
+    # more iterations than the smallest history holds (its size is a power of two >= 16)
+    res = rl.optim.minimize(f, rosenbrock_start(4), backend="jax", max_iter=2000)
+    assert res.converged and len(res.history) == res.n_iter + 1
+    # beyond the largest history the stepwise loop runs (no billion-row arrays)
+    problem, x0 = _problem(f, rosenbrock_start(4))
+    counts = _count_compiled_calls(problem.device_newton)
+    out = run_newton(problem, x0, 1e-10, 10 ** 9, Monitor())
+    assert out.converged and counts["take"] >= out.n_iter + 1
 
 
 def test_xla_loop_meets_an_indefinite_hessian():
