@@ -75,18 +75,21 @@ def test_the_node_table_is_post_order_in_call_order(model):
     assert [bucket(n) for n in (1, 16, 17, 100)] == [16, 16, 32, 128]
 
 
-def test_forward_one_compilation_for_every_tree_shape(model):
+# each tree costs an interpreter run as the oracle: 6 by default, 25 under -m slow
+@pytest.mark.parametrize("trees", [6, pytest.param(25, marks=pytest.mark.slow)])
+def test_forward_one_compilation_for_every_tree_shape(model, trees):
     mod, params = model
     run = rl.compile(mod, backend="jax", capacity={"nodes": 64})
-    for tree, y in _trees(mod, 1, 25):
+    for tree, y in _trees(mod, 1, trees):
         _close(run(*params, tree, y), rl.evaluate(mod, *params, tree, y), 1e-5)
     assert run.trace_count == 1
 
 
-def test_value_and_grad_one_compilation_same_gradients(model, gradient):
+@pytest.mark.parametrize("trees", [6, pytest.param(20, marks=pytest.mark.slow)])
+def test_value_and_grad_one_compilation_same_gradients(model, gradient, trees):
     mod, params = model
     vg, run = gradient
-    for tree, y in _trees(mod, 2, 20):
+    for tree, y in _trees(mod, 2, trees):
         _close(run(*params, tree, y), rl.evaluate(vg, *params, tree, y), 1e-4)
     assert run.trace_count == 1
 

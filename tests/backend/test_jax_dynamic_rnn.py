@@ -50,12 +50,16 @@ def _jax_value_and_grad(params, words, y):
         return np.asarray(value), tuple(np.asarray(g) for g in grads)
 
 
-def test_rnn_value_and_grad_is_one_compilation_for_lengths_1_to_200(model):
+# the default run takes ten lengths across 1-200 (the oracles' and each call's cost),
+# -m slow every one
+@pytest.mark.parametrize("lengths", [(1, 2, 3, 9, 17, 40, 64, 101, 150, 200),
+                                     pytest.param(range(1, 201), marks=pytest.mark.slow)])
+def test_rnn_value_and_grad_is_one_compilation_for_lengths_1_to_200(model, lengths):
     mod, params, vg = model
     run = rl.compile(vg, backend="jax", capacity={"nodes": 256})
     rng = np.random.default_rng(1)
     checked = {1, 2, 3, 17, 64, 200}
-    for n in range(1, 201):
+    for n in lengths:
         words, y = _sequence(rng, n)
         got = run(*params, to_seq(mod, words), y)
         if n in checked:                          # the oracles cost a second or two each
