@@ -186,6 +186,11 @@ def _with_entry(mod, name):
     return out
 
 
+# each program's four derivatives compile for jax (up to 2 s of CPU): the default run takes one
+# program, -m slow all of them
+@pytest.mark.parametrize("pair", ["counter"] + [pytest.param(name, marks=pytest.mark.slow)
+                                               for name in sorted(PROGRAMS) if name != "counter"],
+                         indirect=True)
 def test_outputs_print_parse_and_run_on_jax(pair):
     local, _ = pair
     for prog, args in [(rl.grad(rl.grad(_first_component(local))), (X[0],)),

@@ -672,7 +672,9 @@ HESS_CASES = {"closure_if": (hess_closure_if, 3), "fold": (hess_fold, 3), "refs"
               "tree": (hess_tree, 4)}
 
 
-@pytest.mark.parametrize("name", sorted(HESS_CASES))
+# each Hessian compiles for a second or two: the default run takes closure_if, -m slow the rest
+@pytest.mark.parametrize("name", ["closure_if"] + [pytest.param(n, marks=pytest.mark.slow)
+                                                  for n in sorted(HESS_CASES) if n != "closure_if"])
 def test_hessian_agrees(name):
     make, n = HESS_CASES[name]
     h = rl.hessian(make())
