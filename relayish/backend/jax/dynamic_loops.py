@@ -199,7 +199,7 @@ class JPoolRef(Indexed):
                                    value))
 
 
-def _prefetch(ev, guard, value, ptr):
+def _prefetch(ev, guard, value, ptr, origin):
     """Read every pool slot the decoded row's closures hold into a JRef cell of the iteration
     (Guard.cache), one conditional per pool: XLA does not fuse a conditional, so the rows are
     materialized before the iteration's in-place updates (a dynamic slice fused into a later
@@ -233,7 +233,7 @@ def _prefetch(ev, guard, value, ptr):
     guard.cache = {}
     for pool, members in by_pool.items():
         tables = ev.read(pool.cell)
-        slots = jnp.stack([jnp.asarray(r.slot, jnp.int32) for r, _ in members])
+        slots = _gathered([r.slot for r, _ in members], origin)
         flat = _leaves(tables, [])
         rows = lax.cond(ptr >= 0, lambda: [jnp.take(t, slots, axis=0) for t in flat],
                         lambda: [jnp.zeros((len(members),) + t.shape[1:], t.dtype)
@@ -242,6 +242,20 @@ def _prefetch(ev, guard, value, ptr):
             value = _rebuild_key(pool.key, iter([x[j] for x in rows]))
             guard.cache[id(r.slot)] = _Cached(pool, r.slot, users, JRef(value, next_serial()))
     guard.alternatives = len(alts)
+
+
+def _gathered(slots, origin):
+    """The slots as one int32 vector: an index into the decoded row they all come from
+    (Family.origin), else stacked."""
+    import jax.numpy as jnp
+    came = [origin.get(id(x)) for x in slots]
+    if all(c is not None and c[0] is came[0][0] for c in came):
+        at = np.array([c[1] for c in came], np.int32)
+        row = came[0][0]
+        if (np.diff(at) == 1).all():
+            return jnp.asarray(row[int(at[0]):int(at[-1]) + 1], jnp.int32)
+        return jnp.asarray(row[at], jnp.int32)
+    return jnp.stack([jnp.asarray(x, jnp.int32) for x in slots])
 
 
 class _Cached:
@@ -316,6 +330,7 @@ class Family:
         self.tables = None           # set once the loop that fills them has run
         self.groups = None           # [(shape, dtype, leaf indices)]: one table per group
         self.count = None            # the rows it filled (a traced int)
+        self.origin = {}             # id(decoded leaf) -> (its group's row, index in it)
 
     def set_layout(self, layout):
         """The template's tensors grouped by shape and dtype: a row writes one stacked table
@@ -339,7 +354,12 @@ class Family:
         return out
 
     def decode(self, ptr):
-        leaves = self.unpack([_at(t, ptr) for t in self.tables])
+        rows = [_at(t, ptr) for t in self.tables]
+        leaves = self.unpack(rows)
+        # where each leaf came from: _prefetch reads the pool slots a row holds as one gather
+        # of the row's int32 vector, not one slice per slot and a concatenation
+        self.origin = {id(x): (rows[g], j) for g, (_, _, members) in enumerate(self.groups)
+                       for j, x in enumerate(leaves[k] for k in members)}
         memo = {}
         built = _Decoder(leaves, memo).build(self.template)
         start = next_serial()
@@ -794,7 +814,7 @@ class _Chain:
         if valid is not None:
             ptr = jnp.maximum(ptr, 0)
         v = fam.decode(ptr)
-        _prefetch(ev, guard, v, ptr)
+        _prefetch(ev, guard, v, ptr, fam.origin)
         guard.start_step()
         r = ev.enter(v, args)
         while isinstance(r, TailCall) and not (isinstance(r.callee, JRow)
