@@ -44,6 +44,10 @@ are carried; pool slots go through per-step cells and weight gradients are defer
 reported after the run (an EvaluationError, never a wrong result): the per-step cells cannot
 represent that aliasing.
 
+**Under rl.vmap** (`_fixed_trips`): both loops run a trip count the same for every example
+(the capacity) with every write of an iteration past the example's count guarded per row, so
+jax batches them without selecting the whole carry per example on every iteration.
+
 **Not compiled as a loop** (a CompileError naming the function and the construct): a loop
 inside a traced `if`, a fold over a table inside another fold's iteration, `ref(v)` of a
 non-tensor value in an iteration, a row of a family called inside the loop that builds it, a
