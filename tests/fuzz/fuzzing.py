@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, settings
 
 LONG = os.environ.get("RELAYISH_FUZZ", "").strip().lower() == "long"
 
-# examples per fuzz test: (default suite, RELAYISH_FUZZ=long)
+# examples per fuzz test: (the suite's count, which the default run halves and -m slow runs in
+# full: tests/conftest.py; RELAYISH_FUZZ=long)
 EXAMPLES = {
     "random_text": (40, 20_000),
     "mutated_text": (30, 20_000),
