@@ -55,6 +55,16 @@ def _key(v):
     return (tuple(np.shape(v)), np.dtype(v.dtype).name)
 
 
+def _leaves(tree, out):
+    """The leaves of a tensor tree, appended to `out` in order."""
+    if isinstance(tree, tuple):
+        for x in tree:
+            _leaves(x, out)
+    else:
+        out.append(tree)
+    return out
+
+
 def _tmap(f, *trees):
     if isinstance(trees[0], tuple):
         return tuple(_tmap(f, *parts) for parts in zip(*trees))

@@ -62,8 +62,8 @@ import numpy as np
 
 from relayish.errors import CompileError
 from relayish.backend.values import ConstructorValue
-from relayish.backend.jax.dynamic_defer import (Guard, PoolCell, Undefer, _is_tree, _key, _tmap,
-                                                accumulations, settle)
+from relayish.backend.jax.dynamic_defer import (Guard, PoolCell, Undefer, _is_tree, _key, _leaves,
+                                                _tmap, accumulations, settle)
 from relayish.backend.jax.dynamic_tables import JChild, JTable
 from relayish.backend.jax.values import (Frame, Indexed, JAdt, JClosure, JRef, JUnion, TailCall,
                                          closure_name, describe, is_jax_value, is_tensor,
@@ -71,15 +71,6 @@ from relayish.backend.jax.values import (Frame, Indexed, JAdt, JClosure, JRef, J
 
 
 # ---- tensor trees (a tensor, or tuples of them: dynamic_defer.py) ---------------------------
-
-def _leaves(tree, out):
-    if isinstance(tree, tuple):
-        for x in tree:
-            _leaves(x, out)
-    else:
-        out.append(tree)
-    return out
-
 
 def _is_leaf_key(key):
     return len(key) == 2 and isinstance(key[1], str) and isinstance(key[0], tuple)

@@ -29,20 +29,11 @@ from __future__ import annotations
 import numpy as np
 
 from relayish.errors import CompileError
-from relayish.backend.jax.dynamic_defer import _is_tree, _tmap
+from relayish.backend.jax.dynamic_defer import _is_tree, _leaves, _tmap
 from relayish.backend.jax.values import (Frame, JRef, closure_name, is_traced, load_jax,
                                          next_serial)
 
 DEFAULT_STEPS = 100_000
-
-
-def _leaves(tree, out):
-    if isinstance(tree, tuple):
-        for x in tree:
-            _leaves(x, out)
-    else:
-        out.append(tree)
-    return out
 
 
 def _zeros(t):
