@@ -6,7 +6,8 @@ names no count of its own); "dev" runs more examples locally:
 
 The default run (`-m "not slow"`) gives every property test about half its examples (8 where it
 names 15; see light_examples). A run that selects the slow tests (`-m slow`, `-m "slow or not
-slow"`) or RELAYISH_FUZZ=long gives them their full counts; under `-m slow` the property tests
+slow"`), RELAYISH_FUZZ=long or a profile other than "ci" gives them their full counts; under
+`-m slow` the property tests
 count as slow, so CI's `-m slow` run repeats each one at its full count.
 """
 import math
@@ -43,7 +44,8 @@ def _selects_slow(config):
 @pytest.hookimpl(tryfirst=True)     # before the -m selection, so an added slow mark counts
 def pytest_collection_modifyitems(config, items):
     selects_slow = _selects_slow(config)
-    full = selects_slow or os.environ.get("RELAYISH_FUZZ", "").strip().lower() == "long"
+    full = (selects_slow or os.environ.get("RELAYISH_FUZZ", "").strip().lower() == "long"
+            or os.environ.get("HYPOTHESIS_PROFILE", "ci") != "ci")     # "dev" asks for more
     for item in items:
         test = getattr(item, "obj", None)
         if not getattr(test, "is_hypothesis_test", False):
