@@ -7,8 +7,8 @@ names no count of its own); "dev" runs more examples locally:
 The default run (`-m "not slow"`) gives every property test about half its examples (8 where it
 names 15; see light_examples). A run that selects the slow tests (`-m slow`, `-m "slow or not
 slow"`), RELAYISH_FUZZ=long or a profile other than "ci" gives them their full counts; under
-`-m slow` the property tests
-count as slow, so CI's `-m slow` run repeats each one at its full count.
+`-m slow` the property tests count as slow, so CI's `-m slow` run repeats each one at its full
+count.
 """
 import math
 import os
