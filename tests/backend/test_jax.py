@@ -362,8 +362,9 @@ def test_unbounded_recursion_is_a_compile_error():
         rl.compile(mod)(np.float64(3.0))
 
 
-@pytest.mark.slow
-def test_unbounded_tail_recursion_is_a_compile_error():
+def test_a_tail_recursion_bounded_by_a_traced_value_is_one_while_loop():
+    # was a CompileError (unrolled until the trace gave up); now one lax.while_loop (issue 17,
+    # backend/jax/dynamic_tail.py), and a run past capacity={"steps": N} is an EvaluationError
     x, acc = scalar("x"), scalar("acc")
     loop = rl.GlobalVar("loop")
     mod = rl.Module()
@@ -371,8 +372,11 @@ def test_unbounded_tail_recursion_is_a_compile_error():
                             rl.TensorType((), F64))
     y = scalar("y")
     mod["main"] = rl.Function([y], loop(y, c64(0.0)))
-    with pytest.raises(rl.CompileError, match="@loop"):
-        rl.compile(mod)(np.float64(3.0))
+    run = rl.compile(mod)
+    for v in (0.0, 3.0, 10.0):
+        assert float(run(np.float64(v))) == float(rl.evaluate(mod, np.float64(v)))
+    with pytest.raises(rl.EvaluationError, match="@loop"):
+        rl.compile(mod, capacity={"steps": 2})(np.float64(5.0))
 
 
 def test_tail_calls_in_traced_branches_join():
