@@ -13,12 +13,7 @@ from relayish import eager as re
 from relayish.eager.graph import Node
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    re.run()
-    with jax.enable_x64(True):      # float64 references, without touching the global config
-        yield
-    re.run()
+pytestmark = pytest.mark.usefixtures("fresh_x64")   # tests/eager/conftest.py
 
 
 def _data():

@@ -13,12 +13,7 @@ from relayish import eager as re
 from relayish.eager.runner import Checkpointed
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    re.run()
-    with jax.enable_x64(True):      # float64 references, without touching the global config
-        yield
-    re.run()
+pytestmark = pytest.mark.usefixtures("fresh_x64")   # tests/eager/conftest.py
 
 
 W0 = np.random.default_rng(0).normal(size=(4, 4)) * 0.5

@@ -11,12 +11,7 @@ from relayish.eager.graph import Node
 
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    re.run()
-    with jax.enable_x64(True):      # float64 references, without touching the global config
-        yield
-    re.run()
+pytestmark = pytest.mark.usefixtures("fresh_x64")   # tests/eager/conftest.py
 
 
 def _mlp_data():
