@@ -40,7 +40,7 @@ from relayish.ir.expr import (Call, Constructor, GlobalVar, If, Let, Match,
                               RefRead, RefWrite, Var)
 from relayish.ir.op import Op
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, TypeCall,
-                               TypeVar, map_type)
+                               TypeVar, is_tensor_tree, map_type)
 
 
 class Fold:
@@ -324,21 +324,10 @@ def find_tail_loops(mod):
             continue
         checked = getattr(func, "_checked_type", None)
         ret = func.ret_type or (checked.ret_type if isinstance(checked, FuncType) else None)
-        if ret is None or not _tensor_tree_type(ret):
+        if ret is None or not is_tensor_tree(ret):
             continue
         out[func] = TailLoop(name, func, ret)
     return out
-
-
-def _tensor_tree_type(t):
-    stack = [t]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, TupleType):
-            stack.extend(x.fields)
-        elif not isinstance(x, TensorType):
-            return False
-    return True
 
 
 __all__ = ["Fold", "adt_fields", "find_folds", "dynamic_params", "TailLoop", "find_tail_loops"]
