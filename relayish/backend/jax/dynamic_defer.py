@@ -1,4 +1,4 @@
-"""The backward loop's cost model (dynamic_loops.py): one iteration touches rows, not whole
+"""The backward loop's cost model (dynamic_rows.py): one iteration touches rows, not whole
 tables and weight matrices.
 
     patterns = accumulations(mod)       # IR: `%a = !%r; ...; %r := %a + d` with d an outer
@@ -11,7 +11,7 @@ would return whole tables (the TreeLSTM's gradient: 107 ms per tree, 10x PyTorch
 copies). Instead the slots the row's closures hold are read first, in one conditional
 (materialized: XLA cannot fuse it into the in-place updates that follow, which would make it
 copy the table), into JRef cells (`Guard.cache`); the switch joins the cells like any
-reference, and the changed ones are written back after it (dynamic_loops.flush).
+reference, and the changed ones are written back after it (dynamic_rows.flush).
 
 **Deferred sums.** Reverse AD accumulates a weight's gradient per use: `%r := !%r + expand_dims(
 %g, axis=-1) * %x` (matmul's weight gradient) or `%r := !%r + take_backward(%v, %i, %E, axis=0)`
@@ -72,7 +72,7 @@ def _tmap(f, *trees):
 
 
 class PoolCell(JRef):
-    """The cell holding a pool's tables (dynamic_loops.Pool)."""
+    """The cell holding a pool's tables (dynamic_rows.Pool)."""
     __slots__ = ()
 
 
@@ -169,7 +169,7 @@ class Marker:
 class Guard:
     """What the backward loop's body does differently (module docstring): `deferred`
     references accumulate into `records` (per reference, per hit: (kind, a, b)); `cache` holds
-    the iteration's pool slots (dynamic_loops._prefetch). While discovering (`shapes` None) a
+    the iteration's pool slots (dynamic_rows._prefetch). While discovering (`shapes` None) a
     hit keeps its tensors to learn their shapes; afterwards each hit writes a cell made at the
     start of the step (`start_step`), so the switch over the row's Functions joins it (zeros
     where another Function ran). `depth`: the join depth of the row's alternatives."""
@@ -245,7 +245,7 @@ def settle(initial, records, tables, count, fixed=False):
     terms (`tables`: per hit, the two stacked operand tables). Rows past `count` (a traced
     int) were never visited: the outer products run over chunks of SETTLE_CHUNK rows up to
     count, so the work follows the structure's size, not the capacity. `fixed` (a fixed-trip
-    loop's tables, dynamic_loops._fixed_trips): every chunk, the rows past count being zeros,
+    loop's tables, dynamic_rows._fixed_trips): every chunk, the rows past count being zeros,
     so that the trip count is the same for every example of a batch."""
     import jax.numpy as jnp
     from jax import lax

@@ -29,7 +29,8 @@ from relayish.ir.analysis import FreeVars
 from relayish.backend.runtime.bindings import bind_pattern, is_recursive, let_chain
 from relayish.backend.runtime.describe import node_text
 from relayish.backend.jax.batching import batched_calls
-from relayish.backend.jax.dynamic_loops import JPoolRef, JRow, fold_call
+from relayish.backend.jax.dynamic_loops import fold_call
+from relayish.backend.jax.dynamic_rows import JPoolRef, JRow
 from relayish.backend.jax.dynamic_tail import tail_call
 from relayish.backend.jax.joins import select_tree, switch, tensor_contents
 from relayish.backend.jax.limits import MAX_ACTIVATIONS_UNDER_JOIN, TRACE_LIMITS

@@ -1,0 +1,602 @@
+"""What outlives one iteration of a loop over dynamic structure (dynamic_loops.py), and the
+backward loop over the chain of closures a fold's iterations leave behind.
+
+    ref = JPoolRef(pool, slot)          # ref(v) made in an iteration: a slot of a Pool's tables
+    row = JRow(family, ptr)             # an outer reference's content at the end of iteration ptr
+    row.call(ev, args)                  # calling it (the backward pass calls `!%bp`): a loop
+
+  * **Reference pools** (`Pool`, `JPoolRef`): every `ref(v)` evaluated in an iteration is slot
+    `i * K + k` of the pool of its content type (K: the references of that type one iteration
+    makes, counted while tracing). The pool's tables live in a JRef cell, so joins and write
+    logs treat a pool like any reference; reading a pool reference is a dynamic index, writing
+    one a dynamic update.
+  * **Families** (`Family`, `JRow`): an outer reference (made before the loop) that an iteration
+    writes a non-tensor value to, e.g. reverse AD's `%bp := fn() { ...; %prev() }`. At the end
+    of iteration i its content is encoded (`_Encoder`) as a *template* (the value's structure:
+    closures, unions of closures, tuples, rows of other tables; identical for every iteration,
+    as the body is traced once) and the template's tensors, stored at row i of the family's
+    tables; the reference then holds `JRow(family, i)`. Row -1 is what the reference held
+    before the loop (`family.base`).
+
+**Backward: a chain of rows as a loop.** Calling `JRow(family, p)` is
+`lax.while_loop(p >= 0)`: decode row p (`_Decoder`: its closures, with their captured tensors
+read from the family's tables at p), call it; its tail call of the previous row's JRow gives
+the next p. The references it writes (pool slots at data-dependent rows, outer tensor
+references) are carried; pool slots go through per-step cells (`_prefetch`, `flush`) and weight
+gradients are deferred sums (dynamic_defer.py has why: the cost of a loop iteration). At p = -1
+the loop ends and calls `family.base`. Two references held by one closure that turn out to be
+the same slot are reported after the run (an EvaluationError, never a wrong result): the
+per-step cells cannot represent that aliasing.
+
+**Under rl.vmap** (`_fixed_trips`): the loops run a trip count the same for every example (the
+capacity) with every write of an iteration past the example's count guarded per row, so jax
+batches them without selecting the whole carry per example on every iteration.
+
+Not compiled as a loop (a CompileError naming the function): a row of a family called inside
+the loop that builds it (a gradient of a gradient), a chain whose closure does not end by
+tail-calling the previous row with the same arguments, and references written by the backward
+loop that hold anything but tensors.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from relayish.errors import CompileError
+from relayish.backend.values import ConstructorValue
+from relayish.backend.jax.dynamic_defer import (Guard, PoolCell, Undefer, _is_tree, _key, _leaves,
+                                                _tmap, accumulations, settle)
+from relayish.backend.jax.values import (Frame, Indexed, JAdt, JClosure, JRef, JUnion, TailCall,
+                                         describe, is_jax_value, load_jax, next_serial)
+
+# ---- tensor trees (a tensor, or tuples of them: dynamic_defer.py) ---------------------------
+
+def _is_leaf_key(key):
+    return len(key) == 2 and isinstance(key[1], str) and isinstance(key[0], tuple)
+
+
+def _key_leaves(key, out):
+    if _is_leaf_key(key):
+        out.append(key)
+    else:
+        for k in key:
+            _key_leaves(k, out)
+    return out
+
+
+def _rebuild_key(key, it):
+    if _is_leaf_key(key):
+        return next(it)
+    return tuple(_rebuild_key(k, it) for k in key)
+
+
+def _cast(v, shape, dtype):
+    import jax.numpy as jnp
+    from jax import lax
+    v = lax.convert_element_type(jnp.asarray(v), dtype)
+    return jnp.broadcast_to(v, shape) if tuple(v.shape) != tuple(shape) else v
+
+
+def _at(table, row):
+    from jax import lax
+    return lax.dynamic_index_in_dim(table, row, 0, keepdims=False)
+
+
+def _set(table, row, value):
+    from jax import lax
+    return lax.dynamic_update_index_in_dim(table, _cast(value, table.shape[1:], table.dtype),
+                                           row, 0)
+
+
+def _keep_if(valid, new, old):
+    """`new` where the traced bool `valid` holds, else `old` (a row-sized select: the guarded
+    write of a fixed-trip loop, _fixed_trips)."""
+    import jax.numpy as jnp
+    if valid is None:
+        return new
+    return jnp.where(valid, _cast(new, old.shape, old.dtype), old)
+
+
+def _fixed_trips(ev):
+    """Run the loops for the table's capacity, not its count, with every write of an iteration
+    past the count guarded (`where(i < count, new, old)` per row)? Under rl.vmap
+    (`select_joins`, set by batching.py) the count differs per example: jax batches a loop
+    whose trip count is batched as a while loop that selects the *whole* carry (the tables)
+    per example on every iteration; a trip count the same for every example is an unbatched
+    predicate and no carry select. The padding rows compute on zero fields (inf or NaN
+    possibly: log(0)), but only in values no guarded write keeps. One example per call keeps
+    the exact count: fewer iterations and no selects."""
+    return bool(getattr(ev, "select_joins", False))
+
+
+def _is_zero_constant(v):
+    return all(isinstance(x, np.ndarray) and not x.any() for x in _leaves(v, []))
+
+
+# ---- rows of tables: pool references and family members ---------------------------------------
+
+class Pool:
+    """The references of one content type made in a loop: a table per tensor of the content,
+    [rows * K, *shape], held by the JRef `cell` (zeros initially)."""
+
+    def __init__(self, key, rows):
+        self.key, self.rows, self.per_row = key, rows, None
+        self.cell = PoolCell(None, next_serial())
+
+    def zeros(self, per_row):
+        import jax.numpy as jnp
+        n = self.rows * max(per_row, 1) + 1      # + a spare row (flush)
+        return _rebuild_key(self.key, iter([jnp.zeros((n,) + shape, dtype)
+                                            for shape, dtype in _key_leaves(self.key, [])]))
+
+
+class JPoolRef(Indexed):
+    """A reference made in a loop: slot `slot` (an int32 tensor) of `pool`."""
+    __slots__ = ("pool", "slot")
+
+    def __init__(self, pool, slot):
+        self.pool, self.slot = pool, slot
+
+    def join_key(self):
+        return self.pool
+
+    def parts(self):
+        return [self.slot]
+
+    def with_parts(self, parts):
+        return JPoolRef(self.pool, parts[0])
+
+    def read(self, ev):
+        guard = ev.guard
+        entry = None if guard is None else guard.cache.get(id(self.slot))
+        if entry is None:
+            return _tmap(lambda t: _at(t, self.slot), ev.read(self.pool.cell))
+        return ev.read(entry.cell)
+
+    def write(self, ev, value):
+        if not _is_tree(value) or _key(value) != self.pool.key:
+            raise CompileError(f"a reference made in a loop over dynamic structure holds "
+                               f"{_key_text(self.pool.key)}; cannot store a {describe(value)}")
+        guard = ev.guard
+        if guard is None:
+            tables = ev.read(self.pool.cell)
+            valid = getattr(ev.loop, "valid", None)
+            ev.write(self.pool.cell, _tmap(
+                lambda t, v: _set(t, self.slot, _keep_if(valid, v, _at(t, self.slot))),
+                tables, value))
+            return
+        entry = guard.cache.get(id(self.slot))
+        if entry is None:
+            raise CompileError("a closure run by the backward loop writes a reference made in "
+                               "the loop that it does not hold itself; not compiled as a loop")
+        ev.write(entry.cell, _tmap(lambda o, v: _cast(v, o.shape, o.dtype), entry.original,
+                                   value))
+
+
+def _prefetch(ev, guard, value, ptr, origin):
+    """Read every pool slot the decoded row's closures hold into a JRef cell of the iteration
+    (Guard.cache), one conditional per pool: XLA does not fuse a conditional, so the rows are
+    materialized before the iteration's in-place updates (a dynamic slice fused into a later
+    update makes XLA copy the whole table every iteration: 2 x 0.9 MB for the TreeLSTM's
+    gradient, 6 of its 7 ms). The closures read and write the cells, which the switch over
+    the row's Functions joins like any reference; `flush` writes changed ones back."""
+    import jax.numpy as jnp
+    from jax import lax
+    alts = value.alts if isinstance(value, JUnion) else [value]
+    refs = {}
+    for j, alt in enumerate(alts):
+        seen, stack = set(), [alt]
+        while stack:
+            v = stack.pop()
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            if isinstance(v, JPoolRef):
+                refs.setdefault(id(v.slot), (v, set()))[1].add(j)
+            elif isinstance(v, JClosure):
+                stack.extend(v.env.values())
+            elif isinstance(v, JUnion):
+                stack.extend(v.alts)
+            elif isinstance(v, tuple):
+                stack.extend(v)
+            elif isinstance(v, ConstructorValue):
+                stack.extend(v.fields)
+    by_pool = {}
+    for ref, users in refs.values():
+        by_pool.setdefault(ref.pool, []).append((ref, users))
+    guard.cache = {}
+    for pool, members in by_pool.items():
+        tables = ev.read(pool.cell)
+        slots = _gathered([r.slot for r, _ in members], origin)
+        flat = _leaves(tables, [])
+        rows = lax.cond(ptr >= 0, lambda: [jnp.take(t, slots, axis=0) for t in flat],
+                        lambda: [jnp.zeros((len(members),) + t.shape[1:], t.dtype)
+                                 for t in flat])
+        for j, (r, users) in enumerate(members):
+            value = _rebuild_key(pool.key, iter([x[j] for x in rows]))
+            guard.cache[id(r.slot)] = _Cached(pool, r.slot, users, JRef(value, next_serial()))
+    guard.alternatives = len(alts)
+
+
+def _gathered(slots, origin):
+    """The slots as one int32 vector: an index into the decoded row they all come from
+    (Family.origin), else stacked."""
+    import jax.numpy as jnp
+    came = [origin.get(id(x)) for x in slots]
+    if all(c is not None and c[0] is came[0][0] for c in came):
+        at = np.array([c[1] for c in came], np.int32)
+        row = came[0][0]
+        if (np.diff(at) == 1).all():
+            return jnp.asarray(row[int(at[0]):int(at[-1]) + 1], jnp.int32)
+        return jnp.asarray(row[at], jnp.int32)
+    return jnp.stack([jnp.asarray(x, jnp.int32) for x in slots])
+
+
+class _Cached:
+    """One prefetched pool slot: the alternatives (`users`) whose closures hold it, and the
+    cell the iteration reads and writes it through."""
+    __slots__ = ("pool", "slot", "users", "cell", "original")
+
+    def __init__(self, pool, slot, users, cell):
+        self.pool, self.slot, self.users, self.cell = pool, slot, users, cell
+        self.original = cell.value
+
+
+def flush(ev, guard, value, valid=None):
+    """Write the iteration's changed slots back (a slot of an alternative not taken goes to
+    the pool's spare last row, so a garbage slot never overwrites a real one; so does every
+    slot of a fixed-trip loop's step past the chain's end, `valid` False); returns a
+    traced bool: did one alternative hold two references to one slot, one of them written
+    (aliasing the per-iteration cells cannot represent)?"""
+    import jax.numpy as jnp
+    index = value.index if isinstance(value, JUnion) else None
+
+    def taken(users):
+        if index is None or len(users) == guard.alternatives:
+            return None
+        out = None
+        for j in sorted(users):
+            hit = index == j
+            out = hit if out is None else out | hit
+        return out
+    entries = list(guard.cache.values())
+    dirty = [e.cell.value is not e.original for e in entries]
+    alias = jnp.asarray(False)
+    for a in range(len(entries)):
+        for b in range(a):
+            x, y = entries[a], entries[b]
+            common = x.users & y.users
+            if x.pool is not y.pool or not common or not (dirty[a] or dirty[b]):
+                continue
+            hit = x.slot == y.slot
+            pred = taken(common)
+            hit = hit if pred is None else hit & pred
+            alias = alias | (hit if valid is None else hit & valid)
+    for pool in {id(e.pool): e.pool for e, d in zip(entries, dirty) if d}.values():
+        tables = ev.read(pool.cell)
+        spare = _leaves(tables, [])[0].shape[0] - 1
+        for e, d in zip(entries, dirty):
+            if d and e.pool is pool:
+                pred = taken(e.users)
+                if valid is not None:
+                    pred = valid if pred is None else pred & valid
+                at = e.slot if pred is None else jnp.where(pred, e.slot, spare)
+                tables = _tmap(lambda t, v: _set(t, at, v), tables, e.cell.value)
+        ev.write(pool.cell, tables)
+    guard.cache = {}
+    return alias
+
+
+def _key_text(key):
+    return "tensors " + ", ".join(f"{dtype}{list(shape)}" for shape, dtype in
+                                  _key_leaves(key, []))
+
+
+class Family:
+    """What one outer reference holds across a loop: row i is its content at the end of
+    iteration i, as `template` + `tables` (one per tensor of the template); `base` is its
+    content before the loop (row -1)."""
+
+    def __init__(self, ref, name):
+        self.ref, self.name, self.base = ref, name, ref.value
+        self.template = None
+        self.layout = None           # [(shape, dtype)] of the template's tensors
+        self.tables = None           # set once the loop that fills them has run
+        self.groups = None           # [(shape, dtype, leaf indices)]: one table per group
+        self.count = None            # the rows it filled (a traced int)
+        self.origin = {}             # id(decoded leaf) -> (its group's row, index in it)
+
+    def set_layout(self, layout):
+        """The template's tensors grouped by shape and dtype: a row writes one stacked table
+        per group, not one table per tensor (38 in the TreeLSTM's gradient; each in-place
+        update is an XLA operation of its own, per iteration)."""
+        self.layout, groups = layout, {}
+        for k, (shape, dtype) in enumerate(layout):
+            groups.setdefault((shape, dtype), []).append(k)
+        self.groups = [(shape, dtype, members) for (shape, dtype), members in groups.items()]
+
+    def pack(self, leaves):
+        import jax.numpy as jnp
+        return [jnp.stack([_cast(leaves[k], shape, dtype) for k in members])
+                for shape, dtype, members in self.groups]
+
+    def unpack(self, stacked):
+        out = [None] * len(self.layout)
+        for (_, _, members), rows in zip(self.groups, stacked):
+            for j, k in enumerate(members):
+                out[k] = rows[j]
+        return out
+
+    def decode(self, ptr):
+        rows = [_at(t, ptr) for t in self.tables]
+        leaves = self.unpack(rows)
+        # where each leaf came from: _prefetch reads the pool slots a row holds as one gather
+        # of the row's int32 vector, not one slice per slot and a concatenation
+        self.origin = {id(x): (rows[g], j) for g, (_, _, members) in enumerate(self.groups)
+                       for j, x in enumerate(leaves[k] for k in members)}
+        memo = {}
+        built = _Decoder(leaves, memo).build(self.template)
+        start = next_serial()
+        for u in memo.get("unions", ()):
+            u.start = start          # tail calls of earlier objects stop at joins of it
+        return built
+
+
+class JRow(Indexed):
+    """Row `ptr` (an int32 tensor; -1: the family's base) of a Family."""
+    __slots__ = ("family", "ptr")
+
+    def __init__(self, family, ptr):
+        self.family, self.ptr = family, ptr
+
+    def join_key(self):
+        return self.family
+
+    def parts(self):
+        return [self.ptr]
+
+    def with_parts(self, parts):
+        return JRow(self.family, parts[0])
+
+    def call(self, ev, args):
+        return _call_chain(ev, self, args)
+
+
+class _Encoder:
+    """The template of a value at the end of an iteration; its tensors go to `leaves`."""
+
+    def __init__(self, start, outer, where):
+        self.start, self.outer, self.where = start, outer, where
+        self.leaves, self.memo = [], {}
+
+    def encode(self, v):
+        if isinstance(v, Indexed):
+            return ("parts", v, [self.encode(p) for p in v.parts()])
+        if isinstance(v, np.ndarray):
+            return ("same", v)
+        if is_jax_value(v):
+            if id(v) in self.outer:
+                return ("same", v)
+            self.leaves.append(v)
+            return ("leaf", len(self.leaves) - 1)
+        if isinstance(v, tuple):
+            return ("tuple", [self.encode(x) for x in v])
+        if getattr(v, "serial", -1) < self.start:
+            return ("same", v)      # made before the loop: the same object in every row
+        hit = self.memo.get(id(v))
+        if hit is not None:
+            return hit
+        if isinstance(v, ConstructorValue):
+            out = ("adt", v.constructor, [self.encode(x) for x in v.fields])
+        elif isinstance(v, JClosure):
+            out = ["closure", v.func, v.name, []]
+            self.memo[id(v)] = out
+            out[3] = [(var, self.encode(x)) for var, x in v.env.items()]
+        elif isinstance(v, JUnion):
+            out = ("union", self.encode(v.index), [self.encode(a) for a in v.alts])
+        else:
+            raise CompileError(f"{self.where}: an iteration leaves a {describe(v)} in a "
+                               "reference made before the loop; only closures, tensors and "
+                               "references made by ref(...) in the loop are compiled as rows of "
+                               "a loop")
+        self.memo[id(v)] = out
+        return out
+
+
+class _Decoder:
+    def __init__(self, leaves, memo):
+        self.leaves, self.memo = leaves, memo
+
+    def build(self, t):
+        kind = t[0]
+        if kind == "same":
+            return t[1]
+        if kind == "leaf":
+            return self.leaves[t[1]]
+        if kind == "tuple":
+            return tuple(self.build(x) for x in t[1])
+        if kind == "parts":
+            return t[1].with_parts([self.build(p) for p in t[2]])
+        key = id(t)
+        if key in self.memo:
+            return self.memo[key]
+        if kind == "adt":
+            out = JAdt(t[1], [self.build(x) for x in t[2]], next_serial())
+        elif kind == "closure":
+            out = JClosure(t[1], {}, t[2], next_serial())
+            self.memo[key] = out
+            for var, x in t[3]:
+                out.env[var] = self.build(x)
+        else:   # union
+            out = JUnion(self.build(t[1]), [self.build(a) for a in t[2]], None, next_serial())
+            self.memo.setdefault("unions", []).append(out)
+        self.memo[key] = out
+        return out
+
+
+# ---- the backward loop: calling a row of a family -------------------------------------------
+
+def _call_chain(ev, row, args):
+    fam = row.family
+    if fam.tables is None:
+        raise CompileError(f"{fam.name}: a closure made in an iteration of the loop is called "
+                           "inside the same loop (a gradient of a gradient?); not compiled as "
+                           "a loop")
+    if ev.join_depth or ev.guard is not None:
+        raise CompileError(f"{fam.name}: the closures its loop left are called under a traced "
+                           "if or match, or inside another backward loop; not compiled as a "
+                           "loop yet")
+    if ev.accumulations is None:
+        ev.accumulations = accumulations(ev.mod)
+    return _Chain(ev, fam, list(args), row.ptr).run()
+
+
+class _Chain:
+    """The backward loop over a family's rows (module docstring; dynamic_defer.py for the
+    pool slots through cells and the deferred sums)."""
+
+    def __init__(self, ev, fam, args, ptr):
+        self.ev, self.fam, self.args, self.ptr = ev, fam, args, ptr
+        self.start = next_serial()
+        self.deferred = []
+        self.record_shapes = None    # per deferred reference, per hit: (kind, shapes)
+        self.fixed = _fixed_trips(ev)
+
+    def step(self, ptr, guard):
+        """Row ptr's closure (a lax.switch over the row's Functions, joins.py); the next row
+        (its tail call of the previous row)."""
+        import jax.numpy as jnp
+        ev, fam, args = self.ev, self.fam, self.args
+        # fixed trips: a step past the chain's end (ptr -1) reruns row 0, its writes dropped
+        valid = (ptr >= 0) if self.fixed else None
+        if valid is not None:
+            ptr = jnp.maximum(ptr, 0)
+        v = fam.decode(ptr)
+        _prefetch(ev, guard, v, ptr, fam.origin)
+        guard.start_step()
+        r = ev.enter(v, args)
+        while isinstance(r, TailCall) and not (isinstance(r.callee, JRow)
+                                               and r.callee.family is fam):
+            r = ev.enter(r.callee, r.args)
+        if not isinstance(r, TailCall) or len(r.args) != len(args) or \
+                any(a is not b for a, b in zip(r.args, args)):
+            raise CompileError(f"{fam.name}: a closure its loop left does not end by "
+                               "calling the one made before it with the same arguments "
+                               "(a backpropagator chain); not compiled as a loop")
+        self.alias = flush(ev, guard, v, valid)
+        nxt = jnp.asarray(r.callee.ptr, jnp.int32)
+        return nxt if valid is None else jnp.where(valid, nxt, -1)
+
+    def _traced(self, fn, deferred):
+        """Run fn(guard) with the evaluator set up for the loop body; restores everything."""
+        ev = self.ev
+        saved_frames, saved_guard = ev.frames, ev.guard
+        keep = [(r, r.value) for r in deferred]
+        guard = Guard(self.start, ev.accumulations, deferred, ev.join_depth + 1,
+                      self.record_shapes)
+        guard.install()
+        ev.guard = guard
+        try:
+            return fn(guard)
+        finally:
+            ev.frames, ev.guard = saved_frames, saved_guard
+            for r, value in keep:
+                r.value = value
+
+    def discover(self, deferred):
+        """Trace the body once: (written references and their final contents, the guard)."""
+        jax = load_jax()
+        frame = Frame(self.start)
+        finals, out = {}, {}
+
+        def run(guard):
+            self.ev.frames = [frame]
+
+            def body(ptr):
+                try:
+                    self.step(ptr, guard)
+                    for ref, _ in frame.log.values():
+                        finals[id(ref)] = ref.value
+                    out["records"] = [[(k, a.shape, a.dtype, b.shape, b.dtype)
+                                       for k, a, b in guard.records[id(r)]] for r in deferred]
+                    out["hits"] = dict(guard.hits)
+                finally:
+                    for ref, old in frame.log.values():
+                        ref.value = old
+                return []
+            jax.make_jaxpr(body)(np.int32(0))
+        self._traced(run, deferred)
+        return [ref for ref, _ in frame.log.values()], finals, out["records"]
+
+    def run(self):
+        ev, fam = self.ev, self.fam
+        import jax.numpy as jnp
+        from jax import lax
+        written, finals, _ = self.discover([])
+        # defer the outer tensor references the body accumulates into (dynamic_defer.py)
+        deferred = [r for r in written if not isinstance(r, PoolCell) and _is_tree(r.value)
+                    and not isinstance(r.value, tuple)]
+        while True:
+            try:
+                written, finals, records = self.discover(deferred)
+                break
+            except Undefer as undo:
+                deferred = [r for r in deferred if r is not undo.ref]
+        for ref in written:
+            if not (_is_tree(ref.value) and _is_tree(finals[id(ref)])
+                    and _key(ref.value) == _key(finals[id(ref)])):
+                raise CompileError(f"{fam.name}: the closures its loop left write a "
+                                   f"{describe(finals[id(ref)])} to a reference; only "
+                                   "references holding tensors are carried by the backward "
+                                   "loop")
+        self.record_shapes = records
+        rows = fam.tables[0].shape[0] if fam.tables else 1
+        initial = [_tmap(lambda v: _cast(v, np.shape(v), v.dtype), ref.value) for ref in written]
+        tables0 = [[(jnp.zeros((rows,) + tuple(sa), da), jnp.zeros((rows,) + tuple(sb), db))
+                    for _, sa, da, sb, db in hits] for hits in records]
+
+        pools = [isinstance(ref, PoolCell) for ref in written]
+
+        def body(state):
+            ptr, values, tables, alias = state
+            valid = (ptr >= 0) if self.fixed else None
+            row = ptr if valid is None else jnp.maximum(ptr, 0)
+
+            def one(guard):
+                for ref, v in zip(written, values):
+                    ref.value = v
+                try:
+                    nxt = self.step(ptr, guard)
+                    step_records = guard.step_records()
+                    # pool tables: flush guarded their slots already (no whole-table select)
+                    out = [_tmap(lambda v, o: _keep_if(None if pool else valid, v, o),
+                                 ref.value, old)
+                           for ref, old, pool in zip(written, values, pools)]
+                finally:
+                    for ref, v in zip(written, initial):
+                        ref.value = v
+                new_tables = []
+                for hits, got in zip(tables, step_records):
+                    if len(got) != len(hits):
+                        raise CompileError(f"internal: {fam.name}'s backward loop changed "
+                                           "between traces")
+                    new_tables.append([
+                        (_set(ta, row, _keep_if(valid, a, _at(ta, row))),
+                         _set(tb, row, _keep_if(valid, b, _at(tb, row))))
+                        for (ta, tb), (_, a, b) in zip(hits, got)])
+                return nxt, out, new_tables, alias | self.alias
+            return self._traced(one, deferred)
+        state = (jnp.asarray(self.ptr, jnp.int32), initial, tables0, jnp.asarray(False))
+        if self.fixed:      # every row at most once: the chain runs down from ptr to -1
+            ptr, values, tables, alias = lax.fori_loop(0, rows, lambda _, s: body(s), state)
+        else:
+            ptr, values, tables, alias = lax.while_loop(lambda s: s[0] >= 0, body, state)
+        ev.faults.append((alias, f"{fam.name}: two references the backward loop's closures "
+                                 "use in one step are the same reference, which the compiled "
+                                 "loop does not represent; run it with rl.evaluate"))
+        for ref, v in zip(written, values):
+            ev.write(ref, v)
+        for ref, hits, t in zip(deferred, records, tables):
+            ev.write(ref, settle(ref.value, hits, t, fam.count, self.fixed))
+        return TailCall(fam.base, list(self.args))
+
+__all__ = ["Pool", "JPoolRef", "Family", "JRow"]
