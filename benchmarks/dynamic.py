@@ -8,9 +8,9 @@ interpreter, PyTorch eager and jax.jit.
   (`@rnn(xs) = match xs { Step(w, rest) => cell(@rnn(rest), w), Last(w) => cell(0, w) }`), a
   classifier's cross-entropy on the final state; value_and_grad w.r.t. all 6 parameters.
   Embedding 64, hidden 128, vocabulary 1000, 5 classes, float32, --seqs sequences of 5-100
-  words. The sequence type has no empty sequence: the fold's AD output with an empty base case
-  (`Nil => h0`, where no backpropagator is written) is not a loop yet (a CompileError naming
-  @rnn_ad; tests/backend/test_jax_dynamic_rnn.py pins it).
+  words. The sequence type has no empty sequence; a fold with an empty base case (`Nil => h0`,
+  which writes no backpropagator) is the same one loop, its Nil row skipped by the backward
+  loop (tests/backend/test_jax_dynamic_rnn.py, test_rnn_with_an_empty_base_case_*).
   - relayish jax, one program: rl.compile(vg, backend="jax", capacity={"nodes": 128}); its
     first call (trace + XLA) is the compile time of the whole data set; sequences passed as
     node tables encoded before timing (as a data loader would).

@@ -98,12 +98,7 @@ def test_rnn_per_sequence_gradients_under_vmap_one_trace(model):
     assert run.trace_count == 1
 
 
-def test_rnn_with_an_empty_base_case_is_not_a_loop_yet():
-    # `Nil => h0` writes no backpropagator, so the loop's last closure is a join of rows and
-    # the pre-loop closure; the backward loop does not handle that yet (dynamic_loops.py,
-    # _call_chain). The forward fold is one loop; the gradient is a CompileError naming the
-    # AD output. When this becomes a loop, turn this test into a value check.
-    mod = rl.infer_type(rl.parse("""
+EMPTY_BASE = """
 type L { Nil, Cons(int32, L) }
 def @rnn(%E: Tensor[(5, 3), float64], %W: Tensor[(3, 3), float64], %xs: L) -> Tensor[(3), float64] {
   match (%xs) {
@@ -117,17 +112,61 @@ def @rnn(%E: Tensor[(5, 3), float64], %W: Tensor[(3, 3), float64], %xs: L) -> Te
 def @main(%E: Tensor[(5, 3), float64], %W: Tensor[(3, 3), float64], %xs: L) -> float64 {
   let %h = @rnn(%E, %W, %xs); sum(%h * %h)
 }
-"""))
+"""
+
+
+def _empty_base_jax(E, W, words):
+    """EMPTY_BASE's @main in jax (words first-outermost, so the fold runs them last first)."""
+    import jax.numpy as jnp
+    h = jnp.zeros(3)
+    for w in reversed(words):
+        h = jnp.tanh(W @ h + E[w])
+    return jnp.sum(h * h)
+
+
+def _int_list(mod, words):
     nil, cons = mod.get_constructor("Nil"), mod.get_constructor("Cons")
-    xs = rl.ConstructorValue(cons, [np.int32(2), rl.ConstructorValue(nil, [])])
+    xs = rl.ConstructorValue(nil, [])
+    for w in reversed(words):
+        xs = rl.ConstructorValue(cons, [np.int32(w), xs])
+    return xs
+
+
+def test_rnn_with_an_empty_base_case_gradient_is_one_loop():
+    # `Nil => h0` writes no backpropagator: the Nil row keeps the family's pointer (-1 here),
+    # so the backward chain skips it and ends at the pre-loop closure (dynamic_loops._kept)
+    mod = rl.infer_type(rl.parse(EMPTY_BASE))
     rng = np.random.default_rng(4)
     E, W = rng.normal(size=(5, 3)), rng.normal(size=(3, 3)) * 0.5
-    forward = rl.compile(mod, backend="jax")
-    np.testing.assert_allclose(forward(E, W, xs), rl.evaluate(mod, E, W, xs), rtol=1e-12)
-    vg = rl.compile(rl.value_and_grad(mod, argnums=(0, 1)), backend="jax")
-    with pytest.raises(CompileError, match=r"@rnn_ad: the closures its loop left are called "
-                                           r"under a traced if or match"):
-        vg(E, W, xs)
+    vg = rl.value_and_grad(mod, argnums=(0, 1))
+    run = rl.compile(vg, backend="jax", capacity={"nodes": 64})
+    forward = rl.compile(mod, backend="jax", capacity={"nodes": 64})
+    for n in (0, 1, 2, 9, 40):
+        words = [int(w) for w in rng.integers(5, size=n)]
+        xs = _int_list(mod, words)
+        got = run(E, W, xs)
+        _close(got, rl.evaluate(vg, E, W, xs))
+        with jax.enable_x64(True):
+            _close(got, jax.value_and_grad(_empty_base_jax, argnums=(0, 1))(E, W, words))
+        np.testing.assert_allclose(forward(E, W, xs), got[0], rtol=1e-12)
+    assert run.trace_count == 1 and forward.trace_count == 1
+
+
+def test_rnn_with_an_empty_base_case_under_vmap_one_trace():
+    # fixed trips: the kept pointer is guarded like every other write past the count
+    mod = rl.infer_type(rl.parse(EMPTY_BASE))
+    rng = np.random.default_rng(7)
+    E, W = rng.normal(size=(5, 3)), rng.normal(size=(3, 3)) * 0.5
+    vg = rl.value_and_grad(mod, argnums=(0, 1))
+    batched = rl.vmap(vg, in_axes=(None, None, 0))
+    run = rl.compile(batched, backend="jax", capacity={"nodes": 32})
+    for lengths in ((0, 5, 1, 20), (3, 0)):
+        seqs = [[int(w) for w in rng.integers(5, size=n)] for n in lengths]
+        got = run(E, W, [_int_list(mod, s) for s in seqs])
+        for k, words in enumerate(seqs):
+            one = jax.tree_util.tree_map(lambda a, k=k: np.asarray(a)[k], got)
+            _close(one, rl.evaluate(vg, E, W, _int_list(mod, words)))
+    assert run.trace_count == 1
 
 
 def test_rnn_over_a_list_of_vectors_gradient_is_one_trace_per_length_yet():

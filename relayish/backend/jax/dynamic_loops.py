@@ -83,6 +83,34 @@ def _reachable(values):
 
 # ---- the forward loop ----------------------------------------------------------------------------
 
+def _kept(fam, value, i):
+    """(what row i of `fam` stores, the family's pointer after iteration i) for the content
+    `value` the iteration leaves in the family's reference. A clause that writes no new
+    content (the base case of reverse AD's fold, `Nil => h0`, writes no backpropagator) leaves
+    the previous row, `JRow(fam, p)`: the pointer stays p and row i is never in the chain, so
+    the backward loop skips it. A union over the clauses keeps the pointer of the alternatives
+    that are a previous row, and row i stores the union of the others (their index renumbered;
+    one alternative left is stored as itself); None: every alternative keeps the pointer."""
+    if isinstance(value, JRow) and value.family is fam:
+        return None, value.ptr
+    if not isinstance(value, JUnion):
+        return value, i
+    kept = [isinstance(a, JRow) and a.family is fam for a in value.alts]
+    if not any(kept):
+        return value, i
+    import jax.numpy as jnp
+    ptr = jnp.stack([jnp.asarray(a.ptr if k else i, jnp.int32)
+                     for a, k in zip(value.alts, kept)])[value.index]
+    rest = [a for a, k in zip(value.alts, kept) if not k]
+    if not rest:
+        return None, ptr
+    if len(rest) == 1:
+        return rest[0], ptr
+    renumber = np.cumsum([not k for k in kept], dtype=np.int32) - 1
+    index = jnp.asarray(np.maximum(renumber, 0))[value.index]
+    return JUnion(index, rest, value.start, next_serial()), ptr
+
+
 def fold_call(ev, fold, callee, args):
     """The value of a call of the recognized fold `fold` (TraceEvaluator.enter's hook), or None
     when its folded argument is static structure (the call unrolls as before)."""
@@ -256,10 +284,12 @@ class _FoldLoop:
             fam.ref.value = JRow(fam, ptr)
         value = self._step()
         results = self._put_result(value, i)
-        encoded = []
+        encoded, pointers = [], []
         for fam, tables in zip(self.families, fam_tables):
+            stored, ptr = _kept(fam, fam.ref.value, i)
+            pointers.append(ptr)
             enc = _Encoder(self.start, self.outer, self.name)
-            fam.template = enc.encode(fam.ref.value)
+            fam.template = None if stored is None else enc.encode(stored)
             encoded.append(enc.leaves)
             if fam.layout is not None:
                 got = [(tuple(np.shape(x)), np.dtype(x.dtype)) for x in enc.leaves]
@@ -270,7 +300,7 @@ class _FoldLoop:
                       for fam, tables, leaves in zip(self.families, fam_tables, encoded)]
         import jax.numpy as jnp
         valid = self.valid
-        ptrs = [_keep_if(valid, jnp.asarray(i, jnp.int32), p) for p in ptrs]
+        ptrs = [_keep_if(valid, jnp.asarray(q, jnp.int32), p) for q, p in zip(pointers, ptrs)]
         pools = [pool.cell.value for pool in self.pools.values()]
         carried = [_tmap(lambda v, o: _keep_if(valid, v, o), ref.value, old)
                    for ref, old in zip(self.carried, carried)]
@@ -364,7 +394,8 @@ class _FoldLoop:
             ev.write(ref, value)
         for fam, ptr, tables in zip(self.families, ptrs, fam_tables):
             fam.tables, fam.count = tables, self.table.count
-            ev.write(fam.ref, JRow(fam, ptr))
+            # no clause left a new content (`%bp := !%bp`): the pointer is -1 after every row
+            ev.write(fam.ref, fam.base if fam.template is None else JRow(fam, ptr))
         self.results = results
         return self.result_at(self.table.count - 1)
 
