@@ -45,6 +45,7 @@ from relayish.errors import CompileError
 from relayish.backend.values import ConstructorValue
 from relayish.backend.jax.dynamic_defer import (Guard, PoolCell, Undefer, _is_tree, _key, _leaves,
                                                 _tmap, accumulations, settle)
+from relayish.backend.jax.joins import view
 from relayish.backend.jax.values import (Frame, Indexed, JAdt, JClosure, JRef, JUnion, TailCall,
                                          describe, is_jax_value, load_jax, next_serial)
 
@@ -212,7 +213,7 @@ def _prefetch(ev, guard, value, ptr, origin):
                         lambda: [jnp.zeros((len(members),) + t.shape[1:], t.dtype)
                                  for t in flat])
         for j, (r, users) in enumerate(members):
-            value = _rebuild_key(pool.key, iter([x[j] for x in rows]))
+            value = _rebuild_key(pool.key, iter([view(ev, x, j) for x in rows]))
             guard.cache[id(r.slot)] = _Cached(pool, r.slot, users, JRef(value, next_serial()))
     guard.alternatives = len(alts)
 
@@ -319,16 +320,16 @@ class Family:
         return [jnp.stack([_cast(leaves[k], shape, dtype) for k in members])
                 for shape, dtype, members in self.groups]
 
-    def unpack(self, stacked):
+    def unpack(self, stacked, ev=None):
         out = [None] * len(self.layout)
         for (_, _, members), rows in zip(self.groups, stacked):
             for j, k in enumerate(members):
-                out[k] = rows[j]
+                out[k] = rows[j] if ev is None else view(ev, rows, j)
         return out
 
-    def decode(self, ptr):
+    def decode(self, ptr, ev=None):
         rows = [_at(t, ptr) for t in self.tables]
-        leaves = self.unpack(rows)
+        leaves = self.unpack(rows, ev)
         # where each leaf came from: _prefetch reads the pool slots a row holds as one gather
         # of the row's int32 vector, not one slice per slot and a concatenation
         self.origin = {id(x): (rows[g], j) for g, (_, _, members) in enumerate(self.groups)
@@ -376,8 +377,11 @@ class _Encoder:
         if is_jax_value(v):
             if id(v) in self.outer:
                 return ("same", v)
-            self.leaves.append(v)
-            return ("leaf", len(self.leaves) - 1)
+            hit = self.memo.get(id(v))
+            if hit is None:     # stored once: joins.py shares a union's slots by shape
+                self.leaves.append(v)
+                hit = self.memo[id(v)] = ("leaf", len(self.leaves) - 1)
+            return hit
         if isinstance(v, tuple):
             return ("tuple", [self.encode(x) for x in v])
         if getattr(v, "serial", -1) < self.start:
@@ -470,7 +474,7 @@ class _Chain:
         valid = (ptr >= 0) if self.fixed else None
         if valid is not None:
             ptr = jnp.maximum(ptr, 0)
-        v = fam.decode(ptr)
+        v = fam.decode(ptr, ev)
         _prefetch(ev, guard, v, ptr, fam.origin)
         guard.start_step()
         r = ev.enter(v, args)

@@ -13,8 +13,10 @@ each written reference's new contents) side by side and makes a *template* of th
                                     same structure: joined field by field
     ["ref", JRef | None, t]         references each alternative made: one reference after the join
     ("union", index slot, [t])      anything else: an int32 index output plus each alternative's
-                                    own tensors (zeros where another alternative ran); nested
-                                    unions flatten
+                                    own tensors (one slot serves one tensor of each
+                                    alternative of its shape and dtype, `_Joiner.shared`: what
+                                    it holds when another alternative ran is garbage or zeros);
+                                    nested unions flatten
     ("tail", t, [t])                pending tail calls, joined like values
     ("parts", v, [t])               rows of one table in a loop (values.Indexed): their parts
 
@@ -24,10 +26,13 @@ Joins nested deeper than MAX_SWITCH_NESTING (limits.py) probe inline, into the e
 and select the outputs (`lax.select_n`) instead of nesting XLA conditionals (XLA's compiler
 recurses per nested conditional, slowly and then into a segfault). A union of references that
 all hold tensor trees of one type is read and written with selects (`tensor_contents`,
-`select_tree`), not switches.
+`select_tree`), not switches. A *view* (`view(ev, base, j)`: `base[j]` for a static j, such as
+the vectors the backward loop decodes from a row of stacked tables) that an alternative uses is
+sliced inside the branch from `base`, the switch's operand, not passed in as an operand of its
+own: each operand slice was an XLA operation per loop step that the branch could not fuse.
 
-The evaluator (`ev`, trace.py) is passed in: a join needs its frames, its join depth and its
-reference writes, and nothing else of it.
+The evaluator (`ev`, trace.py) is passed in: a join needs its frames, its join depth, its
+reference writes and its views (`ev.views`, made here), and nothing else of it.
 """
 from __future__ import annotations
 
@@ -122,15 +127,18 @@ def _join(ev, index, probes, start):
     templates = [joiner.join([pos[k] for pos in positions]) for k in range(len(refs) + 1)]
     slots = joiner.slots
 
+    local = _inside(ev)
+
     def branch(i):
         probe = probes[i]
-        if probe.jaxpr is None:                  # inlined: its leaves are the outputs
-            run = probe.leaves.copy
-        else:
-            run = jax.extend.core.jaxpr_as_fun(probe.jaxpr)
 
         def fn():
-            outs = run()
+            if probe.jaxpr is None:              # inlined: its leaves are the outputs
+                outs = probe.leaves.copy()
+            else:                                # views among its constants sliced here
+                closed = probe.jaxpr
+                outs = jax.extend.core.jaxpr_as_fun(jax.extend.core.ClosedJaxpr(
+                    closed.jaxpr, [local(c) for c in closed.consts]))()
             result = []
             for slot in slots:
                 src = slot.sources[i]
@@ -140,10 +148,10 @@ def _join(ev, index, probes, start):
                     value = jnp.asarray(src.value, slot.dtype)
                 elif isinstance(src, _Offset):
                     pos = probe.position.get(id(src.value))
-                    value = (outs[pos] if pos is not None else src.value) + src.offset
+                    value = (outs[pos] if pos is not None else local(src.value)) + src.offset
                 else:
                     pos = probe.position.get(id(src))
-                    value = outs[pos] if pos is not None else src
+                    value = outs[pos] if pos is not None else local(src)
                 result.append(lax.convert_element_type(value, slot.dtype))
             return result
         return fn
@@ -166,6 +174,31 @@ def _join(ev, index, probes, start):
     for ref, value in zip(refs, values[1:]):
         ev.write(ref, value)
     return values[0]
+
+
+def view(ev, base, j):
+    """`base[j]` (j a Python int), noted as a view: a lax.switch whose alternatives use it
+    takes `base` as its operand and slices inside its branches. Why: the backward loop decodes
+    a row of stacked tables into some 40 vectors its closures capture; as separate switch
+    operands each was an XLA operation of its own per step (a slice the branch cannot fuse),
+    inside the branch it fuses into the first use."""
+    leaf = base[j]
+    views = getattr(ev, "views", None)
+    if views is None:
+        views = ev.views = {}
+    views[id(leaf)] = (leaf, base, j)       # the leaf is kept alive: its id stays unique
+    return leaf
+
+
+def _inside(ev):
+    """v -> v, except a view (`view`) is sliced from its base where the function is called
+    (inside a switch's branch: the base is the branch's operand, not the slice)."""
+    views = getattr(ev, "views", None) or {}
+
+    def local(v):
+        hit = views.get(id(v))
+        return v if hit is None else hit[1][hit[2]]
+    return local
 
 
 def tensor_contents(union):
@@ -272,12 +305,28 @@ class _Joiner:
         self.n, self.start = n, start
         self.outer = [set()] * n        # per alternative: ids of enclosing-trace tensors
         self.slots: list[_Slot] = []
+        self.spare: dict = {}           # (shape, dtype) -> union slots, shared (`shared`)
         self.memo: dict = {}
         self.keep: list = []
 
     def slot(self, shape, dtype):
         s = _Slot(self.n, tuple(shape), np.dtype(dtype), len(self.slots))
         self.slots.append(s)
+        return s
+
+    def shared(self, shape, dtype, i):
+        """A slot for a tensor only alternative i has (a union's): one such slot of another
+        alternative with the same shape and dtype when there is one, since only one alternative
+        runs. Why: each switch output an alternative does not fill is a buffer of zeros its
+        branch writes (the TreeLSTM's forward union of the two constructors' closures: 35
+        copies per loop step), and a row of a loop's family table (dynamic_rows.py) stores
+        every output."""
+        pool = self.spare.setdefault((tuple(shape), np.dtype(dtype)), [])
+        for s in pool:
+            if s.sources[i] is None:
+                return s
+        s = self.slot(shape, dtype)
+        pool.append(s)
         return s
 
     def join(self, vals):
@@ -366,7 +415,7 @@ class _Joiner:
             key = ("x", id(v), i)
             hit = self.memo.get(key)
             if hit is None:
-                hit = self.slot(np.shape(v), v.dtype)
+                hit = self.shared(np.shape(v), v.dtype, i)
                 hit.sources[i] = v
                 self.memo[key] = hit
             return hit
