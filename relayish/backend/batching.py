@@ -58,7 +58,7 @@ from relayish.backend.runtime.args import ValueChecker, to_tensor
 from relayish.backend.runtime.check import checked, param_type
 from relayish.backend.runtime.describe import type_text, value_type_text
 
-__all__ = ["Batched", "vmap", "compile_batched"]
+__all__ = ["Batched", "vmap", "compile_batched", "StackedTables"]
 
 _NDARRAY = np.ndarray
 
@@ -133,6 +133,9 @@ class Batched:
             if self.is_tensors(k):
                 batched, size = self._batched_type(k, arg, owner)
                 values.append(checker.to_value(arg, batched, owner))
+            elif isinstance(arg, StackedTables):        # encoded ahead (encode_batch)
+                size = arg.size
+                values.append(arg)
             else:
                 if not isinstance(arg, (list, tuple)):
                     raise EvaluationError(
@@ -413,11 +416,31 @@ class BatchedJaxFunction:
         out, flags, self._fault_messages = self.run_one.call_in_trace(*args)
         return out, jnp.zeros((0,), bool) if flags is None else flags
 
+    def encode_batch(self, *args):
+        """The call's arguments with each batch of trees or lists encoded once as a
+        StackedTables (the host work a data loader does ahead of the call); tensors and
+        unbatched arguments are returned as given. `run(*run.encode_batch(*args))` equals
+        `run(*args)`."""
+        self.vf.split(args, tensor=_keep_jax_arrays)        # the same checks as a call
+        out = list(args)
+        for k, spec in self.tables.items():
+            if self.vf.in_axes[k] is not None and not isinstance(args[k], StackedTables):
+                out[k] = StackedTables(spec, len(args[k]), self._table_leaves(k, spec, args[k]))
+        return tuple(out)
+
     def _table_leaves(self, k, spec, value):
         """The node-table leaves of parameter k's argument: one table, or (batched) the tables
         of the examples padded to one capacity and stacked, [B, capacity, ...]."""
         fixed = self.run_one.capacity.get("nodes")
         name = f"parameter {self.vf.names[k]} of rl.vmap({self.vf.name})"
+        if isinstance(value, StackedTables):
+            capacity = int(value.leaves[0].shape[1])
+            if value.spec is not spec or (fixed is not None and capacity != fixed):
+                raise EvaluationError(
+                    f"bad argument for {name}: tables encoded by another program or for another "
+                    f"capacity ({capacity} rows; this program takes {fixed or 'any'}); encode "
+                    "them with this program's encode_batch")
+            return value.leaves
         if self.vf.in_axes[k] is None:
             return spec.encode(value, fixed, name).leaves
         tables = [spec.encode(v, fixed, f"example {i} of {name}") for i, v in enumerate(value)]
@@ -447,6 +470,22 @@ class BatchedJaxFunction:
         """How many times f itself was traced (once per argument structure, whatever the
         batch sizes)."""
         return self.run_one.trace_count
+
+
+class StackedTables:
+    """A batch of tree or list arguments encoded as node tables stacked [B, capacity, ...]
+    (BatchedJaxFunction.encode_batch), passed in place of the list of values. `leaves` are
+    numpy arrays, or jax arrays already on the device (jax.device_put each: a data loader's
+    prefetch)."""
+
+    __slots__ = ("spec", "size", "leaves")
+
+    def __init__(self, spec, size, leaves):
+        self.spec, self.size, self.leaves = spec, size, list(leaves)
+
+    def __repr__(self):
+        return (f"<StackedTables of {self.spec.data.header.name}: {self.size} examples, "
+                f"capacity {int(self.leaves[0].shape[1])}>")
 
 
 def _keep_jax_arrays(v, t, path, fail):

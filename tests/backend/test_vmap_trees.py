@@ -60,6 +60,22 @@ def test_per_example_gradients_over_trees(model):
     close(got, rl.evaluate(vg, *params, trees, ys), 1e-4)
 
 
+def test_trees_encoded_ahead_give_the_same_result_and_stay_checked(model):
+    # a data loader encodes a batch once (and may put it on the device); the call then skips
+    # the host encoding, and tables of another capacity are refused, not misread
+    mod, params = model
+    vf = rl.vmap(mod, in_axes=(None,) * len(params) + (0, 0))
+    run = rl.compile(vf, capacity={"nodes": 32})
+    trees, ys = batch(mod, 4, 6, 9)
+    args = run.encode_batch(*params, trees, ys)
+    assert "6 examples, capacity 32" in repr(args[len(params)])
+    args[len(params)].leaves[:] = [jax.device_put(x) for x in args[len(params)].leaves]
+    close(run(*args), run(*params, trees, ys), 1e-6)
+    other = rl.compile(vf, capacity={"nodes": 16}).encode_batch(*params, trees[:1], ys[:1])
+    with pytest.raises(EvaluationError, match="capacity"):
+        run(*params, other[len(params)], ys[:1])
+
+
 def test_capacity_is_checked_per_example(model):
     mod, params = model
     vf = rl.vmap(mod, in_axes=(None,) * len(params) + (0, 0))
