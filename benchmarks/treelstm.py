@@ -55,6 +55,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.p
 from treelstm import (CLASSES, PARAMS, VOCAB, init_params, random_tree,  # noqa: E402
                       reference_loss, to_gate_params, to_value, treelstm_gates_module,
                       treelstm_module)
+from models import torch_treelstm  # noqa: E402
 
 ALL = tuple(range(len(PARAMS)))
 
@@ -146,25 +147,10 @@ def torch_gates_runner(params, trees):
 def torch_runner(params, trees):
     import torch
     torch.set_num_threads(1)
-    ps = [torch.tensor(p, requires_grad=True) for p in params]
-    E, Wl, bl, U, bn, Wo, bo = ps
-
-    def cell(t):
-        if not isinstance(t, tuple):
-            i, o, u = (Wl @ E[t] + bl).chunk(3)
-            c = torch.sigmoid(i) * torch.tanh(u)
-            return torch.sigmoid(o) * torch.tanh(c), c
-        (hl, cl), (hr, cr) = cell(t[0]), cell(t[1])
-        i, fl, fr, o, u = (U @ torch.cat([hl, hr]) + bn).chunk(5)
-        c = torch.sigmoid(i) * torch.tanh(u) + torch.sigmoid(fl) * cl + torch.sigmoid(fr) * cr
-        return torch.sigmoid(o) * torch.tanh(c), c
+    ps, step = torch_treelstm(params)
 
     def run(k):
-        tree, y = trees[k]
-        for p in ps:
-            p.grad = None
-        loss = -torch.log_softmax(Wo @ cell(tree)[0] + bo, 0)[y]
-        loss.backward()
+        loss = step(*trees[k])
         return loss.detach().numpy(), [p.grad.numpy() for p in ps]
     return run
 

@@ -34,6 +34,7 @@ import relayish as rl
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples"))
 from treelstm import CLASSES, PARAMS, VOCAB, init_params, random_tree, to_value, treelstm_module  # noqa: E402,E501
+from models import torch_treelstm  # noqa: E402
 
 ALL = tuple(range(len(PARAMS)))
 
@@ -97,34 +98,16 @@ def torch_cuda(params, trees, ys, device):
     """PyTorch eager on the device: run_all() does value_and_grad for every tree; `one(k)`
     gives tree k's (loss, grads) as numpy arrays, for the check."""
     import torch
-    dev = torch.device(device)
-    ps = [torch.tensor(p, device=dev, requires_grad=True) for p in params]
-    E, Wl, bl, U, bn, Wo, bo = ps
-
-    def cell(t):
-        if not isinstance(t, tuple):
-            i, o, u = (Wl @ E[t] + bl).chunk(3)
-            c = torch.sigmoid(i) * torch.tanh(u)
-            return torch.sigmoid(o) * torch.tanh(c), c
-        (hl, cl), (hr, cr) = cell(t[0]), cell(t[1])
-        i, fl, fr, o, u = (U @ torch.cat([hl, hr]) + bn).chunk(5)
-        c = torch.sigmoid(i) * torch.tanh(u) + torch.sigmoid(fl) * cl + torch.sigmoid(fr) * cr
-        return torch.sigmoid(o) * torch.tanh(c), c
-
-    def step(k):
-        for p in ps:
-            p.grad = None
-        loss = -torch.log_softmax(Wo @ cell(trees[k])[0] + bo, 0)[int(ys[k])]
-        loss.backward()
-        return loss
+    ps, step = torch_treelstm(params, device)
 
     def run_all():
-        for k in range(len(trees)):
-            step(k)
-        torch.cuda.synchronize(dev) if dev.type == "cuda" else None
+        for tree, y in zip(trees, ys):
+            step(tree, int(y))
+        if device == "cuda":
+            torch.cuda.synchronize()
 
     def one(k):
-        loss = step(k)
+        loss = step(trees[k], int(ys[k]))
         return loss.detach().cpu().numpy(), [p.grad.cpu().numpy() for p in ps]
     run_all.trees = len(trees)
     return run_all, one

@@ -1,0 +1,29 @@
+"""Models written for the competitors, shared by the benchmark scripts (run as
+`python benchmarks/<name>.py`, which puts this folder on sys.path). Only the benchmarks import
+torch: it is in the `bench` extra, not a dependency of relayish."""
+
+
+def torch_treelstm(params, device="cpu"):
+    """The TreeLSTM of examples/treelstm.py in PyTorch: (ps, step), ps the parameters as leaf
+    tensors on `device`, step(tree, y) the loss after loss.backward() (gradients in p.grad)."""
+    import torch
+    ps = [torch.tensor(p, device=device, requires_grad=True) for p in params]
+    E, Wl, bl, U, bn, Wo, bo = ps
+
+    def cell(t):
+        if not isinstance(t, tuple):
+            i, o, u = (Wl @ E[t] + bl).chunk(3)
+            c = torch.sigmoid(i) * torch.tanh(u)
+            return torch.sigmoid(o) * torch.tanh(c), c
+        (hl, cl), (hr, cr) = cell(t[0]), cell(t[1])
+        i, fl, fr, o, u = (U @ torch.cat([hl, hr]) + bn).chunk(5)
+        c = torch.sigmoid(i) * torch.tanh(u) + torch.sigmoid(fl) * cl + torch.sigmoid(fr) * cr
+        return torch.sigmoid(o) * torch.tanh(c), c
+
+    def step(tree, y):
+        for p in ps:
+            p.grad = None
+        loss = -torch.log_softmax(Wo @ cell(tree)[0] + bo, 0)[y]
+        loss.backward()
+        return loss
+    return ps, step
