@@ -17,6 +17,7 @@ forever: it is a CompileError naming the function, as are traces too big or too 
 Modules, each importing only those listed before it:
     values.py     trace-time values (JClosure, JRef, JAdt, JUnion, TailCall), serials, Frame
     zeros.py      zero adjoints folded at trace time (ZeroTracker)
+    dots.py       matmul(transpose(a), b) traced as one dot_general (DotFolding)
     limits.py     TRACE_LIMITS, the join bounds, the chain depth of a jaxpr
     joins.py      switch: probes, the joiner and rebuilder of joined values
     batching.py   a tuple of independent calls traced as one jax.vmap

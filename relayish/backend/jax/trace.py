@@ -29,6 +29,7 @@ from relayish.ir.analysis import FreeVars
 from relayish.backend.runtime.bindings import bind_pattern, is_recursive, let_chain
 from relayish.backend.runtime.describe import node_text
 from relayish.backend.jax.batching import batched_calls
+from relayish.backend.jax.dots import DotFolding
 from relayish.backend.jax.dynamic_loops import fold_call
 from relayish.backend.jax.dynamic_rows import JPoolRef, JRow
 from relayish.backend.jax.dynamic_tail import tail_call
@@ -93,6 +94,7 @@ class TraceEvaluator:
         self.ops = 0                         # traced tensor operations recorded
         self.started = time.monotonic()
         self.zeros = ZeroTracker()           # zero adjoints, folded before XLA (zeros.py)
+        self.dots = DotFolding()             # matmul(transpose(a), g) as one dot (dots.py)
         self.folds: dict = {}                # Function -> Fold run as a loop (dynamic_rule.py)
         self.loop = None                     # the fold loop being traced (dynamic_loops.py)
         self.guard = None                    # set while a backward loop traces (dynamic_defer)
@@ -283,6 +285,10 @@ class TraceEvaluator:
             self.ops += 1
             if not self.ops & 1023:
                 self.check_budget()
+            if op.name == "matmul":
+                dot = self.dots.matmul(*args)
+                if dot is not None:
+                    return dot
         try:
             with np.errstate(all="ignore"):   # IEEE nan/inf without warnings, as XLA computes
                 out = op.impl(xp, *args, **attrs)
@@ -296,6 +302,8 @@ class TraceEvaluator:
             if not isinstance(out, np.ndarray):
                 out = np.asarray(out)
             self.zeros.note(op, args, out)
+        elif op.name == "transpose":
+            self.dots.note(out, args[0], attrs["axes"])
         return out
 
     def visit_Let(self, e, env, tail):
