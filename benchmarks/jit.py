@@ -40,6 +40,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import relayish as rl  # noqa: E402
+from models import jax_mlp  # noqa: E402
 
 
 # ---- the functions, in relayish and in jax ----------------------------------------------------
@@ -59,19 +60,6 @@ def mlp_relayish(sizes, batch, dtype="float32"):
     err = h - y
     f = rl.Function(params + [x, y], rl.mean(err * err))
     return f, len(params)
-
-
-def mlp_jax(n_layers):
-    def f(*args):
-        params, x, y = args[:-2], args[-2], args[-1]
-        h = x
-        for k in range(n_layers):
-            h = h @ params[2 * k] + params[2 * k + 1]
-            if k < n_layers - 1:
-                h = jnp.tanh(h)
-        err = h - y
-        return jnp.mean(err * err)
-    return f
 
 
 def mlp_inputs(sizes, batch, seed=0):
@@ -184,14 +172,14 @@ def mlp_case(name, sizes, batch, rounds, device):
     vg = rl.value_and_grad(f, argnums=tuple(range(n_params)))
     ad_time = time.perf_counter() - t0
     args = mlp_inputs(sizes, batch)
-    jf = jax.value_and_grad(mlp_jax(len(sizes) - 1), argnums=tuple(range(n_params)))
+    jf = jax.value_and_grad(jax_mlp(len(sizes) - 1, "mean"), argnums=tuple(range(n_params)))
     ours = rl.compile(vg, device=device)
     theirs = jax.jit(jf)
     check_close(ours(*args), theirs(*args), 1e-4)
     run_ours, run_theirs, ratio = side_by_side(ours, theirs, args, rounds)
     comp_ours = first_call_time(lambda: rl.compile(vg, device=device), args)
     comp_theirs = first_call_time(lambda: jax.jit(jax.value_and_grad(
-        mlp_jax(len(sizes) - 1), argnums=tuple(range(n_params)))), args)
+        jax_mlp(len(sizes) - 1, "mean"), argnums=tuple(range(n_params)))), args)
     return dict(case=name, ours=run_ours, theirs=run_theirs, ratio=ratio, comp_ours=comp_ours,
                 comp_theirs=comp_theirs, ad=ad_time, target=1.05)
 

@@ -27,3 +27,21 @@ def torch_treelstm(params, device="cpu"):
         loss.backward()
         return loss
     return ps, step
+
+
+def jax_mlp(n_layers, reduce="mean"):
+    """f(*params, x, y) in jax.numpy: `n_layers` dense layers (params are W1, b1, W2, b2, ...),
+    tanh between them, the squared error reduced by "mean" or "sum"."""
+    import jax.numpy as jnp
+    reduction = {"mean": jnp.mean, "sum": jnp.sum}[reduce]
+
+    def f(*args):
+        params, x, y = args[:-2], args[-2], args[-1]
+        h = x
+        for k in range(n_layers):
+            h = h @ params[2 * k] + params[2 * k + 1]
+            if k < n_layers - 1:
+                h = jnp.tanh(h)
+        err = h - y
+        return reduction(err * err)
+    return f

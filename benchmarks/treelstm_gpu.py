@@ -33,7 +33,8 @@ import numpy as np
 import relayish as rl
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples"))
-from treelstm import CLASSES, PARAMS, VOCAB, init_params, random_tree, to_value, treelstm_module  # noqa: E402,E501
+from treelstm import (CLASSES, PARAMS, VOCAB, init_params, random_tree, to_value,  # noqa: E402
+                      treelstm_module)
 from models import torch_treelstm  # noqa: E402
 
 ALL = tuple(range(len(PARAMS)))

@@ -36,6 +36,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import relayish as rl  # noqa: E402
+from models import jax_mlp  # noqa: E402
 from jit import check_close, first_call_time, side_by_side  # noqa: E402
 
 CASES = [("mlp-16-16-16-1", (16, 16, 16, 1), 64),
@@ -57,19 +58,6 @@ def mlp_relayish(sizes):
     return rl.Function(params + [x, y], rl.sum(err * err)), len(params)
 
 
-def mlp_jax(n_layers):
-    def f(*args):
-        params, x, y = args[:-2], args[-2], args[-1]
-        h = x
-        for k in range(n_layers):
-            h = h @ params[2 * k] + params[2 * k + 1]
-            if k < n_layers - 1:
-                h = jnp.tanh(h)
-        err = h - y
-        return jnp.sum(err * err)
-    return f
-
-
 def inputs(sizes, batch, seed=0):
     rng = np.random.default_rng(seed)
     args = []
@@ -88,7 +76,7 @@ def case(name, sizes, batch, rounds, device):
     args = inputs(sizes, batch)
 
     def make_theirs():
-        return jax.jit(jax.vmap(jax.value_and_grad(mlp_jax(len(sizes) - 1), argnums=weights),
+        return jax.jit(jax.vmap(jax.value_and_grad(jax_mlp(len(sizes) - 1, "sum"), argnums=weights),
                                 in_axes=axes))
     ours, theirs = rl.compile(vg, device=device), make_theirs()
     check_close(ours(*args), theirs(*args), 1e-4)
