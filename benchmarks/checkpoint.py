@@ -46,7 +46,9 @@ def chain(steps, width):
     return rl.Function([x], sb.get())
 
 
-def list_loop(width):
+def over_a_list(width, cons, nil):
+    """@main(xs: List[Tensor[(width,)]], s, w) = match xs { Cons(h, t) => cons(main, h, t, s, w),
+    Nil => nil(s) }."""
     mod = rl.Module()
     p = rl.Prelude(mod)
     T = rl.TensorType((width,), F)
@@ -56,24 +58,21 @@ def list_loop(width):
     main = rl.GlobalVar("main")
     mod[main] = rl.Function([xs, s, w], rl.Match(xs, [
         rl.Clause(rl.PatternConstructor(p.Cons, [rl.PatternVar(h), rl.PatternVar(t)]),
-                  rl.Call(main, [t, rl.tanh(s * w + h), w])),
-        rl.Clause(rl.PatternConstructor(p.Nil, []), rl.sum(s * s))]))
+                  cons(main, h, t, s, w)),
+        rl.Clause(rl.PatternConstructor(p.Nil, []), nil(s))]))
     return mod
+
+
+def list_loop(width):
+    """A tail recursion over the list: s <- tanh(s * w + h), then sum(s * s)."""
+    return over_a_list(width, lambda main, h, t, s, w: rl.Call(main, [t, rl.tanh(s * w + h), w]),
+                       lambda s: rl.sum(s * s))
 
 
 def foldr(width):
-    mod = rl.Module()
-    p = rl.Prelude(mod)
-    T = rl.TensorType((width,), F)
-    LT = rl.TypeCall(p.List, [T])
-    xs, s, w = rl.var("xs", type=LT), rl.var("s", type=T), rl.var("w", type=T)
-    h, t = rl.var("h", type=T), rl.var("t", type=LT)
-    main = rl.GlobalVar("main")
-    mod[main] = rl.Function([xs, s, w], rl.Match(xs, [
-        rl.Clause(rl.PatternConstructor(p.Cons, [rl.PatternVar(h), rl.PatternVar(t)]),
-                  rl.tanh(rl.Call(main, [t, s, w]) * w + h)),
-        rl.Clause(rl.PatternConstructor(p.Nil, []), s)]))
-    return mod
+    """A right fold over the list: tanh(@main(t, s, w) * w + h), s at the end."""
+    return over_a_list(width, lambda main, h, t, s, w: rl.tanh(rl.Call(main, [t, s, w]) * w + h),
+                       lambda s: s)
 
 
 def with_globals(n):
