@@ -157,7 +157,7 @@ def _list_reference(w, xs):
     return s
 
 
-def test_a_list_fold_forward_one_compilation_gradient_static():
+def test_a_list_fold_forward_and_gradient_one_compilation():
     mod = rl.infer_type(rl.parse(LIST + """
 def @main(%w: Tensor[(3), float64], %l: L) -> float64 { sum(@fold(%w, %l)) }
 """))
@@ -172,9 +172,9 @@ def @main(%w: Tensor[(3), float64], %l: L) -> float64 { sum(@fold(%w, %l)) }
         np.testing.assert_allclose(run(w, value), _list_reference(w, xs).sum(), rtol=1e-12)
         _close(run_grad(w, value), rl.evaluate(grad, w, value), 1e-10)
     assert run.trace_count == 1
-    # reverse AD lifts a list of tensors to L_ad (a reference per element, @ad_lift_L): that
-    # map is not a fold, so the gradient's list argument stays static (one trace per length)
-    assert run_grad.trace_count == 5
+    # reverse AD lifts a list of tensors to L_ad (a reference per element, @ad_lift_L): a map
+    # (dynamic_rule.py), so the gradient is one loop too
+    assert run_grad.trace_count == 1
 
 
 def test_a_long_list_is_one_loop_not_an_unrolled_trace():

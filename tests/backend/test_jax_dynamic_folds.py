@@ -6,8 +6,10 @@ interpreter's and jax's on a Python twin; trace_count == 1 over inputs of severa
 (tests/backend/test_jax_dynamic_rnn.py has the RNN versions of the same shapes.)"""
 import jax
 import numpy as np
+import pytest
 
 import relayish as rl
+from relayish.backend.jax.dynamic_rule import dynamic_params, find_folds
 
 
 def _close(got, expected, rtol=1e-9):
@@ -91,4 +93,185 @@ def test_leaves_that_write_no_backpropagator_are_skipped_by_the_backward_loop():
         _close(got, rl.evaluate(vg, E, W, t))
         with jax.enable_x64(True):
             _close(got, jax.value_and_grad(_tree_jax, argnums=(0, 1))(E, W, tree))
+    assert run.trace_count == 1
+
+
+# ---- 2. maps: a fold producing a node table of the same shape -----------------------------------
+
+MAPS = """
+type L { Nil, Cons(Tensor[(3), float64], L) }
+def @double(%l: L) -> L {
+  match (%l) {
+    Nil => Nil,
+    Cons(%x, %rest) => { let %d = @double(%rest); Cons(%x * 2f64, %d) }
+  }
+}
+def @fold(%w: Tensor[(3), float64], %l: L) -> Tensor[(3), float64] {
+  match (%l) {
+    Nil => zeros_like(%w),
+    Cons(%x, %rest) => { let %s = @fold(%w, %rest); tanh(%s * %w + %x) }
+  }
+}
+"""
+
+
+def _list(mod, xs):
+    nil, cons = mod.get_constructor("Nil"), mod.get_constructor("Cons")
+    out = rl.ConstructorValue(nil, [])
+    for x in reversed(xs):
+        out = rl.ConstructorValue(cons, [x, out])
+    return out
+
+
+def _elements(v):
+    out = []
+    while v.fields:
+        out.append(v.fields[0])
+        v = v.fields[1]
+    return out
+
+
+def test_reverse_ads_lifting_of_a_list_is_a_map_and_the_list_is_dynamic():
+    mod = rl.infer_type(rl.parse(MAPS + """
+def @main(%w: Tensor[(3), float64], %l: L) -> float64 { sum(@fold(%w, %l)) }
+"""))
+    vg = rl.value_and_grad(mod, argnums=(0, 1))
+    folds = {f.name: f for f in find_folds(vg).values()}
+    lift, read = folds["ad_lift_L"], folds["ad_grad_L"]
+    assert lift.map[1] == {0: 0, 1: 1} and lift.map[2] == {0: [], 1: [1]}
+    assert read.map is not None and folds["fold_ad"].map is None
+    assert list(dynamic_params(vg, vg["main"], find_folds(vg))) == [1]
+
+
+def test_a_map_folded_or_returned_is_one_loop_in_the_forward_program():
+    mod = rl.infer_type(rl.parse(MAPS + """
+def @main(%w: Tensor[(3), float64], %l: L) -> (Tensor[(3), float64], L) {
+  (@fold(%w, @double(%l)), @double(%l))
+}
+"""))
+    assert list(dynamic_params(mod, mod["main"], find_folds(mod))) == [1]
+    run = rl.compile(mod, backend="jax", capacity={"nodes": 32})
+    rng = np.random.default_rng(12)
+    w = rng.normal(size=3)
+    for n in (0, 1, 5, 31):
+        xs = list(rng.normal(size=(n, 3)))
+        got, doubled = run(w, _list(mod, xs))
+        expected, e_doubled = rl.evaluate(mod, w, _list(mod, xs))
+        _close((got, _elements(doubled)), (expected, _elements(e_doubled)))
+        assert len(_elements(doubled)) == n
+    assert run.trace_count == 1
+
+
+def test_a_map_result_used_otherwise_keeps_the_list_static():
+    mod = rl.infer_type(rl.parse(MAPS + """
+def @main(%w: Tensor[(3), float64], %l: L) -> Tensor[(3), float64] {
+  let %d = @double(%l);
+  match (%d) { Nil => %w, Cons(%x, %rest) => @fold(%w, %d) + %x }
+}
+"""))
+    assert dynamic_params(mod, mod["main"], find_folds(mod)) == {}
+    run = rl.compile(mod, backend="jax")
+    rng = np.random.default_rng(13)
+    w = rng.normal(size=3)
+    for n in (1, 2):
+        xs = list(rng.normal(size=(n, 3)))
+        np.testing.assert_allclose(run(w, _list(mod, xs)), rl.evaluate(mod, w, _list(mod, xs)),
+                                   rtol=1e-12)
+    assert run.trace_count == 2                  # unrolled, one trace per length, as before
+
+
+def test_a_long_list_of_vectors_gradient_is_a_loop_not_an_unrolled_trace():
+    mod = rl.infer_type(rl.parse(MAPS + """
+def @main(%w: Tensor[(3), float64], %l: L) -> float64 { sum(@fold(%w, %l)) }
+"""))
+    vg = rl.value_and_grad(mod, argnums=(0, 1))
+    rng = np.random.default_rng(14)
+    w, xs = rng.normal(size=3) * 0.5, list(rng.normal(size=(10_000, 3)))
+    value, (dw, dxs) = rl.compile(vg, backend="jax")(w, _list(mod, xs))
+    grads = _elements(dxs)
+    assert len(grads) == 10_000
+    # the ends of the list: the first element enters the last step, the last one the first
+    e_value, (e_dw, e_dxs) = rl.evaluate(vg, w, _list(mod, xs))
+    _close((value, dw, grads[0], grads[-1]), (e_value, e_dw, _elements(e_dxs)[0],
+                                              _elements(e_dxs)[-1]))
+
+
+TENSOR_TREE = """
+type T { Leaf(Tensor[(2), float64]), Node(T, T) }
+def @f(%W: Tensor[(2, 2), float64], %t: T) -> Tensor[(2), float64] {
+  match (%t) {
+    Leaf(%x) => tanh(%x),
+    Node(%l, %r) => {
+      let %a = @f(%W, %l);
+      let %b = @f(%W, %r);
+      let %h = %a + %b;
+      BODY
+    }
+  }
+}
+def @main(%W: Tensor[(2, 2), float64], %t: T) -> float64 { sum(@f(%W, %t)) }
+"""
+
+
+def _tensor_tree(rng, depth):
+    if depth == 0 or rng.random() < 0.25:
+        return rng.normal(size=2)
+    return (_tensor_tree(rng, depth - 1), _tensor_tree(rng, depth - 1))
+
+
+def _tensor_tree_value(mod, tree):
+    leaf, node = mod.get_constructor("Leaf"), mod.get_constructor("Node")
+    if isinstance(tree, tuple):
+        return rl.ConstructorValue(node, [_tensor_tree_value(mod, t) for t in tree])
+    return rl.ConstructorValue(leaf, [tree])
+
+
+def _tensor_tree_jax(W, tree, traced_if):
+    import jax.numpy as jnp
+
+    def f(t):
+        if not isinstance(t, tuple):
+            return jnp.tanh(t)
+        h = f(t[0]) + f(t[1])
+        if not traced_if:
+            return jnp.tanh(W @ h)
+        return jnp.where(jnp.sum(h) > 0, jnp.tanh(W @ h), h * 0.5)
+    return jnp.sum(f(tree))
+
+
+def _tree_leaves(v):
+    """The leaf tensors of a T value, left to right (a loop)."""
+    out, stack = [], [v]
+    while stack:
+        x = stack.pop()
+        if x.constructor.name_hint == "Leaf":
+            out.append(x.fields[0])
+        else:
+            stack.extend(reversed(x.fields))
+    return out
+
+
+@pytest.mark.parametrize("traced_if", [False, True])
+def test_a_tree_of_vectors_gradient_is_one_loop(traced_if):
+    # the lifted tree (@ad_lift_T) is a map's table: its element references are a second
+    # pool, read by the backward loop beside the fold's own pool (one slot tensor can index
+    # both: joins.py shares a union's slots). With a traced if, a node's backpropagator calls
+    # a second closure of its own row before the previous row (dynamic_rows._until_row)
+    body = ("if (sum(%h) > 0f64) { tanh(matmul(%W, %h)) } else { %h * 0.5f64 }" if traced_if
+            else "tanh(matmul(%W, %h))")
+    mod = rl.infer_type(rl.parse(TENSOR_TREE.replace("BODY", body)))
+    vg = rl.value_and_grad(mod, argnums=(0, 1))
+    run = rl.compile(vg, backend="jax", capacity={"nodes": 64})
+    rng = np.random.default_rng(15)
+    for depth in (0, 1, 3, 5):
+        tree = _tensor_tree(rng, depth)
+        W = rng.normal(size=(2, 2))
+        value = _tensor_tree_value(mod, tree)
+        loss, (dW, dt) = run(W, value)
+        e_loss, (e_dW, e_dt) = rl.evaluate(vg, W, value)
+        _close((loss, dW, _tree_leaves(dt)), (e_loss, e_dW, _tree_leaves(e_dt)))
+        with jax.enable_x64(True):
+            j_loss, (j_dW, j_dt) = jax.value_and_grad(_tensor_tree_jax, argnums=(0, 1))(
+                W, tree, traced_if)
+        _close((loss, dW, _tree_leaves(dt)), (j_loss, j_dW, jax.tree_util.tree_leaves(j_dt)))
     assert run.trace_count == 1

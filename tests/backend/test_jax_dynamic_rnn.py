@@ -1,11 +1,9 @@
 """Programs beyond trees on the jax backend's dynamic path (issue 17, "Measure"): an RNN over
-variable-length sequences written as a fold over a list (of word indices, embedded in the
-cell: a list of float vectors is lifted by reverse AD and its gradient stays one trace per
-length, pinned below), and a traced-condition loop
-(`while |x| > eps`), each ONE compilation; values and gradients equal the interpreter's and
-jax.grad's of a Python loop; the same under rl.vmap with sequences of different lengths.
-What is not a loop yet is pinned here (a CompileError naming the function, or one trace per
-length), so a change in the backend shows up as a test to update.
+variable-length sequences written as a fold over a list (of word indices embedded in the cell,
+with and without an empty base case, and of float vectors, which reverse AD lifts), ONE
+compilation; values and gradients equal the interpreter's and jax.grad's of a Python loop; the
+same under rl.vmap with sequences of different lengths; and a traced-condition loop (`while
+|x| > eps`). Other fold shapes: tests/backend/test_jax_dynamic_folds.py.
 (benchmarks/dynamic.py measures these programs; it defines the model so the two cannot drift.)"""
 import os
 import sys
@@ -169,13 +167,7 @@ def test_rnn_with_an_empty_base_case_under_vmap_one_trace():
     assert run.trace_count == 1
 
 
-def test_rnn_over_a_list_of_vectors_gradient_is_one_trace_per_length_yet():
-    # the forward fold over a list of float vectors is one loop; its value_and_grad is not:
-    # reverse AD lifts the list to L_ad (a reference per element, @ad_lift_L), a map that is
-    # not a fold, so the list stays static (unrolled, one trace per length). Hence the RNN
-    # above reads word indices and embeds them. When the lifted list becomes a table, assert
-    # trace_count == 1 here.
-    mod = rl.infer_type(rl.parse("""
+VECTORS = """
 type L { Nil, Cons(Tensor[(3), float64], L) }
 def @rnn(%W: Tensor[(3, 3), float64], %xs: L) -> Tensor[(3), float64] {
   match (%xs) {
@@ -186,21 +178,60 @@ def @rnn(%W: Tensor[(3, 3), float64], %xs: L) -> Tensor[(3), float64] {
 def @main(%W: Tensor[(3, 3), float64], %xs: L) -> float64 {
   let %h = @rnn(%W, %xs); sum(%h * %h)
 }
-"""))
+"""
+
+
+def _vectors_jax(W, xs):
+    import jax.numpy as jnp
+    h = jnp.zeros(3)
+    for x in reversed(xs):
+        h = jnp.tanh(W @ h + x)
+    return jnp.sum(h * h)
+
+
+def _vector_list(mod, xs):
     nil, cons = mod.get_constructor("Nil"), mod.get_constructor("Cons")
+    out = rl.ConstructorValue(nil, [])
+    for x in reversed(xs):
+        out = rl.ConstructorValue(cons, [x, out])
+    return out
+
+
+def _elements(v):
+    """The tensors of a relayish list value, first to last (a loop: lists are deep)."""
+    out = []
+    while v.fields:
+        out.append(v.fields[0])
+        v = v.fields[1]
+    return out
+
+
+def test_rnn_over_a_list_of_vectors_gradient_is_one_loop():
+    # reverse AD lifts the list (@ad_lift_L: L -> L_ad, a reference per element) and reads the
+    # element gradients back (@ad_grad_L: L_ad -> L): both are maps (dynamic_rule.py), loops
+    # that make a node table of the other type, so value_and_grad w.r.t. the weights AND the
+    # list's vectors is one trace for every length; the list gradient comes back as a list
+    mod = rl.infer_type(rl.parse(VECTORS))
     rng = np.random.default_rng(6)
     W = rng.normal(size=(3, 3)) * 0.5
-    forward = rl.compile(mod, backend="jax", capacity={"nodes": 16})
-    vg = rl.value_and_grad(mod, argnums=0)
-    gradient = rl.compile(vg, backend="jax", capacity={"nodes": 16})
-    for n in (1, 2, 3):
-        xs = rl.ConstructorValue(nil, [])
-        for x in rng.normal(size=(n, 3)):
-            xs = rl.ConstructorValue(cons, [x, xs])
-        np.testing.assert_allclose(forward(W, xs), rl.evaluate(mod, W, xs), rtol=1e-12)
-        _close(gradient(W, xs), rl.evaluate(vg, W, xs))
+    forward = rl.compile(mod, backend="jax", capacity={"nodes": 64})
+    weights = rl.value_and_grad(mod, argnums=0)
+    both = rl.value_and_grad(mod, argnums=(0, 1))
+    run_weights = rl.compile(weights, backend="jax", capacity={"nodes": 64})
+    run_both = rl.compile(both, backend="jax", capacity={"nodes": 64})
+    for n in (0, 1, 2, 3, 17, 60):
+        xs = list(rng.normal(size=(n, 3)))
+        value = _vector_list(mod, xs)
+        np.testing.assert_allclose(forward(W, value), rl.evaluate(mod, W, value), rtol=1e-12)
+        _close(run_weights(W, value), rl.evaluate(weights, W, value))
+        loss, (dW, dxs) = run_both(W, value)
+        e_loss, (e_dW, e_dxs) = rl.evaluate(both, W, value)
+        _close((loss, dW, _elements(dxs)), (e_loss, e_dW, _elements(e_dxs)))
+        with jax.enable_x64(True):
+            j_loss, (j_dW, j_dxs) = jax.value_and_grad(_vectors_jax, argnums=(0, 1))(W, xs)
+        _close((loss, dW, _elements(dxs)), (j_loss, j_dW, list(j_dxs)))
     assert forward.trace_count == 1
-    assert gradient.trace_count == 3
+    assert run_weights.trace_count == 1 and run_both.trace_count == 1
 
 
 def test_traced_condition_loop_forward_is_one_compilation():

@@ -27,6 +27,7 @@ from relayish.errors import CompileError
 from relayish.backend.values import ConstructorValue, RefValue
 from relayish.backend.runtime.args import NP_DTYPES, Parameters, ValueChecker, to_tensor
 from relayish.backend.runtime.describe import value_type_text
+from relayish.backend.jax.dynamic_tables import JTable
 from relayish.backend.jax.values import (POISON, JAdt, JClosure, JConstructorFn, JRef, JUnion,
                                          Restart, describe, is_jax_value, is_tensor)
 
@@ -230,6 +231,10 @@ def encode(value, leaves, ref_ids, memo=None):
                 memo[id(v)] = node
                 target[slot] = node
                 stack.append((v.value, node, 2))
+        elif isinstance(v, JTable):        # a loop's node table (a map's result, issue 17)
+            arrays = v.output_leaves()
+            target[slot] = ("table", v.spec, list(range(len(leaves), len(leaves) + len(arrays))))
+            leaves.extend(arrays)
         elif v is POISON:
             raise Restart()
         elif isinstance(v, (JClosure, JConstructorFn)):
@@ -270,6 +275,9 @@ def decode(desc, leaves, refs, entry, memo=None):
     def argref(d, target, slot, push):
         target[slot] = refs[d[1]]
 
+    def table(d, target, slot, push):
+        target[slot] = d[1].decode([leaves[j] for j in d[2]])
+
     def ref(d, target, slot, push):
         if d[1] in memo:
             target[slot] = memo[d[1]]
@@ -278,4 +286,4 @@ def decode(desc, leaves, refs, entry, memo=None):
             target[slot] = r
             push(d[2], _RefSlot(r), 0)
     return _rebuild(desc, leaves, lambda ctor, k: ConstructorValue(ctor, [None] * k),
-                    {"union": union, "argref": argref, "ref": ref})
+                    {"union": union, "argref": argref, "ref": ref, "table": table})

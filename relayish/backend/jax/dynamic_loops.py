@@ -48,7 +48,8 @@ from relayish.backend.jax.dynamic_defer import _is_tree, _key, _tmap
 from relayish.backend.jax.dynamic_rows import (Family, JPoolRef, JRow, Pool, _at, _cast,
                                                _Encoder, _fixed_trips, _is_zero_constant,
                                                _keep_if, _set)
-from relayish.backend.jax.dynamic_tables import JChild, JTable
+from relayish.backend.jax.dynamic_rule import _same_type, adt_fields
+from relayish.backend.jax.dynamic_tables import JChild, JTable, TableSpec
 from relayish.backend.jax.values import (Frame, Indexed, JClosure, JRef, JUnion, closure_name,
                                          describe, is_tensor, load_jax, next_serial)
 
@@ -120,6 +121,8 @@ def fold_call(ev, fold, callee, args):
         if loop is None or loop.fold is not fold:
             raise CompileError(f"{closure_name(callee)}: a child of a node table reached a "
                                "call outside the loop over that table; not compiled as a loop")
+        if fold.map is not None:
+            return _MapChild(x.row)      # a map's recursive result: a child field of its row
         return loop.result_at(x.row)
     if not isinstance(x, JTable):
         return None
@@ -165,7 +168,9 @@ class _FoldLoop:
         self.start = next_serial()
         invariants = [a for m, a in enumerate(args) if m != fold.k]
         self.outer, self.outer_refs = _reachable(invariants)
-        self.result = _type_key(fold.ret)
+        self.map_spec = None if fold.map is None else _map_spec(ev.mod, fold.map)
+        self.result = _type_key(fold.ret) if fold.map is None else \
+            ("tuple", [_type_key(ft) for _, _, ft in self.map_spec.columns])
         self.result_layout = []          # [(shape, dtype)]: "t" tensors, "ref" slots (int32)
         self._layout(self.result)
         self.pools = {}                  # content key -> Pool
@@ -214,39 +219,56 @@ class _FoldLoop:
         return ref
 
     def result_at(self, row):
-        it = iter(self.results)
+        return _unflatten(self.result, iter([_at(t, row) for t in self.results]), self.pool)
 
-        def build(key):
-            if key[0] == "t":
-                return _at(next(it), row)
-            if key[0] == "tuple":
-                return tuple(build(k) for k in key[1])
-            return JPoolRef(self.pool(key[1]), _at(next(it), row))
-        return build(self.result)
-
-    def _put_result(self, value, i):
-        out, it = [], iter(self.results)
-
-        def put(key, v):
+    def _flatten(self, key, value, out):
+        """The tensors a row holds for `value` of the result template `key` (a reference: its
+        slot), appended to `out`."""
+        stack = [(key, value)]
+        while stack:
+            key, v = stack.pop()
             if key[0] == "t":
                 if not is_tensor(v):
                     raise CompileError(f"{self.name} returns a {describe(v)} where its type "
                                        "says a tensor")
-                out.append(_set(next(it), i, v))
+                out.append(v)
             elif key[0] == "tuple":
                 if not isinstance(v, tuple) or len(v) != len(key[1]):
                     raise CompileError(f"{self.name} returns a {describe(v)} where its type "
                                        "says a tuple")
-                for k, x in zip(key[1], v):
-                    put(k, x)
+                stack.extend(reversed(list(zip(key[1], v))))
             else:
                 if not (isinstance(v, JPoolRef) and v.pool.key == key[1]):
                     raise CompileError(f"{self.name} returns a reference it did not make in "
                                        "the same call (a reference from outside the loop): "
                                        "not compiled as a loop")
-                out.append(_set(next(it), i, v.slot))
-        put(self.result, value)
+                out.append(v.slot)
         return out
+
+    def _map_row(self, value):
+        """A map's clause result (a constructor of B) as the row's tensors: its fields in the
+        columns of its constructor, zeros in the others'; its B fields must be the clause's
+        recursive results (dynamic_rule.py checks that)."""
+        import jax.numpy as jnp
+        if not (isinstance(value, ConstructorValue) and value.constructor.tag < len(
+                self.map_spec.constructors)):
+            raise CompileError(f"internal: {self.name}'s clause returned a {describe(value)}")
+        tag, out = value.constructor.tag, []
+        for (t, m, _), key in zip(self.map_spec.columns, self.result[1]):
+            if t == tag:
+                self._flatten(key, value.fields[m], out)
+            else:
+                out.extend(jnp.zeros(shape, dtype) for shape, dtype in _key_layout(key))
+        for m in self.map_spec.orders.get(tag, ()):
+            if not isinstance(value.fields[m], _MapChild):
+                raise CompileError(f"internal: {self.name}'s clause result holds a "
+                                   f"{describe(value.fields[m])} where a child goes")
+        return tuple(out)
+
+    def _put_result(self, value, i):
+        leaves = list(value) if self.map_spec is not None else \
+            self._flatten(self.result, value, [])
+        return [_set(t, i, v) for t, v in zip(self.results, leaves)]
 
     def _step(self):
         """Row i's clause, chosen by its tag (a lax.switch joining the constructors)."""
@@ -265,8 +287,9 @@ class _FoldLoop:
                     if m in order:
                         env[var] = JChild(_at(table.children[order.index(m)], i))
                     else:
-                        env[var] = _at(table.columns[spec.column_of[(tag, m)]], i)
-                return ev.eval(clause.rhs, env)
+                        env[var] = table.field(tag, m, i)
+                value = ev.eval(clause.rhs, env)
+                return value if self.map_spec is None else self._map_row(value)
             alternatives.append(alt)
         if len(alternatives) == 1:
             return alternatives[0](None)
@@ -397,7 +420,88 @@ class _FoldLoop:
             # no clause left a new content (`%bp := !%bp`): the pointer is -1 after every row
             ev.write(fam.ref, fam.base if fam.template is None else JRow(fam, ptr))
         self.results = results
+        if self.map_spec is not None:
+            return _MappedTable(self)
         return self.result_at(self.table.count - 1)
+
+
+# ---- maps: a fold whose result is a node table of another ADT of the same shape -----------------
+
+class _MapChild:
+    """A map's recursive result inside its loop: the B node at a child's row."""
+    __slots__ = ("row", "serial")
+
+    def __init__(self, row):
+        self.row, self.serial = row, -1
+
+
+def _map_spec(mod, map_to):
+    """The TableSpec of a map's result type B (child orders of the constructors the map never
+    builds: their B fields in field order)."""
+    b, _, orders = map_to
+    _, fields = adt_fields(mod, b)
+    full = {tag: orders.get(tag, [m for m, f in enumerate(fs) if _same_type(f, b)])
+            for tag, fs in enumerate(fields)}
+    return TableSpec(mod, b, full)
+
+
+def _key_layout(key):
+    """[(shape, dtype)] of the tensors a row holds for a result template."""
+    out, stack = [], [key]
+    while stack:
+        k = stack.pop()
+        if k[0] == "t":
+            out.append((k[1], k[2]))
+        elif k[0] == "tuple":
+            stack.extend(reversed(k[1]))
+        else:
+            out.append(((), "int32"))
+    return out
+
+
+def _unflatten(key, it, pool):
+    """The value of result template `key` from an iterator of a row's tensors (`pool(content
+    key)`: the Pool a reference's slot is in)."""
+    if key[0] == "t":
+        return next(it)
+    if key[0] == "tuple":
+        return tuple(_unflatten(k, it, pool) for k in key[1])
+    return JPoolRef(pool(key[1]), next(it))
+
+
+class _MappedTable(JTable):
+    """The node table of B a map's loop made: the source table's rows, tags renumbered, and
+    its field columns the map's result tables (a field holding references: pool slots)."""
+    __slots__ = ("fields", "pool")
+
+    def __init__(self, loop):
+        import jax.numpy as jnp
+        source, spec = loop.table, loop.map_spec
+        self.spec, self.capacity, self.count, self.serial = spec, source.capacity, source.count, -1
+        renumber = np.full(len(source.spec.constructors) + 1, -1, np.int32)   # [-1]: padding
+        for a, b in loop.fold.map[1].items():
+            renumber[a] = b
+        self.tag = jnp.asarray(renumber)[source.tag]
+        self.children = list(source.children) + [
+            jnp.full((source.capacity,), -1, jnp.int32)
+            for _ in range(spec.n_children - len(source.children))]
+        self.fields, self.columns, results = {}, [], iter(loop.results)
+        for (tag, m, _), key in zip(spec.columns, loop.result[1]):
+            span = [next(results) for _ in _key_layout(key)]
+            self.fields[(tag, m)] = (key, span)
+            self.columns.append(span[0] if key[0] == "t" else None)
+        self.pool = loop.pool
+
+    def field(self, tag, m, i):
+        key, span = self.fields[(tag, m)]
+        return _unflatten(key, iter([_at(t, i) for t in span]), self.pool)
+
+    def output_leaves(self):
+        if any(c is None for c in self.columns):
+            raise CompileError(f"a compiled program cannot return a "
+                               f"{self.spec.data.header.name} value holding references made "
+                               "in a loop; return their contents")
+        return super().output_leaves()
 
 
 __all__ = ["fold_call"]

@@ -148,7 +148,7 @@ class JPoolRef(Indexed):
 
     def read(self, ev):
         guard = ev.guard
-        entry = None if guard is None else guard.cache.get(id(self.slot))
+        entry = None if guard is None else guard.cache.get((id(self.pool), id(self.slot)))
         if entry is None:
             return _tmap(lambda t: _at(t, self.slot), ev.read(self.pool.cell))
         return ev.read(entry.cell)
@@ -165,7 +165,7 @@ class JPoolRef(Indexed):
                 lambda t, v: _set(t, self.slot, _keep_if(valid, v, _at(t, self.slot))),
                 tables, value))
             return
-        entry = guard.cache.get(id(self.slot))
+        entry = guard.cache.get((id(self.pool), id(self.slot)))
         if entry is None:
             raise CompileError("a closure run by the backward loop writes a reference made in "
                                "the loop that it does not hold itself; not compiled as a loop")
@@ -192,7 +192,9 @@ def _prefetch(ev, guard, value, ptr, origin):
                 continue
             seen.add(id(v))
             if isinstance(v, JPoolRef):
-                refs.setdefault(id(v.slot), (v, set()))[1].add(j)
+                # keyed by pool too: joins.py shares a union's slots between alternatives,
+                # so one slot tensor can index two pools (a lifted list's and a fold's)
+                refs.setdefault((id(v.pool), id(v.slot)), (v, set()))[1].add(j)
             elif isinstance(v, JClosure):
                 stack.extend(v.env.values())
             elif isinstance(v, JUnion):
@@ -214,7 +216,8 @@ def _prefetch(ev, guard, value, ptr, origin):
                                  for t in flat])
         for j, (r, users) in enumerate(members):
             value = _rebuild_key(pool.key, iter([view(ev, x, j) for x in rows]))
-            guard.cache[id(r.slot)] = _Cached(pool, r.slot, users, JRef(value, next_serial()))
+            guard.cache[(id(pool), id(r.slot))] = _Cached(pool, r.slot, users,
+                                                          JRef(value, next_serial()))
     guard.alternatives = len(alts)
 
 
@@ -454,6 +457,26 @@ def _call_chain(ev, row, args):
     return _Chain(ev, fam, list(args), row.ptr).run()
 
 
+def _until_row(ev, fam, r):
+    """Run a row's pending tail calls up to its call of an earlier row of `fam`. A joined
+    callee whose alternatives reach that call after different numbers of closures (a leaf's
+    backpropagator calls the row directly, a node's calls another closure of its own row
+    first) runs as a switch: an alternative that is the row call stays pending, the others
+    run on to theirs, and the join selects the row (joins.py joins JRows by their parts)."""
+    def is_row(x):
+        return isinstance(x, JRow) and x.family is fam
+    while isinstance(r, TailCall) and not is_row(r.callee):
+        callee, args = r.callee, r.args
+        if isinstance(callee, JUnion) and any(is_row(a) for a in callee.alts):
+            r = ev.switch(callee.index, [
+                lambda stop, a=a: TailCall(a, args) if is_row(a) else
+                _until_row(ev, fam, ev.enter(a, args)) for a in callee.alts],
+                tail_stop=callee.start)
+        else:
+            r = ev.enter(callee, args)
+    return r
+
+
 class _Chain:
     """The backward loop over a family's rows (module docstring; dynamic_defer.py for the
     pool slots through cells and the deferred sums)."""
@@ -477,10 +500,7 @@ class _Chain:
         v = fam.decode(ptr, ev)
         _prefetch(ev, guard, v, ptr, fam.origin)
         guard.start_step()
-        r = ev.enter(v, args)
-        while isinstance(r, TailCall) and not (isinstance(r.callee, JRow)
-                                               and r.callee.family is fam):
-            r = ev.enter(r.callee, r.args)
+        r = _until_row(ev, fam, ev.enter(v, args))
         if not isinstance(r, TailCall) or len(r.args) != len(args) or \
                 any(a is not b for a, b in zip(r.args, args)):
             raise CompileError(f"{fam.name}: a closure its loop left does not end by "

@@ -13,16 +13,31 @@ at trace time as before (right for small, fixed structures; each new shape is a 
 `match (%t) { C_j(p...) => body_j }` where
   * each constructor of the ADT has one clause, whose sub-patterns are variables or `_`, and
     every field is a tensor or of the ADT's own type (a child);
-  * inside body_j, @f appears only as leading calls `let %x = @f(...)` that pass the same
-    parameters as invariants and a child pattern variable at position k, each child exactly
-    once, before any effectful binding (references, calls of functions); pure bindings may be
-    interleaved (their order does not matter). A child variable has no other use;
+  * inside body_j, @f appears only as calls `let %x = @f(...)` that pass the same parameters
+    as invariants and a child pattern variable at position k, each child exactly once, before
+    any effectful binding (references, calls of functions); pure bindings may be interleaved
+    (their order does not matter). A child variable has no other use. When @f writes no
+    reference and calls no function but itself (*write-free*: reverse AD's @ad_lift_L makes
+    `ref(0)` per element, @ad_grad_L reads `!%x.1`), the calls may come anywhere in the
+    chain: nothing a binding does is seen by a recursive call or changed by one;
+  * every field is a tensor, a child, or a tuple of tensors and references to tensors (the
+    lifted field of L_ad: `(x, ref(dx))`, made by a map below; a *parameter* of @main needs
+    fields of tensors and children, as the host encodes it);
   * %t has no other use; @f is not mutually recursive (no callee of @f reaches @f);
   * its result type is made of tensors, tuples and references to tensor trees (what a row
-    of the result table holds).
+    of the result table holds), or @f is a *map* (below).
 Then evaluating @f on every node of the table in post-order, children in the order body_j calls
 them, IS the original evaluation order, effects included (dynamic_loops.py). The order of the
 calls is each constructor's `order`: the field indices of its children, first called first.
+
+**A map** is a fold whose result is another recursive ADT B of the same shape: every clause
+ends in a constructor of B whose fields of type B are exactly the results of the clause's
+recursive calls (each used once, there), its other fields row values (tensors, tuples,
+references to tensors). Reverse AD's lifting of a List of tensors (`@ad_lift_L: L -> L_ad`,
+a reference per element) and its read-back (`@ad_grad_L: L_ad -> L`) are maps. A map's loop
+produces a node table of B (`Fold.map`: B, {tag: B's tag}, B's child orders) with the same rows
+and children; a map's result bound by a let in @main is folded (or mapped) again, or returned
+(a result table, decoded on the host), and nothing else.
 
 **A tail loop** (shape B, `find_tail_loops`): a global whose every use of itself is a call in
 tail position, with at least one other tail position (an exit) and a result of tensors; called
@@ -38,6 +53,7 @@ from relayish.ir.fields import EXPR, EXPRS, iter_fields
 from relayish.ir.expr import (Call, Constructor, GlobalVar, If, Let, Match,
                               PatternConstructor, PatternVar, PatternWildcard, RefCreate,
                               RefRead, RefWrite, Var)
+from relayish.ir.expr import Tuple as TupleExpr
 from relayish.ir.op import Op
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, TypeCall,
                                TypeVar, is_tensor_tree, map_type)
@@ -51,9 +67,10 @@ class Fold:
     arguments substituted.
     """
 
-    def __init__(self, name, func, k, adt, data, clauses, field_types, ret):
+    def __init__(self, name, func, k, adt, data, clauses, field_types, ret, map_to=None):
         self.name, self.func, self.k, self.adt, self.data = name, func, k, adt, data
         self.clauses, self.field_types, self.ret = clauses, field_types, ret
+        self.map = map_to            # a map: (B, {tag: B's tag}, B's {tag: child order})
 
     def orders(self):
         return {tag: c[2] for tag, c in self.clauses.items()}
@@ -110,6 +127,18 @@ def _row_type(t):
     return True
 
 
+def _write_free(name, func):
+    """No reference write and no call of a function other than @name itself anywhere in the
+    function: its bindings and its recursive calls may run in any order."""
+    for node in walk(func.body):
+        if isinstance(node, RefWrite):
+            return False
+        if isinstance(node, Call) and not isinstance(node.op, (Op, Constructor)) and not (
+                isinstance(node.op, GlobalVar) and node.op.name_hint == name):
+            return False
+    return True
+
+
 def _pure(expr):
     """No reference operation and no call of a function anywhere in `expr` (ops and
     constructors are pure): moving it past the recursive calls changes nothing."""
@@ -132,19 +161,23 @@ def _fold_of(mod, name, func, graph):
     found = adt_fields(mod, t)
     checked = getattr(func, "_checked_type", None)
     ret = func.ret_type or (checked.ret_type if isinstance(checked, FuncType) else None)
-    if found is None or ret is None or not _row_type(ret):
+    if found is None or ret is None:
         return None
     data, field_types = found
     if isinstance(t, GlobalTypeVar):
         t = TypeCall(t, ())
+    target = None if _row_type(ret) else adt_fields(mod, ret)
+    if target is None and not _row_type(ret):
+        return None
     counts = use_counts(body)
+    free = _write_free(name, func)
     if counts.get(func.params[k], 0) != 1:
         return None
     # no mutual recursion: no other global @f calls reaches @f
     for callee in graph.callees.get(name, ()):
         if callee != name and name in graph.reachable(callee):
             return None
-    clauses = {}
+    clauses, tags, b_orders = {}, {}, {}
     for clause in body.clauses:
         lhs = clause.lhs
         if not isinstance(lhs, PatternConstructor):
@@ -164,22 +197,55 @@ def _fold_of(mod, name, func, graph):
         if len(subs) != len(kinds):
             return None
         for ft in kinds:
-            if not (_same_type(ft, t) or isinstance(ft, TensorType)):
+            if not (_same_type(ft, t) or _row_type(ft)):
                 return None
-        order = _leading_calls(name, func, k, clause.rhs, subs, kinds, t, counts)
-        if order is None:
+        found = _leading_calls(name, func, k, clause.rhs, subs, kinds, t, counts, free)
+        if found is None:
             return None
+        order, results = found
+        if target is not None:
+            built = _mapped(clause.rhs, target, ret, order, results, counts)
+            if built is None or b_orders.get(built[0], built[1]) != built[1]:
+                return None
+            tags[ctor.tag], b_orders[built[0]] = built
         clauses[ctor.tag] = (clause, subs, order)
     if len(clauses) != len(data.constructors):
         return None
-    return Fold(name, func, k, t, data, clauses, field_types, ret)
+    map_to = None if target is None else (fold_type(ret), tags, b_orders)
+    return Fold(name, func, k, t, data, clauses, field_types, ret, map_to)
 
 
-def _leading_calls(name, func, k, rhs, subs, kinds, t, counts):
-    """The child field indices of the leading recursive calls of one clause body, in call
-    order, or None when the clause breaks the rule (module docstring)."""
+def _mapped(rhs, target, b, order, results, counts):
+    """(B's tag, B's child order) of a map's clause: its let-chain ends in a constructor of B
+    whose B fields are the recursive results, each once, other fields row values; else None."""
+    node = rhs
+    while isinstance(node, Let):
+        node = node.body
+    if not (isinstance(node, Call) and isinstance(node.op, Constructor)):
+        return None
+    ctor = node.op
+    _, b_fields = target
+    if ctor.tag >= len(b_fields) or len(node.args) != len(b_fields[ctor.tag]):
+        return None
+    child_of = {}                              # child field of A -> field of B holding its result
+    for m, (ft, arg) in enumerate(zip(b_fields[ctor.tag], node.args)):
+        if _same_type(ft, b):
+            if not (isinstance(arg, Var) and arg in results and counts.get(arg, 0) == 1):
+                return None
+            child_of[results[arg]] = m
+        elif not _row_type(ft):
+            return None
+    if len(child_of) != len(order) or set(child_of) != set(order):
+        return None
+    return ctor.tag, [child_of[a] for a in order]
+
+
+def _leading_calls(name, func, k, rhs, subs, kinds, t, counts, free=False):
+    """(the child field indices of the recursive calls of one clause body in call order,
+    {the variable each call binds: its child field index}), or None when the clause breaks
+    the rule (module docstring). `free`: the function is write-free, calls may come late."""
     children = {v: m for m, v in enumerate(subs) if v is not None and _same_type(kinds[m], t)}
-    order, effects = [], False
+    order, effects, results = [], False, {}
     node = rhs
     while isinstance(node, Let):              # the clause's let-chain, by a loop
         value = node.value
@@ -187,7 +253,8 @@ def _leading_calls(name, func, k, rhs, subs, kinds, t, counts):
             if effects:
                 return None
             order.append(children[value.args[k]])
-        elif not _pure(value):
+            results[node.var] = order[-1]
+        elif not free and not _pure(value):
             effects = True
         node = node.body
     # every child of the clause is called exactly once, and @f appears nowhere else
@@ -197,7 +264,7 @@ def _leading_calls(name, func, k, rhs, subs, kinds, t, counts):
         return None
     if any(counts.get(v, 0) != 1 for v in children):
         return None
-    return order
+    return order, results
 
 
 def _global_uses(expr, name):
@@ -239,32 +306,75 @@ def find_folds(mod):
 
 def dynamic_params(mod, main, folds):
     """{parameter index of main: (ADT type, {tag: child order})} of main's parameters that the
-    rule makes dynamic: recursive-ADT parameters used only as the folded argument of fold calls
-    that agree on the order of the children."""
+    rule makes dynamic: recursive-ADT parameters with fields of tensors and children, used only
+    as the folded argument of fold calls that agree on the order of the children; a map's
+    result (`let %d = @map(..., %t)`) must in turn be folded by calls agreeing with the map's
+    order of B's children, or returned (module docstring)."""
     if not folds:
         return {}
     by_name = {f.name: f for f in folds.values()}
-    out = {}
     counts = use_counts(main.body)
+    calls, bound = [], {}                  # fold calls in main; {id(call): the Var a let binds}
+    for node in walk(main.body):
+        if isinstance(node, Call) and isinstance(node.op, GlobalVar):
+            fold = by_name.get(node.op.name_hint)
+            if fold is not None and len(node.args) == len(fold.func.params):
+                calls.append((node, fold))
+        elif isinstance(node, Let):
+            bound[id(node.value)] = node.var
+    returned = _returned(main.body)
+    out = {}
     for index, p in enumerate(main.params):
         t = getattr(p, "_checked_type", None) or p.type_annotation
-        if adt_fields(mod, t) is None:
+        found = adt_fields(mod, t)
+        if found is None or not all(isinstance(f, TensorType) or _same_type(f, t)
+                                    for fs in found[1] for f in fs):
             continue
-        uses, orders = 0, None
-        for node in walk(main.body):
-            if not (isinstance(node, Call) and isinstance(node.op, GlobalVar)):
-                continue
-            fold = by_name.get(node.op.name_hint)
-            if fold is None or len(node.args) != len(fold.func.params):
-                continue
-            if node.args[fold.k] is p and _same_type(fold.adt, t):
-                uses += 1
-                if orders is not None and orders != fold.orders():
-                    uses = -1
-                    break
-                orders = fold.orders()
-        if uses > 0 and uses == counts.get(p, 0):
+        orders = _consumed(p, fold_type(t), None, calls, bound, counts, returned, False)
+        if orders is not None:
             out[index] = (fold_type(t), orders)
+    return out
+
+
+def _consumed(var, t, orders, calls, bound, counts, returned, may_return):
+    """The child orders the folds of table variable `var` (of ADT type t) agree on (given
+    `orders`: they must be those), or None when a use breaks the rule: every use is the folded
+    argument of a fold or a map whose result (a let's variable or the call itself) is in turn
+    consumed so, or (a map's result) returned. A worklist, not recursion."""
+    found, work = None, [(var, t, orders, may_return)]
+    while work:
+        v, vt, want, can_return = work.pop()
+        uses = 1 if can_return and v in returned else 0
+        for node, fold in calls:
+            if node.args[fold.k] is not v or not _same_type(fold.adt, vt):
+                continue
+            mine = fold.orders()
+            if want is not None and any(mine.get(tag) != o for tag, o in want.items()):
+                return None
+            if v is var:
+                if found is not None and found != mine:
+                    return None
+                found = mine
+            uses += 1
+            if fold.map is not None:        # its result: a let's variable, or the call itself
+                work.append((bound.get(id(node), node), fold.map[0], fold.map[2], True))
+        if uses == 0 or uses != (counts.get(v, 0) if isinstance(v, Var) else 1):
+            return None
+    return found
+
+
+def _returned(body):
+    """The variables and calls @main's result holds directly (its tail, through lets and
+    tuples)."""
+    out, stack = set(), [body]
+    while stack:
+        e = stack.pop()
+        while isinstance(e, Let):
+            e = e.body
+        if isinstance(e, (Var, Call)):
+            out.add(e)
+        elif isinstance(e, TupleExpr):
+            stack.extend(e.fields)
     return out
 
 

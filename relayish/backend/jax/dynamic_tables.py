@@ -128,6 +128,28 @@ class TableSpec:
         return NodeTable(self, capacity, count,
                          [tag] + columns + children + [np.asarray(count, np.int32)])
 
+    def decode(self, leaves):
+        """The host value of a table's leaves (the inverse of encode): a loop over the rows in
+        post-order, each node built from its children's (earlier) rows."""
+        k = len(self.columns)
+        tag, columns = np.asarray(leaves[0]), [np.asarray(c) for c in leaves[1:1 + k]]
+        children = [np.asarray(c) for c in leaves[1 + k:1 + k + self.n_children]]
+        count = int(np.asarray(leaves[-1]))
+        if count == 0:
+            raise EvaluationError(f"a {self.data.header.name} table of no nodes has no value")
+        built = [None] * count
+        for i in range(count):
+            t = int(tag[i])
+            ctor, order = self.constructors[t], self.orders.get(t, ())
+            fields = [None] * len(ctor.inputs)
+            for m in range(len(fields)):
+                if m in order:
+                    fields[m] = built[int(children[order.index(m)][i])]
+                else:
+                    fields[m] = columns[self.column_of[(t, m)]][i]
+            built[i] = ConstructorValue(ctor, fields)
+        return built[count - 1]
+
 
 class NodeTable:
     """A host value as a node table: `leaves` (numpy arrays, the spec's layout), `count`
@@ -155,6 +177,16 @@ class JTable:
         self.count = leaves[-1]
         self.capacity = int(leaves[0].shape[0])
         self.serial = -1
+
+    def field(self, tag, m, i):
+        """Field m of row i, a row of constructor `tag` (a tensor field: its column at i)."""
+        from jax import lax
+        return lax.dynamic_index_in_dim(self.columns[self.spec.column_of[(tag, m)]], i, 0,
+                                        keepdims=False)
+
+    def output_leaves(self):
+        """The table's arrays in the spec's layout, to return it from a compiled program."""
+        return [self.tag] + self.columns + self.children + [self.count]
 
 
 class JChild:
