@@ -23,7 +23,11 @@ interpreter, PyTorch eager and jax.jit.
     over the data set's distinct lengths (fitted linearly in the length).
 * The traced-condition loop: `@loop(x) = if sum(x * x) > eps { @loop(step(x)) } else { x }` over
   a float32[256] vector, 0-40 iterations depending on the input; relayish jax (one while loop)
-  against jax.jit of jax.lax.while_loop written by hand.
+  against jax.jit of jax.lax.while_loop written by hand. Its gradient (value_and_grad of
+  sum(@loop(x))): relayish jax, one program for every trip count (reverse AD's output compiled
+  as a while loop recording rows and a backward loop over them), against jax.value_and_grad of
+  the loop for the input's trip count (jax.grad cannot differentiate lax.while_loop), jitted
+  once per trip count, unrolled in Python and as lax.fori_loop; compile counts and times.
 
 Times: one thread (XLA, BLAS and torch), CPU time of the process, the competitors interleaved
 sequence by sequence, best of --rounds; ms per item and ratios. Values and gradients are
@@ -89,6 +93,13 @@ def loop_module(n, dtype="float32", summed=False):
     result, body = (dtype, f"sum({call})") if summed else (f"Tensor[({n}), {dtype}]", call)
     return rl.infer_type(rl.parse(LOOP_TEXT.format(N=n, F=dtype, s=suffix, R=result,
                                                    body=body)))
+
+
+def loop_step_jax(x):
+    """The step of LOOP_TEXT's @loop in jax (the loop section and tests/backend/
+    test_jax_dynamic_tail.py unroll it per trip count)."""
+    import jax.numpy as jnp
+    return x * 0.7 + jnp.sin(x) * 0.05
 
 
 def rnn_params(rng, vocab, embed, hidden, classes, dtype="float32"):
@@ -313,12 +324,9 @@ def loop_section(args, rng):
     mod = loop_module(n)
     run = rl.compile(mod, backend="jax")
 
-    def step_jax(x):
-        return x * 0.7 + jnp.sin(x) * 0.05
-
     @jax.jit
     def by_hand(x):
-        return jax.lax.while_loop(lambda v: jnp.sum(v * v) > 0.001, step_jax, x)
+        return jax.lax.while_loop(lambda v: jnp.sum(v * v) > 0.001, loop_step_jax, x)
 
     xs = [(rng.normal(size=n) * scale).astype("float32")
           for scale in np.geomspace(1e-3, 1e3, args.loop_inputs)]
@@ -362,6 +370,104 @@ def loop_section(args, rng):
               f"{(t_long - t_short) / steps * 1e6:.2f} us an iteration ({steps} iterations)")
 
 
+def loop_grad_section(args, rng):
+    """The traced-condition loop's gradient: value_and_grad of sum(@loop(x)), ONE compiled
+    program for every trip count, against jax.value_and_grad of the loop for the input's trip
+    count (jax.grad cannot differentiate lax.while_loop), jitted once per trip count: unrolled
+    in Python, and as lax.fori_loop of that static count."""
+    import jax
+    import jax.numpy as jnp
+    n = 256
+    vg = rl.value_and_grad(loop_module(n, summed=True))
+    run = rl.compile(vg, backend="jax")
+
+    def per_trips(unroll):
+        """{trip count: jitted value_and_grad}, compiled on first use (timed apart)."""
+        cache = {}
+
+        def get(k):
+            if k not in cache:
+                if unroll:
+                    def f(x):
+                        for _ in range(k):
+                            x = loop_step_jax(x)
+                        return jnp.sum(x)
+                else:
+                    def f(x):
+                        return jnp.sum(jax.lax.fori_loop(0, k, lambda _, v: loop_step_jax(v), x))
+                cache[k] = jax.jit(jax.value_and_grad(f))
+            return cache[k]
+        return get
+
+    xs = [(rng.normal(size=n) * scale).astype("float32")
+          for scale in np.geomspace(1e-3, 1e3, args.loop_inputs)]
+    trips = [_trips_f32(x) for x in xs]
+    t0 = time.process_time()
+    jax.block_until_ready(run(xs[0]))
+    ours_compile = time.process_time() - t0
+    names = ["relayish jax (one program)", "jax.jit per trip count, unrolled",
+             "jax.jit per trip count, fori_loop"]
+    getters = [None, per_trips(True), per_trips(False)]
+    compile_s = {name: [] for name in names[1:]}
+    for name, get in zip(names[1:], getters[1:]):
+        for k in sorted(set(trips)):
+            t0 = time.process_time()
+            jax.block_until_ready(get(k)(xs[trips.index(k)]))
+            compile_s[name].append(time.process_time() - t0)
+    # checked before timing: the one program against both jax versions and the interpreter
+    for x, k in list(zip(xs, trips))[::max(1, len(xs) // 5)]:
+        value, grad = run(x)
+        for get in getters[1:]:
+            v, g = get(k)(x)
+            np.testing.assert_allclose(value, v, rtol=1e-4, atol=1e-6)
+            np.testing.assert_allclose(grad, g, rtol=1e-4, atol=1e-6)
+        _, ev_grad = rl.evaluate(vg, x)
+        np.testing.assert_allclose(grad, ev_grad, rtol=1e-4, atol=1e-6)
+    best = dict.fromkeys(names, float("inf"))
+    for _ in range(args.rounds):
+        spent = dict.fromkeys(names, 0.0)
+        for _ in range(args.loop_repeats):
+            for x, k in zip(xs, trips):
+                for name, get in zip(names, getters):
+                    fn = run if get is None else get(k)
+                    t0 = time.process_time()
+                    jax.block_until_ready(fn(x))
+                    spent[name] += time.process_time() - t0
+        for name in names:
+            best[name] = min(best[name], spent[name] / len(xs) / args.loop_repeats * 1e3)
+    print(f"\ntraced-condition loop, value_and_grad of sum(@loop(x)), float32[{n}], {len(xs)} "
+          f"inputs of {min(trips)}-{max(trips)} iterations ({len(set(trips))} distinct); CPU ms "
+          f"per input, best of {args.rounds} rounds")
+    print(f"  relayish jax: {run.trace_count} trace, compile {ours_compile:.2f} s for every "
+          "trip count")
+    for name in names[1:]:
+        c = compile_s[name]
+        print(f"  {name}: {len(c)} compilations, {sum(c):.2f} s in all ({min(c):.2f}-"
+              f"{max(c):.2f} s each)")
+    ours = best[names[0]]
+    for name in names:
+        print(f"  {name:38s} {best[name]:8.4f} ms   {best[name] / ours:5.2f}x the one program")
+    # a call's fixed cost and an iteration's (forward and backward): no iteration, and many
+    short, long = np.full(n, 1e-4, "float32"), np.full(n, 1e30, "float32")
+    steps = _trips_f32(long)
+    fori = getters[2]
+    for name, fns in ((names[0], (run, run)), (names[2], (fori(0), fori(steps)))):
+        t_short, t_long = (min(_per_call(fn, x, 100) for _ in range(args.rounds))
+                           for fn, x in zip(fns, (short, long)))
+        print(f"  {name:38s} {t_short * 1e3:8.4f} ms a call with no iteration, "
+              f"{(t_long - t_short) / steps * 1e6:.2f} us an iteration ({steps} iterations)")
+
+
+def _trips_f32(x):
+    """The loop's trip count for x, run in float32 by XLA (the compiled programs' arithmetic:
+    a float64 count can differ by one at the boundary)."""
+    import jax
+    import jax.numpy as jnp
+    n, _ = jax.lax.while_loop(lambda s: jnp.sum(s[1] * s[1]) > 0.001,
+                              lambda s: (s[0] + 1, loop_step_jax(s[1])), (0, jnp.asarray(x)))
+    return int(n)
+
+
 def _iterations(x):
     k, v = 0, x.astype("float64")
     while np.sum(v * v) > 0.001:
@@ -397,6 +503,7 @@ def main(argv=None):
     rng = np.random.default_rng(args.seed)
     rnn_section(args, rng)
     loop_section(args, rng)
+    loop_grad_section(args, rng)
 
 
 if __name__ == "__main__":

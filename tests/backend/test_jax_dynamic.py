@@ -274,14 +274,6 @@ def test_a_tail_loop_on_constants_unrolls_as_before():
     np.testing.assert_allclose(run(np.zeros(3, np.float32)), [0.03125] * 3, rtol=1e-6)
 
 
-def test_the_gradient_of_a_traced_condition_loop_is_not_a_loop_yet():
-    mod = rl.infer_type(rl.parse(HALVE.replace(
-        "-> Tensor[(3), float32] { @loop(%x, 0.01f) }", "-> float32 { sum(@loop(%x, 0.01f)) }")))
-    grad = rl.grad(mod)
-    with pytest.raises(CompileError, match="does not terminate at trace time"):
-        rl.compile(grad, backend="jax", limits={"max_seconds": 20})(np.ones(3, np.float32))
-
-
 def test_rows_hold_what_an_iteration_makes_not_the_weights(model, gradient):
     # a backpropagator closure captures the embedding E and the matrix U: tensors of the
     # enclosing trace are kept as they are, never stored per row (they were, through the

@@ -2,8 +2,8 @@
 variable-length sequences written as a fold over a list (of word indices embedded in the cell,
 with and without an empty base case, and of float vectors, which reverse AD lifts), ONE
 compilation; values and gradients equal the interpreter's and jax.grad's of a Python loop; the
-same under rl.vmap with sequences of different lengths; and a traced-condition loop (`while
-|x| > eps`). Other fold shapes: tests/backend/test_jax_dynamic_folds.py.
+same under rl.vmap with sequences of different lengths. (The traced-condition loop, `while |x|
+> eps`, is tests/backend/test_jax_dynamic_tail.py; other fold shapes test_jax_dynamic_folds.py.)
 (benchmarks/dynamic.py measures these programs; it defines the model so the two cannot drift.)"""
 import os
 import sys
@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 
 import relayish as rl
-from relayish.errors import CompileError
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "benchmarks"))
-from dynamic import loop_module, rnn_loss_jax, rnn_module, rnn_params, to_seq  # noqa: E402
+from dynamic import rnn_loss_jax, rnn_module, rnn_params, to_seq  # noqa: E402
 
 DIMS = dict(vocab=11, embed=3, hidden=5, classes=4)
 N_PARAMS = 6
@@ -232,23 +231,3 @@ def test_rnn_over_a_list_of_vectors_gradient_is_one_loop():
         _close((loss, dW, _elements(dxs)), (j_loss, j_dW, list(j_dxs)))
     assert forward.trace_count == 1
     assert run_weights.trace_count == 1 and run_both.trace_count == 1
-
-
-def test_traced_condition_loop_forward_is_one_compilation():
-    mod = loop_module(8, "float64")
-    run = rl.compile(mod, backend="jax")
-    rng = np.random.default_rng(5)
-    for scale in (1e-3, 0.02, 0.5, 1.0, 30.0, 1e4):          # 0 to about 35 iterations
-        x = rng.normal(size=8) * scale
-        np.testing.assert_allclose(run(x), rl.evaluate(mod, x), rtol=1e-12)
-    assert run.trace_count == 1
-
-
-def test_traced_condition_loop_gradient_is_a_compile_error_naming_the_loop():
-    # reverse AD lifts the loop's arguments to (value, reference) pairs, so @loop_ad is not a
-    # tail loop over tensors: it unrolls, and the unrolling under traced ifs never ends at
-    # trace time. Pinned: when the gradient becomes a loop, check its values here instead.
-    f = loop_module(8, "float64", summed=True)
-    run = rl.compile(rl.grad(f), backend="jax", limits={"max_seconds": 20})
-    with pytest.raises(CompileError, match=r"recursion in @loop\w* does not terminate at trace"):
-        run(np.ones(8))

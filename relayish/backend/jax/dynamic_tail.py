@@ -1,39 +1,76 @@
 """Shape B of issue 17: a tail recursion whose depth depends on traced values, as ONE
-lax.while_loop.
+lax.while_loop -- its reverse-AD output too.
 
     value = tail_call(ev, loop, callee, args)   # TraceEvaluator.enter's hook; None: unroll
 
 `@loop(x) = if (sum(x * x) > eps) { @loop(step(x)) } else { x }` unrolls forever at trace time
 (each level is a traced join whose alternative recurses again; limits.py stops it with a
 CompileError). A function dynamic_rule.find_tail_loops recognized (every use of itself a tail
-call, a result of tensors) called with traced tensor arguments runs instead as
-`lax.while_loop`, carrying its arguments. Its body is traced once, with two cells (JRefs made
+call; a result of tensors, tuples and references to tensors) called with traced tensor
+arguments runs instead as `lax.while_loop`. Its body is traced with two cells (JRefs made
 before it, so the joins of the body's traced ifs join them like any reference): where the body
 calls the function again, the call writes `continue := True` and `next := the arguments` and
-gives zeros of the result type; where it returns a value, `continue` stays False and the value
-is the loop's result. The loop runs while `continue`, at most `capacity["steps"]` iterations
-(rl.compile(..., capacity={"steps": N}); default DEFAULT_STEPS); a loop still going after them
-sets a flag the host turns into an EvaluationError naming the function and the bound, never a
-silent result.
+gives a stand-in of the result type; where it returns a value, `continue` stays False and the
+value is the loop's result. The loop runs while `continue`, at most `capacity["steps"]`
+iterations; a loop still going after them sets a flag the host turns into an EvaluationError
+naming the function and the bound, never a silent result.
+
+**Plain loops** (`_run`): arguments and result are tensors and tuples; the loop carries the
+arguments. Default bound DEFAULT_STEPS.
+
+**Loops that leave rows** (`_RowsLoop`): arguments that hold references too -- reverse AD's
+output `@loop_ad((x, %rx), eps, %bp)`, whose iteration makes `%r = ref(0)` (the adjoint of
+its next x, passed on as the next `%rx`) and writes `%bp := fn() { ...; %prev() }`. What
+outlives an iteration is a table row, with dynamic_rows.py's machinery (the fold's): `ref(v)`
+in iteration i is slot i*K + k of a **pool** of its content type; an outer reference the
+iteration writes a closure to is a **family** whose row i holds that closure (its captured
+tensors stored at row i, `%prev` the previous row); outer references holding tensors are
+carried. Calling the last row (`!%bp()` in the backward pass) is dynamic_rows' backward loop
+over the rows. The loop carries its arguments by position: a tensor, a pool slot, or the
+entry's own object where every iteration passes it on unchanged (`eps`, `%bp`, a weight and
+its adjoint reference: kept out of the rows).
+  * The first iteration is **peeled** (traced into the enclosing program; its references are
+    slots of the pools' last row): it alone receives the caller's references (`%rx` made
+    before the loop), so the loop's iterations, which receive pool references, are uniform
+    rows. Its writes stay ordinary writes (`%bp` then holds its closure or the caller's: the
+    family's row -1).
+  * An iteration that writes no new closure (the exit branch writes no backpropagator) keeps
+    the family's pointer (dynamic_loops._kept, as a fold's `Nil => h0` clause), so the
+    backward loop skips its row.
+  * The call's value joins the peeled iteration's result (zero trips) with the loop's.
+  * Rows are tables: the bound is `capacity["steps"]` (rl.compile(..., capacity={"steps":
+    N})), default DEFAULT_ROW_STEPS = 1,024 for such loops (100,000 rows of a float32[256]
+    pool alone would be 100 MB); a longer run is the step-capacity EvaluationError.
 
 Called with trace-time constant arguments the recursion unrolls as before (its depth is known
-when tracing; small static loops stay unrolled), and so do arguments other than tensors and
-tuples of them (a Nat counter; reverse AD's lifted arguments hold references: the gradient of
-such a loop is not compiled as a loop yet and ends in limits.py's CompileError, as before). A
-function whose every tail position calls itself never ends and is not a loop either. Writes to
-references made outside the loop, and such a loop inside another loop or under a traced if,
-are CompileErrors naming the function.
+when tracing; small static loops stay unrolled), and so do arguments other than tensors,
+tuples, references and closures (a Nat counter), and -- for a loop with references -- an
+iteration whose condition is a trace-time constant (a constant int counter) though a tensor
+argument is traced. A function whose every tail position calls itself never ends and is not a
+loop either. CompileErrors naming the function: such a loop inside another loop or under a
+traced if; an argument position that holds different kinds of values across iterations (a
+reference made before the loop in some, one made in the loop in others), or a value made in an
+iteration other than a tensor or a pool reference passed to the next one (a closure); a result
+that returns a reference made before the loop from inside it; an outer reference the loop
+writes data holding its references to (the gradient of a loop accumulating into an outer
+reference: `%acc := (v, %r)`); `ref(...)` of a non-tensor in an
+iteration.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from relayish.errors import CompileError
-from relayish.backend.jax.dynamic_defer import _is_tree, _leaves, _tmap
-from relayish.backend.jax.values import (Frame, JRef, closure_name, is_traced, load_jax,
-                                         next_serial)
+from relayish.backend.jax.dynamic_defer import _is_tree, _key, _leaves, _tmap
+from relayish.backend.jax.dynamic_loops import _content_key, _kept, _reachable
+from relayish.backend.jax.dynamic_rows import (Family, JPoolRef, JRow, Pool, _Encoder, _cast as
+                                               _cast_to, _is_zero_constant, _set)
+from relayish.backend.jax.values import (Frame, JClosure, JRef, JUnion, closure_name, describe,
+                                         is_tensor, is_traced, load_jax, next_serial,
+                                         serial_of)
 
 DEFAULT_STEPS = 100_000
+DEFAULT_ROW_STEPS = 1_024
 
 
 def _zeros(t):
@@ -47,10 +84,12 @@ def _zeros(t):
 
 
 class _Active:
-    """The loop being traced: the function and its two cells."""
+    """The loop being traced: the function, its two cells, and (a rows loop) the loop object;
+    `calls` collects the arguments of the recursive calls traced."""
 
-    def __init__(self, loop, cont, nxt, result):
-        self.loop, self.cont, self.nxt, self.result = loop, cont, nxt, result
+    def __init__(self, loop, cont, nxt, rows=None):
+        self.loop, self.cont, self.nxt, self.rows = loop, cont, nxt, rows
+        self.calls = []
 
 
 def tail_call(ev, loop, callee, args):
@@ -61,20 +100,50 @@ def tail_call(ev, loop, callee, args):
     if active is not None and active.loop is loop:
         # the body calls itself: continue with these arguments
         ev.write(active.cont, np.asarray(True))
+        if active.rows is not None:
+            active.calls.append(list(args))
+            ev.write(active.nxt, tuple(args))
+            return active.rows.stand_in(loop.ret)
         ev.write(active.nxt, tuple(_tmap(lambda v, o: _cast(v, o), a, o)
                                    for a, o in zip(args, active.nxt.value)))
         return _zeros(loop.ret)
-    # constants unroll at trace time; so do arguments other than tensors (a Nat counter, the
-    # references of reverse AD's lifted arguments: a loop carrying them is not compiled yet,
-    # and a traced condition then ends in limits.py's CompileError, as before)
-    if not all(_is_tree(a) for a in args) or \
-            not any(is_traced(x) for a in args for x in _leaves(a, [])):
+    # constants unroll at trace time; so do arguments other than tensors, references and
+    # closures (a Nat counter: a traced condition then ends in limits.py's CompileError)
+    if not all(_loop_value(a) for a in args) or \
+            not any(is_traced(x) for x in _tensors(args)):
         return None
     name = closure_name(callee)
     if active is not None or ev.loop is not None or ev.join_depth:
         raise CompileError(f"{name}: a loop whose trip count is traced inside another loop or "
                            "under a traced if is not compiled as a loop yet; use rl.evaluate")
-    return _run(ev, loop, name, [_tmap(lambda v: _cast(v, v), a) for a in args])
+    from relayish.ir.types import is_tensor_tree
+    if all(_is_tree(a) for a in args) and is_tensor_tree(loop.ret):
+        return _run(ev, loop, name, [_tmap(lambda v: _cast(v, v), a) for a in args])
+    return _RowsLoop(ev, loop, name, args).run()
+
+
+def _loop_value(v):
+    """Tensors, tuples, references and closures: what a loop's arguments may be."""
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, tuple):
+            stack.extend(x)
+        elif not (is_tensor(x) or isinstance(x, (JRef, JClosure))):
+            return False
+    return True
+
+
+def _tensors(args):
+    """The tensors among the arguments (not inside references or closures)."""
+    out, stack = [], list(args)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, tuple):
+            stack.extend(x)
+        elif is_tensor(x):
+            out.append(x)
+    return out
 
 
 def _cast(v, like):
@@ -139,4 +208,399 @@ def _run(ev, loop, name, args):
     return result
 
 
-__all__ = ["DEFAULT_STEPS", "tail_call"]
+# ---- loops that leave rows (reverse AD's output) ---------------------------------------------
+
+def _flatten(v, out):
+    """The leaves of a value by position (tuples opened), appended to `out`."""
+    if isinstance(v, tuple):
+        for x in v:
+            _flatten(x, out)
+    else:
+        out.append(v)
+    return out
+
+
+def _shape(v):
+    """The tuple structure of a value (its leaves as None)."""
+    return tuple(_shape(x) for x in v) if isinstance(v, tuple) else None
+
+
+def _rebuild(shape, it):
+    if shape is None:
+        return next(it)
+    return tuple(_rebuild(s, it) for s in shape)
+
+
+def _origin(v, start):
+    """What a loop carries, in words."""
+    if isinstance(v, JUnion):
+        alts = ", ".join(_origin(a, start) for a in v.alts)
+        return f"a value chosen by a traced condition ({alts})"
+    if isinstance(v, JPoolRef):
+        return "a reference made in the loop"
+    if isinstance(v, JRef):
+        return "a reference made before the loop" if v.serial < start else "a reference"
+    if isinstance(v, JClosure):
+        return f"the closure {closure_name(v)}"
+    return "a " + describe(v)
+
+
+def _holds_closure(v):
+    """Does a reference's content hold a closure (a family's rows: a backpropagator)?"""
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (JClosure, JRow)):
+            return True
+        if isinstance(x, tuple):
+            stack.extend(x)
+        elif isinstance(x, JUnion):
+            stack.extend(x.alts)
+    return False
+
+
+class _RowsLoop:
+    """A tail loop whose iterations make references and closures (module docstring).
+
+    Positions of the arguments (leaves, tuples opened) are of one kind each: ("inv",) the
+    entry's object, passed on unchanged by every iteration; ("t", shape, dtype) a carried
+    tensor; ("pool", pool) a reference made in an earlier iteration, its slot carried. The
+    result's positions are "t" or "pool" too."""
+
+    def __init__(self, ev, loop, name, args):
+        self.ev, self.loop, self.name, self.func = ev, loop, name, loop.func
+        self.args = list(args)
+        self.steps = ev.capacity.get("steps", DEFAULT_ROW_STEPS)
+        self.rows = max(self.steps - 1, 1)        # iterations after the peeled one
+        self.start = next_serial()
+        self.outer, self.outer_refs = _reachable(self.args)
+        self.entry = _flatten(tuple(self.args), [])
+        self.arg_shape = _shape(tuple(self.args))
+        self.pools, self.counts = {}, {}
+        self.carried, self.families = [], []
+        self.i, self.valid, self.fold = None, None, None   # ev.loop's interface (dynamic_rows)
+        self.cont = JRef(np.asarray(False), self.start)
+        self.nxt = JRef((), self.start)
+        self.arg_kinds = self.res_kinds = self.res_shape = None
+
+    # -- ev.loop's interface: references made in an iteration ----------------------------------
+    def pool(self, key):
+        pool = self.pools.get(key)
+        if pool is None:
+            pool = self.pools[key] = Pool(key, self.rows + 1)   # + the peeled iteration
+            pool.cell.value = pool.zeros(1)
+        return pool
+
+    def new_ref(self, value):
+        """`ref(value)` in an iteration: the next slot of its type's pool at row i."""
+        if not _is_tree(value):
+            raise CompileError(f"{self.name}: ref(...) of a {describe(value)} in an iteration "
+                               "of a loop with a traced trip count is not compiled as a loop "
+                               "(a reference made in the loop holds tensors)")
+        import jax.numpy as jnp
+        key = _key(value)
+        pool = self.pool(key)
+        k = self.counts.get(key, 0)
+        self.counts[key] = k + 1
+        ref = JPoolRef(pool, jnp.asarray(self.i * (pool.per_row or 1) + k, jnp.int32))
+        if not _is_zero_constant(value):       # the pool starts as zeros
+            ref.write(self.ev, value)
+        return ref
+
+    def spare(self, pool):
+        import jax.numpy as jnp
+        return jnp.asarray(pool.rows * (pool.per_row or 1), jnp.int32)
+
+    def stand_in(self, t):
+        """The value of the recursive call inside the body (the iteration continues, so it is
+        never the result): zeros, a reference a pool's spare slot."""
+        from relayish.ir.types import RefType, TupleType
+        if isinstance(t, TupleType):
+            return tuple(self.stand_in(f) for f in t.fields)
+        if isinstance(t, RefType):
+            pool = self.pool(_content_key(t.value))
+            return JPoolRef(pool, self.spare(pool))
+        return _zeros(t)
+
+    # -- one iteration ------------------------------------------------------------------------
+    def _step(self, args, nxt0):
+        """The body on `args`: (continue, the next arguments, the result)."""
+        ev = self.ev
+        self.counts = {}
+        self.cont.value, self.nxt.value = np.asarray(False), tuple(nxt0)
+        saved_tail, saved_loop = ev.tail, ev.loop
+        active = _Active(self.loop, self.cont, self.nxt, self)
+        ev.tail, ev.loop = active, self
+        try:
+            result = ev.eval(self.func.body, dict(zip(self.func.params, args)))
+        finally:
+            ev.tail, ev.loop = saved_tail, saved_loop
+        return self.cont.value, list(self.nxt.value), result, active.calls
+
+    def _kinds(self, leaves, what):
+        kinds = []
+        for k, v in enumerate(leaves):
+            if what == "argument" and v is self.entry[k]:
+                kinds.append(("inv",))
+            elif isinstance(v, JPoolRef):
+                kinds.append(("pool", v.pool))
+            elif is_tensor(v):
+                kinds.append(("t", tuple(np.shape(v)), np.dtype(v.dtype)))
+            else:
+                raise CompileError(self._mixed(what, v, k))
+        return kinds
+
+    def _mixed(self, what, v, k=None):
+        if what == "argument":
+            where = "an argument of the next iteration"
+            if k is not None:
+                sizes = [len(_flatten(a, [])) for a in self.args]
+                top = int(np.searchsorted(np.cumsum(sizes), k, side="right"))
+                where = f"its argument %{self.func.params[top].name_hint} for the next iteration"
+        else:
+            where = "its result"
+        return (f"{self.name}: an iteration of its loop leaves {_origin(v, self.start)} as "
+                f"{where} where other iterations leave another kind of value; a loop with a "
+                "traced trip count carries tensors, references made in it and values passed on "
+                "unchanged (not a reference made before the loop in some iterations, nor a "
+                "closure made in one): use rl.evaluate")
+
+    def _carry(self, value, kinds, shape, what):
+        """The carried tensors of a value of the loop's kinds at each position."""
+        if _shape(value) != shape:
+            raise CompileError(self._mixed(what, value))
+        leaves, out = _flatten(value, []), []
+        for k, (v, kind) in enumerate(zip(leaves, kinds)):
+            if kind[0] == "inv":
+                if v is not self.entry[k]:
+                    raise CompileError(self._mixed(what, v, k))
+            elif kind[0] == "pool":
+                if not (isinstance(v, JPoolRef) and v.pool is kind[1]):
+                    raise CompileError(self._mixed(what, v, k))
+                out.append(v.slot)
+            elif is_tensor(v) and tuple(np.shape(v)) == kind[1]:
+                out.append(_cast_to(v, kind[1], kind[2]))
+            else:
+                raise CompileError(self._mixed(what, v, k))
+        return out
+
+    def _value(self, carried, kinds, shape, entry=None):
+        it, leaves = iter(carried), []
+        for k, kind in enumerate(kinds):
+            if kind[0] == "inv":
+                leaves.append(entry[k])
+            elif kind[0] == "pool":
+                leaves.append(JPoolRef(kind[1], next(it)))
+            else:
+                leaves.append(next(it))
+        return _rebuild(shape, iter(leaves))
+
+    def _body(self, i, arg_leaves, pools, carried, ptrs, fam_tables):
+        """Loop iteration i+1 (row i) on the state given; returns the new state."""
+        import jax.numpy as jnp
+        self.i = i
+        for pool, tables in zip(self.pools.values(), pools):
+            pool.cell.value = tables
+        for ref, value in zip(self.carried, carried):
+            ref.value = value
+        for fam, ptr in zip(self.families, ptrs):
+            fam.ref.value = JRow(fam, ptr)
+        args = self._value(arg_leaves, self.arg_kinds, self.arg_shape, self.entry)
+        going, nxt, result, _ = self._step(list(args), args)
+        if self.res_kinds is None:
+            self.res_shape = _shape(result)
+            self.res_kinds = self._kinds(_flatten(result, []), "result")
+        new_args = self._carry(tuple(nxt), self.arg_kinds, self.arg_shape, "argument")
+        res = self._carry(result, self.res_kinds, self.res_shape, "result")
+        encoded, pointers = [], []
+        for fam in self.families:
+            stored, ptr = _kept(fam, fam.ref.value, i)
+            pointers.append(ptr)
+            enc = _Encoder(self.start, self.outer, self.name)
+            fam.template = None if stored is None else enc.encode(stored)
+            encoded.append(enc.leaves)
+            if fam.layout is not None:
+                got = [(tuple(np.shape(x)), np.dtype(x.dtype)) for x in enc.leaves]
+                if got != fam.layout:
+                    raise CompileError(f"internal: {self.name}'s iteration changed shape "
+                                       "between traces")
+        fam_tables = [[_set(t, i, x) for t, x in zip(tables, fam.pack(leaves))] if tables else []
+                      for fam, tables, leaves in zip(self.families, fam_tables, encoded)]
+        ptrs = [jnp.asarray(p, jnp.int32) for p in pointers]
+        pools = [pool.cell.value for pool in self.pools.values()]
+        carried = [_tmap(lambda v, o: _cast_to(v, np.shape(o), o.dtype), ref.value, old)
+                   for ref, old in zip(self.carried, carried)]
+        return (jnp.asarray(going), new_args, res, pools, carried, ptrs, fam_tables), encoded
+
+    # -- the traces and the loop --------------------------------------------------------------
+    def run(self):
+        ev = self.ev
+        jax = load_jax()
+        import jax.numpy as jnp
+        from jax import lax
+        saved_frames = ev.frames
+        saved = {id(r): (r, r.value) for r in self.outer_refs}
+
+        def restore():
+            for r, value in saved.values():
+                r.value = value
+
+        # trace D: the recursive call's arguments (which positions pass the entry's object on)
+        # and the references an iteration makes (the pools' slots per row)
+        calls, conts = [], []
+
+        def discover():
+            try:
+                ev.frames = [Frame(self.start)]
+                self.i = np.int32(0)
+                cont, _, _, found = self._step(self.args, self.args)
+                calls.extend(found)
+                conts.append(cont)
+            finally:
+                ev.frames = saved_frames
+                restore()
+            return []
+        jax.make_jaxpr(discover)()
+        if not is_traced(conts[0]):
+            # whether this iteration continues is known at trace time (a constant counter):
+            # unroll it as before (None); a later call with a traced condition is the loop
+            return None
+        per_row = dict(self.counts)
+        for key, pool in self.pools.items():
+            pool.per_row = max(per_row.get(key, 0), 1)
+            pool.cell.value = pool.zeros(pool.per_row)
+
+        # the peeled first iteration, into the enclosing trace
+        self.i = np.int32(self.rows)
+        cont0, args1, result0, _ = self._step(self.args, self._blank(calls[0]))
+        if not is_traced(cont0) and not bool(cont0):
+            return result0
+        leaves1 = _flatten(tuple(args1), [])
+        self.arg_kinds = self._kinds(leaves1, "argument")
+        self.arg_shape = _shape(tuple(args1))
+        if self.arg_shape != _shape(tuple(self.args)):
+            raise CompileError(self._mixed("argument", tuple(args1)))
+        carry1 = self._carry(tuple(args1), self.arg_kinds, self.arg_shape, "argument")
+        saved = {id(r): (r, r.value) for r in self.outer_refs}
+        pools1 = [p.cell.value for p in self.pools.values()]
+        n_pools = len(self.pools)
+        zero = np.int32(0)
+        try:
+            # trace 1: the outer references an iteration writes: carried tensors or families
+            frame = Frame(self.start)
+            finals = {}
+
+            def writes(i):
+                ev.frames = [frame]
+                try:
+                    self._body(i, carry1, pools1, [], [], [])
+                    for ref, _ in frame.log.values():
+                        finals[id(ref)] = ref.value
+                finally:
+                    ev.frames = saved_frames
+                    restore()
+                    for p, tables in zip(self.pools.values(), pools1):
+                        p.cell.value = tables
+                return []
+            jax.make_jaxpr(writes)(zero)
+            for ref, old in frame.log.values():
+                if ref is self.cont or ref is self.nxt or \
+                        any(ref is p.cell for p in self.pools.values()):
+                    continue
+                if id(ref) not in saved:
+                    raise CompileError(f"{self.name}: an iteration writes a reference that "
+                                       "is not reachable from the call's arguments")
+                new = finals[id(ref)]
+                if _is_tree(old) and _is_tree(new) and _key(old) == _key(new):
+                    self.carried.append(ref)
+                elif _holds_closure(new):
+                    self.families.append(Family(ref, self.name))
+                else:
+                    # data holding the loop's references (reverse AD of a loop that writes
+                    # an outer reference: `%acc := (v, %r)`): the peel leaves it joined with
+                    # the caller's content, which a row or a carried position cannot hold
+                    raise CompileError(
+                        f"{self.name}: its loop writes a {describe(new)} holding references "
+                        "made in the loop to a reference made before it (the gradient of a "
+                        "loop that writes an outer reference?); not compiled as a loop yet: "
+                        "use rl.evaluate")
+            carried0 = [_tmap(lambda v: _cast_to(v, np.shape(v), jnp.asarray(v).dtype),
+                              r.value) for r in self.carried]
+            ptrs0 = [jnp.asarray(-1, jnp.int32) for _ in self.families]
+            if self.families:
+                # trace 2: the families' templates (their references read as rows)
+                def templates(i):
+                    try:
+                        _, encoded = self._body(i, carry1, pools1, carried0, ptrs0,
+                                                [[] for _ in self.families])
+                    finally:
+                        restore()
+                        for p, tables in zip(self.pools.values(), pools1):
+                            p.cell.value = tables
+                    for fam, leaves in zip(self.families, encoded):
+                        fam.set_layout([(tuple(np.shape(x)), np.dtype(x.dtype))
+                                        for x in leaves])
+                    return []
+                jax.make_jaxpr(templates)(zero)
+            tables0 = [[jnp.zeros((self.rows, len(members)) + shape, dtype)
+                        for shape, dtype, members in fam.groups]
+                       for fam in self.families]
+            res0 = [jnp.zeros(k[1], k[2]) if k[0] == "t" else jnp.asarray(0, jnp.int32)
+                    for k in self.res_kinds]
+
+            def body(state):
+                i, _, values, _, pools, carried, ptrs, fam_tables = state
+                ev.frames = []
+                try:
+                    out, _ = self._body(i, values, pools, carried, ptrs, fam_tables)
+                finally:
+                    ev.frames = saved_frames
+                    restore()
+                if len(self.pools) != n_pools:
+                    raise CompileError(f"internal: {self.name}'s iteration made a new pool")
+                return (i + 1,) + out
+            state = (jnp.asarray(0, jnp.int32), jnp.asarray(cont0, bool), carry1, res0, pools1,
+                     carried0, ptrs0, tables0)
+            state = lax.while_loop(lambda s: s[1] & (s[0] < self.rows), body, state)
+        finally:
+            ev.frames = saved_frames
+        trips, going, _, res, pools, carried, ptrs, fam_tables = state
+        ev.faults.append((going, f"{self.name} ran more than {self.rows + 1} iterations, the "
+                                 "rows its loop records (references and closures made per "
+                                 "iteration): rl.compile(..., capacity={\"steps\": ...}) a "
+                                 f"larger one (default {DEFAULT_ROW_STEPS})"))
+        for pool, tables in zip(self.pools.values(), pools):
+            pool.cell.value = tables
+        for ref, value in zip(self.carried, carried):
+            ev.write(ref, value)
+        for fam, ptr, tables in zip(self.families, ptrs, fam_tables):
+            fam.tables, fam.count = tables, trips
+            # no iteration left a new closure: the reference holds what the peel left
+            ev.write(fam.ref, fam.base if fam.template is None else JRow(fam, ptr))
+        looped = self._value(res, self.res_kinds, self.res_shape)
+        if not is_traced(cont0):
+            return looped
+        index = jnp.asarray(cont0).astype(jnp.int32)
+        return ev.switch(index, [lambda stop: result0, lambda stop: looped])
+
+    def _blank(self, raw):
+        """What `next` holds before the peeled iteration runs: the recursive call's arguments
+        with the same kind at each position (so the body's joins join them part by part):
+        the entry's object where the call passes it on, zeros, a pool's spare slot."""
+        import jax.numpy as jnp
+        out = []
+        for k, v in enumerate(_flatten(tuple(raw), [])):
+            if v is self.entry[k]:
+                out.append(v)
+            elif isinstance(v, JPoolRef):
+                out.append(JPoolRef(v.pool, self.spare(v.pool)))
+            elif is_tensor(v):
+                out.append(jnp.zeros(np.shape(v), v.dtype))
+            elif serial_of(v) < self.start:
+                out.append(v)
+            else:
+                raise CompileError(self._mixed("argument", v, k))
+        return list(_rebuild(_shape(tuple(raw)), iter(out)))
+
+
+__all__ = ["DEFAULT_STEPS", "DEFAULT_ROW_STEPS", "tail_call"]
