@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import relayish as rl
+from relayish.errors import CompileError
 from relayish.backend.jax.dynamic_rule import dynamic_params, find_folds
 
 
@@ -275,3 +276,144 @@ def test_a_tree_of_vectors_gradient_is_one_loop(traced_if):
                 W, tree, traced_if)
         _close((loss, dW, _tree_leaves(dt)), (j_loss, j_dW, jax.tree_util.tree_leaves(j_dt)))
     assert run.trace_count == 1
+
+
+# ---- 3. left folds: tail recursion with an accumulator ------------------------------------------
+
+LEFT = """
+type L { Nil, Cons(Tensor[(3), float64], L) }
+def @walk(%W: Tensor[(3, 3), float64], %h: Tensor[(3), float64], %xs: L) -> Tensor[(3), float64] {
+  match (%xs) {
+    Nil => %h,
+    Cons(%x, %rest) => @walk(%W, tanh(matmul(%W, %h) + %x), %rest)
+  }
+}
+"""
+LEFT_MAIN = """
+def @main(%W: Tensor[(3, 3), float64], %xs: L) -> float64 {
+  sum(@walk(%W, zeros(shape=[3], dtype="float64"), %xs))
+}
+"""
+
+
+def _walk_jax(W, xs):
+    import jax.numpy as jnp
+    h = jnp.zeros(3)
+    for x in xs:                       # first element first: a left fold
+        h = jnp.tanh(W @ h + x)
+    return jnp.sum(h)
+
+
+def test_the_rule_recognizes_a_left_fold_and_not_its_ad_output():
+    mod = rl.infer_type(rl.parse(LEFT + LEFT_MAIN))
+    (fold,) = find_folds(mod).values()
+    assert fold.name == "walk" and fold.left and fold.k == 2
+    assert list(dynamic_params(mod, mod["main"], find_folds(mod))) == [1]
+    # reverse AD's @walk_ad carries (h, %rh) and writes a backpropagator: not a left fold
+    vg = rl.value_and_grad(mod, argnums=(0, 1))
+    assert {f.name for f in find_folds(vg).values() if f.left} == {"walk"}
+    assert dynamic_params(vg, vg["main"], find_folds(vg)) == {}
+
+
+def test_a_left_fold_is_one_loop_for_every_length():
+    mod = rl.infer_type(rl.parse(LEFT + LEFT_MAIN))
+    run = rl.compile(mod, backend="jax", capacity={"nodes": 64})
+    rng = np.random.default_rng(16)
+    W = rng.normal(size=(3, 3)) * 0.5
+    for n in (0, 1, 2, 9, 63):
+        xs = list(rng.normal(size=(n, 3)))
+        got = run(W, _list(mod, xs))
+        np.testing.assert_allclose(got, rl.evaluate(mod, W, _list(mod, xs)), rtol=1e-12)
+        with jax.enable_x64(True):
+            np.testing.assert_allclose(got, _walk_jax(W, xs), rtol=1e-12)
+    assert run.trace_count == 1
+
+
+def test_a_left_fold_and_a_right_fold_of_one_list_and_rl_vmap():
+    mod = rl.infer_type(rl.parse(LEFT + """
+def @right(%w: Tensor[(3), float64], %l: L) -> Tensor[(3), float64] {
+  match (%l) {
+    Nil => zeros_like(%w),
+    Cons(%x, %rest) => { let %s = @right(%w, %rest); tanh(%s * %w + %x) }
+  }
+}
+def @main(%W: Tensor[(3, 3), float64], %xs: L) -> float64 {
+  sum(@walk(%W, zeros(shape=[3], dtype="float64"), %xs) * @right(sum(%W, axis=0), %xs))
+}
+"""))
+    batched = rl.vmap(mod, in_axes=(None, 0))
+    run = rl.compile(batched, backend="jax", capacity={"nodes": 32})
+    rng = np.random.default_rng(17)
+    W = rng.normal(size=(3, 3)) * 0.5
+    for lengths in ((0, 5, 1, 30), (7, 2)):
+        lists = [_list(mod, list(rng.normal(size=(n, 3)))) for n in lengths]
+        got = run(W, lists)
+        for k, value in enumerate(lists):
+            np.testing.assert_allclose(got[k], rl.evaluate(mod, W, value), rtol=1e-12)
+    assert run.trace_count == 1
+
+
+def test_a_left_fold_that_exits_early_and_picks_its_child_by_a_traced_if():
+    # the tail call (and so the next row) and the exit are chosen by traced conditions
+    mod = rl.infer_type(rl.parse("""
+type T { Leaf(Tensor[(2), float64]), Node(Tensor[(2), float64], T, T) }
+def @path(%h: Tensor[(2), float64], %t: T) -> Tensor[(2), float64] {
+  match (%t) {
+    Leaf(%x) => %h + %x,
+    Node(%x, %l, %r) => {
+      if (sum(%h * %h) > 50f64) { %h }
+      else if (sum(%h) > 0f64) { @path(%h * 1.5f64 + %x, %l) }
+      else { @path(%h - %x, %r) }
+    }
+  }
+}
+def @main(%h: Tensor[(2), float64], %t: T) -> Tensor[(2), float64] { @path(%h, %t) }
+"""))
+    leaf, node = mod.get_constructor("Leaf"), mod.get_constructor("Node")
+    rng = np.random.default_rng(18)
+
+    def tree(depth):
+        if depth == 0 or rng.random() < 0.2:
+            return rl.ConstructorValue(leaf, [rng.normal(size=2)])
+        return rl.ConstructorValue(node, [rng.normal(size=2) * 3, tree(depth - 1),
+                                          tree(depth - 1)])
+    run = rl.compile(mod, backend="jax", capacity={"nodes": 128})
+    for _ in range(8):
+        h, t = rng.normal(size=2), tree(5)
+        np.testing.assert_allclose(run(h, t), rl.evaluate(mod, h, t), rtol=1e-12)
+    assert run.trace_count == 1
+
+
+def test_a_left_folds_gradient_stays_static_one_trace_per_length():
+    # not a loop yet: @walk_ad's accumulator is (h, %rh) with %rh made by the previous
+    # iteration, and each iteration writes a backpropagator -- the rows of
+    # dynamic_tail.py's loops with references, which do not take a node table yet. The list
+    # stays static: correct values, one trace per length
+    mod = rl.infer_type(rl.parse(LEFT + LEFT_MAIN))
+    vg = rl.value_and_grad(mod, argnums=(0, 1))
+    run = rl.compile(vg, backend="jax", capacity={"nodes": 16})
+    rng = np.random.default_rng(19)
+    W = rng.normal(size=(3, 3)) * 0.5
+    for n in (1, 2, 5):
+        xs = list(rng.normal(size=(n, 3)))
+        loss, (dW, dxs) = run(W, _list(mod, xs))
+        with jax.enable_x64(True):
+            j_loss, (j_dW, j_dxs) = jax.value_and_grad(_walk_jax, argnums=(0, 1))(W, xs)
+        _close((loss, dW, _elements(dxs)), (j_loss, j_dW, list(j_dxs)))
+    assert run.trace_count == 3
+
+
+def test_a_reference_made_in_a_left_folds_iteration_is_a_compile_error():
+    mod = rl.infer_type(rl.parse("""
+type L { Nil, Cons(Tensor[(3), float64], L) }
+def @walk(%h: Tensor[(3), float64], %xs: L) -> Tensor[(3), float64] {
+  match (%xs) {
+    Nil => %h,
+    Cons(%x, %rest) => { let %r = ref(%h + %x); @walk(!%r, %rest) }
+  }
+}
+def @main(%xs: L) -> Tensor[(3), float64] { @walk(zeros(shape=[3], dtype="float64"), %xs) }
+"""))
+    run = rl.compile(mod, backend="jax")
+    with pytest.raises(CompileError, match=r"@walk: ref\(\.\.\.\) in an iteration of a left fold"):
+        run(_list(mod, [np.ones(3)]))

@@ -25,6 +25,7 @@ Modules, each importing only those listed before it:
     dynamic_tables.py  node tables: tree/list arguments as arrays (TableSpec, NodeTable)
     dynamic_defer.py   the backward loop's cost model: pool slots through cells, deferred sums
     dynamic_rows.py    what outlives a loop's iteration (pool slots, family rows); the chain loop
+    dynamic_left.py    a left fold (tail recursion with an accumulator) as one while loop
     dynamic_loops.py   a fold over a node table as one lax loop
     dynamic_tail.py    a tail recursion with a traced trip count as one lax.while_loop
     trace.py      TraceEvaluator: one visit_<Node> per node kind

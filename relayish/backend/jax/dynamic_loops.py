@@ -45,6 +45,7 @@ import numpy as np
 from relayish.errors import CompileError
 from relayish.backend.values import ConstructorValue
 from relayish.backend.jax.dynamic_defer import _is_tree, _key, _tmap
+from relayish.backend.jax.dynamic_left import left_fold_call
 from relayish.backend.jax.dynamic_rows import (Family, JPoolRef, JRow, Pool, _at, _cast,
                                                _Encoder, _fixed_trips, _is_zero_constant,
                                                _keep_if, _set)
@@ -118,6 +119,8 @@ def fold_call(ev, fold, callee, args):
     x = args[fold.k]
     if isinstance(x, JChild):
         loop = ev.loop
+        if fold.left and loop is not None and loop.fold is fold:
+            return loop.recur(args)          # a left fold goes on with a child (dynamic_left)
         if loop is None or loop.fold is not fold:
             raise CompileError(f"{closure_name(callee)}: a child of a node table reached a "
                                "call outside the loop over that table; not compiled as a loop")
@@ -126,6 +129,8 @@ def fold_call(ev, fold, callee, args):
         return loop.result_at(x.row)
     if not isinstance(x, JTable):
         return None
+    if fold.left:
+        return left_fold_call(ev, fold, callee, args)
     if ev.loop is not None:
         raise CompileError(f"{closure_name(callee)} folds a node table inside the loop of "
                            f"{ev.loop.name}: nested loops over dynamic structure are not "

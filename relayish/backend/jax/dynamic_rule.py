@@ -39,6 +39,15 @@ produces a node table of B (`Fold.map`: B, {tag: B's tag}, B's child orders) wit
 and children; a map's result bound by a let in @main is folded (or mapped) again, or returned
 (a result table, decoded on the host), and nothing else.
 
+**A left fold** (tail recursion with an accumulator, `@sum(acc, xs) = match xs { Nil => acc,
+Cons(x, r) => @sum(f(acc, x), r) }`) is a global whose body is `match (%t)` on a parameter %t
+of a recursive ADT, one clause per constructor with variable sub-patterns, whose every use of
+itself is a call in tail position (through lets, ifs and matches) passing a child pattern
+variable of its clause at position k (the node to go on with), %t and the children used
+nowhere else, the other parameters and the result tensors and tuples of tensors (reverse AD's
+output, whose parameters hold references, is not one: it stays static). Its loop walks the
+table from the root, one row per call (dynamic_left.py). It agrees with any child order.
+
 **A tail loop** (shape B, `find_tail_loops`): a global whose every use of itself is a call in
 tail position, with at least one other tail position (an exit) and a result of tensors; called
 with traced tensor arguments it runs as a while loop (dynamic_tail.py), with constants it
@@ -71,6 +80,7 @@ class Fold:
         self.name, self.func, self.k, self.adt, self.data = name, func, k, adt, data
         self.clauses, self.field_types, self.ret = clauses, field_types, ret
         self.map = map_to            # a map: (B, {tag: B's tag}, B's {tag: child order})
+        self.left = False            # a left fold (`_left_fold_of`): any child order will do
 
     def orders(self):
         return {tag: c[2] for tag, c in self.clauses.items()}
@@ -151,6 +161,89 @@ def _pure(expr):
 
 
 def _fold_of(mod, name, func, graph):
+    fold = _right_fold_of(mod, name, func, graph)
+    return fold if fold is not None else _left_fold_of(mod, name, func, graph)
+
+
+def _left_fold_of(mod, name, func, graph):
+    """A Fold with `left` set when @name is a left fold (module docstring), else None; its
+    clauses' orders are the child fields in field order (what the table is encoded with when
+    no right fold says otherwise)."""
+    body = func.body
+    if not (isinstance(body, Match) and isinstance(body.data, Var) and body.data in func.params):
+        return None
+    k = func.params.index(body.data)
+    t = getattr(func.params[k], "_checked_type", None) or func.params[k].type_annotation
+    found = adt_fields(mod, t)
+    checked = getattr(func, "_checked_type", None)
+    ret = func.ret_type or (checked.ret_type if isinstance(checked, FuncType) else None)
+    if found is None or ret is None or not is_tensor_tree(ret):
+        return None
+    for m, p in enumerate(func.params):
+        pt = getattr(p, "_checked_type", None) or p.type_annotation
+        if m != k and (pt is None or not is_tensor_tree(pt)):
+            return None
+    if any(callee != name and name in graph.reachable(callee)
+           for callee in graph.callees.get(name, ())):
+        return None
+    data, field_types = found
+    t = fold_type(t)
+    counts = use_counts(body)
+    if counts.get(func.params[k], 0) != 1:
+        return None
+    clauses, calls = {}, 0
+    for clause in body.clauses:
+        lhs = clause.lhs
+        if not isinstance(lhs, PatternConstructor) or lhs.constructor.tag in clauses:
+            return None
+        kinds = field_types[lhs.constructor.tag]
+        subs = []
+        for p in lhs.patterns:
+            if isinstance(p, PatternVar):
+                subs.append(p.var)
+            elif isinstance(p, PatternWildcard):
+                subs.append(None)
+            else:
+                return None
+        if len(subs) != len(kinds) or not all(_same_type(f, t) or isinstance(f, TensorType)
+                                              for f in kinds):
+            return None
+        children = {v for m, v in enumerate(subs) if v is not None and _same_type(kinds[m], t)}
+        found_calls = _left_tail_calls(name, func, k, clause.rhs, children)
+        if found_calls is None or any(counts.get(v, 0) != found_calls.get(v, 0)
+                                      for v in children):
+            return None
+        calls += sum(found_calls.values())
+        order = [m for m, f in enumerate(kinds) if _same_type(f, t)]
+        clauses[lhs.constructor.tag] = (clause, subs, order)
+    if len(clauses) != len(data.constructors) or not calls or \
+            _global_uses(body, name) != calls:
+        return None
+    fold = Fold(name, func, k, t, data, clauses, field_types, ret)
+    fold.left = True
+    return fold
+
+
+def _left_tail_calls(name, func, k, rhs, children):
+    """{child variable: the tail calls of @name passing it at position k} in a clause, or
+    None when a tail call passes anything else there (a loop over the tail positions)."""
+    out, stack = {}, [rhs]
+    while stack:
+        e = stack.pop()
+        while isinstance(e, Let):
+            e = e.body
+        if isinstance(e, If):
+            stack.extend((e.true_branch, e.false_branch))
+        elif isinstance(e, Match):
+            stack.extend(c.rhs for c in e.clauses)
+        elif isinstance(e, Call) and isinstance(e.op, GlobalVar) and e.op.name_hint == name:
+            if len(e.args) != len(func.params) or e.args[k] not in children:
+                return None
+            out[e.args[k]] = out.get(e.args[k], 0) + 1
+    return out
+
+
+def _right_fold_of(mod, name, func, graph):
     body = func.body
     if not isinstance(body, Match) or not isinstance(body.data, Var):
         return None
@@ -333,10 +426,16 @@ def dynamic_params(mod, main, folds):
         orders = _consumed(p, fold_type(t), None, calls, bound, counts, returned, False)
         if orders is not None:
             out[index] = (fold_type(t), orders)
+        elif _consumed(p, fold_type(t), None, calls, bound, counts, returned, False,
+                       any_order=True) is not None:
+            # left folds only: children in field order
+            out[index] = (fold_type(t), {tag: [m for m, f in enumerate(fs)
+                                               if _same_type(f, fold_type(t))]
+                                         for tag, fs in enumerate(found[1])})
     return out
 
 
-def _consumed(var, t, orders, calls, bound, counts, returned, may_return):
+def _consumed(var, t, orders, calls, bound, counts, returned, may_return, any_order=False):
     """The child orders the folds of table variable `var` (of ADT type t) agree on (given
     `orders`: they must be those), or None when a use breaks the rule: every use is the folded
     argument of a fold or a map whose result (a let's variable or the call itself) is in turn
@@ -348,6 +447,9 @@ def _consumed(var, t, orders, calls, bound, counts, returned, may_return):
         for node, fold in calls:
             if node.args[fold.k] is not v or not _same_type(fold.adt, vt):
                 continue
+            uses += 1
+            if fold.left:                   # walks the rows by its children: any order
+                continue
             mine = fold.orders()
             if want is not None and any(mine.get(tag) != o for tag, o in want.items()):
                 return None
@@ -355,12 +457,11 @@ def _consumed(var, t, orders, calls, bound, counts, returned, may_return):
                 if found is not None and found != mine:
                     return None
                 found = mine
-            uses += 1
             if fold.map is not None:        # its result: a let's variable, or the call itself
                 work.append((bound.get(id(node), node), fold.map[0], fold.map[2], True))
         if uses == 0 or uses != (counts.get(v, 0) if isinstance(v, Var) else 1):
             return None
-    return found
+    return found if found is not None or not any_order else {}
 
 
 def _returned(body):
@@ -415,9 +516,9 @@ def _tail_calls(name, body):
 def find_tail_loops(mod):
     """{Function: TailLoop} of the module's globals whose recursion is all tail calls of
     themselves (`@loop(x) = if |x| > eps { @loop(step(x)) } else { x }`) and that have a
-    tail position returning something else (an exit), with a result of tensors, tuples and
-    references to tensors (reverse AD's `@loop_ad` returns `(x, %rx)`): compiled as a
-    lax.while_loop when called with traced arguments (dynamic_tail.py); no mutual recursion."""
+    tail position returning something else (an exit), with a result of
+    tensors and tuples: compiled as a lax.while_loop when called with traced arguments
+    (dynamic_tail.py); no mutual recursion."""
     if mod is None:
         return {}
     graph = CallGraph(mod)
@@ -434,7 +535,7 @@ def find_tail_loops(mod):
             continue
         checked = getattr(func, "_checked_type", None)
         ret = func.ret_type or (checked.ret_type if isinstance(checked, FuncType) else None)
-        if ret is None or not _row_type(ret):
+        if ret is None or not is_tensor_tree(ret):
             continue
         out[func] = TailLoop(name, func, ret)
     return out

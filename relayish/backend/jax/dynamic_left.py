@@ -1,0 +1,180 @@
+"""A left fold over a node table as ONE lax.while_loop (issue 17; dynamic_rule.py has the rule).
+
+    value = left_fold_call(ev, fold, callee, args)   # dynamic_loops.fold_call's hook
+
+A left fold is tail recursion with an accumulator that walks a recursive ADT from its root,
+`@sum(acc, xs) = match xs { Nil => acc, Cons(x, r) => @sum(f(acc, x), r) }` (an RNN written
+with its state as an argument). Called with a node table (dynamic_tables.py) it runs
+`lax.while_loop` carrying (row, continue, the other arguments, the result), from the root
+(row count - 1): an iteration runs the clause of tag[row] (`switch` on the tag, joins.py), its
+tensor fields read from the columns at row; the clause's tail call of the fold, passing a
+child, writes `continue := True` and `next := (the arguments, the child's row)` to two cells
+(JRefs made before the loop, so the joins of the clause's traced ifs join them like any
+reference) and gives zeros of the result type; an exit clause's value is the result, and
+`continue` stays False. Every call moves to a child, whose row is before its parent's, so
+the loop runs at most `count` iterations: no step capacity is needed.
+
+Not compiled as a loop (a CompileError naming the function): a left fold whose iteration
+writes a reference made outside it or makes one, one inside another loop over dynamic
+structure or under a traced if. Reverse AD's output of a left fold (`@sum_ad`, whose
+accumulator holds a reference and which writes a backpropagator per iteration) is not a left
+fold by the rule: its list stays static (one trace per length).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from relayish.errors import CompileError
+from relayish.backend.jax.dynamic_defer import _is_tree, _tmap
+from relayish.backend.jax.dynamic_tables import JChild
+from relayish.backend.jax.values import (Frame, JRef, closure_name, describe, load_jax,
+                                         next_serial)
+
+
+def _zeros_of(t):
+    """Zeros of a type made of tensors and tuples (the stand-in result of a continuing step)."""
+    import jax.numpy as jnp
+    from relayish.backend.runtime.args import NP_DTYPES
+    from relayish.ir.types import TupleType
+    if isinstance(t, TupleType):
+        return tuple(_zeros_of(f) for f in t.fields)
+    return jnp.zeros(tuple(t.shape), NP_DTYPES[t.dtype])
+
+
+def _like(v, old):
+    """`v` as a value of `old`'s dtype and shape (what the loop carries in that position)."""
+    import jax.numpy as jnp
+    from jax import lax
+    v = lax.convert_element_type(jnp.asarray(v), jnp.asarray(old).dtype)
+    return jnp.broadcast_to(v, np.shape(old)) if np.shape(v) != np.shape(old) else v
+
+
+def left_fold_call(ev, fold, callee, args):
+    """The value of a call of the left fold `fold` on a node table (module docstring)."""
+    name = closure_name(callee)
+    if ev.loop is not None or getattr(ev, "tail", None) is not None:
+        raise CompileError(f"{name} folds a node table inside another loop: nested loops over "
+                           "dynamic structure are not compiled yet")
+    if ev.join_depth:
+        raise CompileError(f"{name} folds a node table under a traced if or match: a loop over "
+                           "dynamic structure inside a join is not compiled yet; call it "
+                           "outside the if")
+    for m, a in enumerate(args):
+        if m != fold.k and not _is_tree(a):
+            raise CompileError(f"{name}: argument {m} of a left fold is a {describe(a)}; a "
+                               "left fold's loop carries tensors and tuples of them")
+    return _LeftLoop(ev, fold, name, args).run()
+
+
+class _LeftLoop:
+    """The loop being traced (ev.loop while its body traces): `recur` is the fold's call."""
+
+    left = True
+
+    def __init__(self, ev, fold, name, args):
+        self.ev, self.fold, self.name = ev, fold, name
+        self.table = args[fold.k]
+        self.others = [a for m, a in enumerate(args) if m != fold.k]
+        start = next_serial()
+        self.cont, self.nxt = JRef(np.asarray(False), start), JRef(None, start)
+        self.start = start
+
+    def new_ref(self, value):
+        raise CompileError(f"{self.name}: ref(...) in an iteration of a left fold over dynamic "
+                           "structure is not compiled as a loop yet; use rl.evaluate")
+
+    def recur(self, args):
+        """The fold's tail call on a child, inside an iteration: continue with `args`."""
+        child = args[self.fold.k]
+        others = [a for m, a in enumerate(args) if m != self.fold.k]
+        ev = self.ev
+        ev.write(self.cont, np.asarray(True))
+        ev.write(self.nxt, (tuple(_tmap(_like, a, o) for a, o in zip(others, self.initial)),
+                            child.row))
+        return _zeros_of(self.fold.ret)
+
+    def _step(self, row, others):
+        """Row `row`'s clause on the carried arguments: (continue, next arguments, next row,
+        the clause's value)."""
+        import jax.numpy as jnp
+        ev, fold, table = self.ev, self.fold, self.table
+        spec = table.spec
+        self.cont.value = np.asarray(False)
+        self.nxt.value = (tuple(others), row)
+        params = [p for m, p in enumerate(fold.func.params) if m != fold.k]
+        alternatives = []
+        for tag in range(len(spec.constructors)):
+            clause, subs, _ = fold.clauses[tag]
+
+            def alt(stop, clause=clause, subs=subs, tag=tag):
+                env = dict(zip(params, others))
+                order = spec.orders.get(tag, ())
+                for m, var in enumerate(subs):
+                    if var is None:
+                        continue
+                    if m in order:
+                        env[var] = JChild(_at(table.children[order.index(m)], row))
+                    else:
+                        env[var] = table.field(tag, m, row)
+                value = ev.eval(clause.rhs, env)
+                if not _is_tree(value):
+                    raise CompileError(f"{self.name} returns a {describe(value)} from a left "
+                                       "fold's loop; it returns tensors and tuples of them")
+                return _tmap(_like, value, _zeros_of(fold.ret))
+            alternatives.append(alt)
+        if len(alternatives) == 1:
+            value = alternatives[0](None)
+        else:
+            value = ev.switch(_at(table.tag, row), alternatives)
+        nxt_others, nxt_row = self.nxt.value
+        return (jnp.asarray(self.cont.value), list(nxt_others),
+                jnp.asarray(nxt_row, jnp.int32), value)
+
+    def run(self):
+        jax = load_jax()
+        import jax.numpy as jnp
+        from jax import lax
+        ev = self.ev
+        self.initial = [_tmap(lambda v: _like(v, v), a) for a in self.others]
+        saved_frames, saved_loop = ev.frames, ev.loop
+        root = jnp.asarray(self.table.count - 1, jnp.int32)
+        frame = Frame(self.start)
+        try:
+            # trace once: an iteration may write no reference made before the loop
+            ev.frames, ev.loop = [frame], self
+
+            def probe():
+                try:
+                    self._step(root, self.initial)
+                finally:
+                    for ref, old in frame.log.values():
+                        ref.value = old
+                return []
+            jax.make_jaxpr(probe)()
+            outer = [r for r, _ in frame.log.values() if r is not self.cont and r is not self.nxt]
+            if outer:
+                raise CompileError(f"{self.name}: an iteration of its left fold writes a "
+                                   "reference made outside it; not compiled as a loop yet: use "
+                                   "rl.evaluate")
+
+            def body(state):
+                row, _, others, _ = state
+                ev.frames, ev.loop = [], self
+                try:
+                    going, others, nxt, value = self._step(row, others)
+                finally:
+                    ev.frames, ev.loop = saved_frames, saved_loop
+                return nxt, going, others, value
+            state = (root, jnp.asarray(True), self.initial, _zeros_of(self.fold.ret))
+            _, _, _, value = lax.while_loop(lambda s: s[1], body, state)
+        finally:
+            ev.frames, ev.loop = saved_frames, saved_loop
+        return value
+
+
+def _at(table, row):
+    from jax import lax
+    return lax.dynamic_index_in_dim(table, row, 0, keepdims=False)
+
+
+__all__ = ["left_fold_call"]
