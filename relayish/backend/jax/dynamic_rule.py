@@ -516,9 +516,9 @@ def _tail_calls(name, body):
 def find_tail_loops(mod):
     """{Function: TailLoop} of the module's globals whose recursion is all tail calls of
     themselves (`@loop(x) = if |x| > eps { @loop(step(x)) } else { x }`) and that have a
-    tail position returning something else (an exit), with a result of
-    tensors and tuples: compiled as a lax.while_loop when called with traced arguments
-    (dynamic_tail.py); no mutual recursion."""
+    tail position returning something else (an exit), with a result of tensors, tuples and
+    references to tensors (reverse AD's `@loop_ad` returns `(x, %rx)`): compiled as a
+    lax.while_loop when called with traced arguments (dynamic_tail.py); no mutual recursion."""
     if mod is None:
         return {}
     graph = CallGraph(mod)
@@ -535,7 +535,7 @@ def find_tail_loops(mod):
             continue
         checked = getattr(func, "_checked_type", None)
         ret = func.ret_type or (checked.ret_type if isinstance(checked, FuncType) else None)
-        if ret is None or not is_tensor_tree(ret):
+        if ret is None or not _row_type(ret):
             continue
         out[func] = TailLoop(name, func, ret)
     return out
