@@ -306,6 +306,13 @@ def cache_rate(what):
     s = re.stats()
     print(f"   structural cache ({what}): {s['runs']} runs, {s['hits']} hits, {s['misses']} "
           f"misses, {s['compiles']} jax compiles: hit rate {s['hit_rate']:.4f}")
+    # what a new structure (an RNN length) costs once: its first sighting runs on the
+    # interpreter after re.grad built its gradient program; its second compiles
+    if s["misses"] and s["compiles"]:
+        print(f"   a new structure costs {1e3 * s['gradient_s'] / s['misses']:.0f} ms (gradient "
+              f"program) + {1e3 * s['interpret_s'] / s['misses']:.0f} ms (first run, "
+              f"interpreted) + {1e3 * s['compile_s'] / s['compiles']:.0f} ms (second run: "
+              f"optimize, trace, XLA compile), wall time")
 
 
 def memory(steps):

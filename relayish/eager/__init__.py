@@ -46,7 +46,10 @@ def run():
 
 def stats() -> dict:
     """Counters: `pending` (bindings recorded, not yet run), `runs`, `hits` and `misses` of
-    the structural cache, `hit_rate`, `compiles` (jax compilations), `bindings_run`."""
+    the structural cache, `hit_rate`, `compiles` (jax compilations), `bindings_run`, and the
+    seconds spent on new structures: `interpret_s` (first sightings, run by the
+    interpreter), `compile_s` (building, optimizing, tracing and XLA-compiling repeated
+    programs), `gradient_s` (building gradient programs with relayish's AD)."""
     out = dict(_runner.STATS)
     out["pending"] = len(pending_program().bindings)
     out["hit_rate"] = out["hits"] / out["runs"] if out["runs"] else 0.0

@@ -25,10 +25,12 @@ backward pass recomputes forward values; the result is a Module, embedded the sa
 """
 from __future__ import annotations
 
+import time
+
 from relayish.errors import GradientError, RelayishError, TypeCheckError
 from relayish.eager import graph
 from relayish.eager.checkpoint import through_checkpoints
-from relayish.eager.runner import Checkpointed, Embedded, collect
+from relayish.eager.runner import CLEAR_HOOKS, STATS, Checkpointed, Embedded, collect
 from relayish.eager.tensor import Tensor, wrap
 from relayish.ir.expr import Function
 from relayish.ir.module import Module
@@ -98,7 +100,9 @@ def _gradients(y, targets, checkpoint=None, fast=None, stops=()):
     key = (prog.key, _checkpoint_key(checkpoint))
     cached = _GRAD_CACHE.get(key)
     if cached is None:
+        t0 = time.perf_counter()
         cached = _GRAD_CACHE[key] = _gradient_function(prog, len(targets), checkpoint)
+        STATS["gradient_s"] += time.perf_counter() - t0
     gfunc, ret_type = cached
     known = (gfunc, ret_type, None, targets, checkpoint is not None)
     if fast is not None:
@@ -116,6 +120,7 @@ def _gradients(y, targets, checkpoint=None, fast=None, stops=()):
 # Function, its result type, F's parameters and targets as segment positions, checkpointed?)
 _GRAD_FAST: dict = {}
 graph.TRIE_RESET_HOOKS.append(_GRAD_FAST.clear)
+CLEAR_HOOKS.extend([_GRAD_FAST.clear, _GRAD_CACHE.clear])
 
 
 def _fast_key(y, wrt, checkpoint):

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import itertools
 import operator
+import time
 
 from relayish.errors import RelayishError
 from relayish.eager.graph import STATE, TRIE_RESET_HOOKS
 from relayish.ir.expr import Call, Function, Let, Tuple, TupleGetItem, Var
 
-STATS = {"runs": 0, "hits": 0, "misses": 0, "compiles": 0, "bindings_run": 0}
+STATS = {"runs": 0, "hits": 0, "misses": 0, "compiles": 0, "bindings_run": 0,
+         "interpret_s": 0.0, "compile_s": 0.0, "gradient_s": 0.0}
 _CACHE: dict = {}          # walked program's key -> _Entry
 _SEGMENTS: dict = {}       # (segment state, output positions) -> _Entry
 
@@ -255,9 +257,11 @@ def _run_segment():
         else:
             STATS["hits"] += 1
             entry.seen += 1
+            t0 = time.perf_counter()
             entry.compiled = _compile(prog)
             _to_device(params)
-            results = entry.compiled(*[p.value for p in params])
+            results = entry.compiled(*[p.value for p in params])   # jax traces, XLA compiles
+            STATS["compile_s"] += time.perf_counter() - t0
     for n, value in zip(outputs, results):
         n.value = value
         if not n.requires_grad or n.leaf:
@@ -344,14 +348,24 @@ def execute(prog: Program, args) -> tuple:
     STATS["hits"] += 1
     entry.seen += 1
     if entry.compiled is None:
+        t0 = time.perf_counter()
         entry.compiled = _compile(prog)
+        try:
+            return entry.compiled(*args)          # jax traces, XLA compiles
+        finally:
+            STATS["compile_s"] += time.perf_counter() - t0
     return entry.compiled(*args)
 
 
 def _interpret(prog, args):
-    """A first sighting: the interpreter (no compile cost for one-off work)."""
+    """A first sighting: the interpreter (no compile cost for one-off work). Its time, the
+    program's building included, is counted in STATS["interpret_s"]."""
     from relayish.backend.interp.api import evaluate
-    return evaluate(prog.program(), *args)
+    t0 = time.perf_counter()
+    try:
+        return evaluate(prog.program(), *args)
+    finally:
+        STATS["interpret_s"] += time.perf_counter() - t0
 
 
 def _compile(prog):
@@ -386,9 +400,15 @@ STATE.auto_run = run_pending
 TRIE_RESET_HOOKS.append(_SEGMENTS.clear)       # keyed by states the table no longer knows
 
 
+CLEAR_HOOKS: list = []      # the caches of other modules (autodiff's gradient programs)
+
+
 def clear_cache() -> None:
-    """Forget every compiled program and zero the counters (tests, benchmarks)."""
+    """Forget every compiled program and gradient program, and zero the counters (tests,
+    benchmarks)."""
     _CACHE.clear()
     _SEGMENTS.clear()
+    for hook in CLEAR_HOOKS:
+        hook()
     for k in STATS:
         STATS[k] = 0

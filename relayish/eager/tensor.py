@@ -117,11 +117,12 @@ class Tensor:
         return arr if dtype is None else arr.astype(dtype)
 
     def item(self):
-        arr = self.numpy()
+        value = self.node.value
+        arr = np.asarray(value if value is not None else self.value())
         if arr.size != 1:
             raise record_error(f"item() of a tensor of shape {arr.shape}, not one element",
                                RelayishError)
-        return arr.reshape(()).item()
+        return arr.item()
 
     def __float__(self):
         return float(self.item())
@@ -247,16 +248,23 @@ def binary(op, a, b, attrs=None, fa=None):
     x = a.node if a.__class__ is Tensor else None
     y = b.node if b.__class__ is Tensor else None
     if x is None:
-        x = (a.__class__ is float and a and _NUMBERS.get((float, a, y.type.dtype))) \
-            if y is not None else None
-        x = x or as_node(a, like=y)
+        x = _operand(a, y)
     if y is None:
-        y = (b.__class__ is float and b and _NUMBERS.get((float, b, x.type.dtype))) or \
-            as_node(b, like=x)
+        y = _operand(b, x)
     if attrs is None:
         attrs = _attrs(op)
         fa = frozen(attrs)
     return Tensor(record_op(op, [x, y], attrs, fa))
+
+
+def _operand(value, like):
+    """The node of a binary operator's other operand (`like`: the tensor side's node): a
+    nonzero Python float already seen with that dtype is one lookup (`lr * g` every step)."""
+    if value.__class__ is float and value and like is not None:
+        node = _NUMBERS.get((float, value, like.type.dtype))
+        if node is not None:
+            return node
+    return as_node(value, like=like)
 
 
 def _attrs(op, given=None):
@@ -268,10 +276,23 @@ def _binary_methods(op_name, py_name, reflected_name):
     op = get_op(op_name)
     attrs = _attrs(op)          # the same canonical attributes at every call: made once
     fa = frozen(attrs)
-    setattr(Tensor, f"__{py_name}__", lambda self, other: binary(op, self, other, attrs, fa))
+
+    # written out, not a call of binary(): an operator is the most frequent record of a
+    # training step, and a Python call is a good part of its cost
+    def forward(self, other):
+        x = self.node
+        y = other.node if other.__class__ is Tensor else _operand(other, x)
+        return Tensor(record_op(op, [x, y], attrs, fa))
+
+    def reflected(self, other):
+        y = self.node
+        x = other.node if other.__class__ is Tensor else _operand(other, y)
+        return Tensor(record_op(op, [x, y], attrs, fa))
+    forward.__name__ = f"__{py_name}__"
+    setattr(Tensor, forward.__name__, forward)
     if reflected_name is not None:
-        setattr(Tensor, f"__{reflected_name}__",
-                lambda self, other: binary(op, other, self, attrs, fa))
+        reflected.__name__ = f"__{reflected_name}__"
+        setattr(Tensor, reflected.__name__, reflected)
 
 
 def _install_operators():
