@@ -220,6 +220,12 @@ def test_a_gradient_loop_past_its_step_capacity_is_an_evaluation_error():
                                               r"its loop records .*capacity=\{\"steps\""):
         run(np.full(8, 30.0))                                   # 27 iterations
     assert run.trace_count == 1
+    # the bound is exact: 7 iterations fit in 7 steps, not in 6
+    x = np.full(8, 0.05)
+    np.testing.assert_allclose(rl.compile(rl.grad(f), backend="jax", capacity={"steps": 7})(x),
+                               rl.evaluate(rl.grad(f), x), rtol=1e-12)
+    with pytest.raises(EvaluationError, match=r"ran more than 6 iterations"):
+        rl.compile(rl.grad(f), backend="jax", capacity={"steps": 6})(x)
 
 
 def test_a_loop_passing_references_of_different_origins_is_a_compile_error():

@@ -63,6 +63,7 @@ import numpy as np
 from relayish.errors import CompileError
 from relayish.backend.jax.dynamic_defer import _is_tree, _key, _leaves, _tmap
 from relayish.backend.jax.dynamic_loops import _content_key, _kept, _reachable
+from relayish.backend.jax.dynamic_tables import JCursor, JTable
 from relayish.backend.jax.dynamic_rows import (Family, JPoolRef, JRow, Pool, _Encoder, _cast as
                                                _cast_to, _is_zero_constant, _set)
 from relayish.backend.jax.values import (Frame, JClosure, JRef, JUnion, closure_name, describe,
@@ -107,10 +108,14 @@ def tail_call(ev, loop, callee, args):
         ev.write(active.nxt, tuple(_tmap(lambda v, o: _cast(v, o), a, o)
                                    for a, o in zip(args, active.nxt.value)))
         return _zeros(loop.ret)
+    # a node table (reverse AD's left fold gets the lifted list): a cursor at its root, carried
+    # by row like a pool slot (dynamic_tables.JCursor; `match` on it: dynamic_left.py)
+    args = [JCursor(a, a.count - 1) if isinstance(a, JTable) else a for a in args]
     # constants unroll at trace time; so do arguments other than tensors, references and
     # closures (a Nat counter: a traced condition then ends in limits.py's CompileError)
     if not all(_loop_value(a) for a in args) or \
-            not any(is_traced(x) for x in _tensors(args)):
+            not (any(is_traced(x) for x in _tensors(args)) or
+                 any(isinstance(a, JCursor) for a in args)):
         return None
     name = closure_name(callee)
     if active is not None or ev.loop is not None or ev.join_depth:
@@ -129,7 +134,7 @@ def _loop_value(v):
         x = stack.pop()
         if isinstance(x, tuple):
             stack.extend(x)
-        elif not (is_tensor(x) or isinstance(x, (JRef, JClosure))):
+        elif not (is_tensor(x) or isinstance(x, (JRef, JClosure, JCursor))):
             return False
     return True
 
@@ -264,14 +269,16 @@ class _RowsLoop:
 
     Positions of the arguments (leaves, tuples opened) are of one kind each: ("inv",) the
     entry's object, passed on unchanged by every iteration; ("t", shape, dtype) a carried
-    tensor; ("pool", pool) a reference made in an earlier iteration, its slot carried. The
-    result's positions are "t" or "pool" too."""
+    tensor; ("pool", pool) a reference made in an earlier iteration, its slot carried; ("row",
+    table) a node of a node table (a left fold's list, dynamic_tables.JCursor), its row
+    carried. The result's positions are "t" or "pool" too."""
 
     def __init__(self, ev, loop, name, args):
         self.ev, self.loop, self.name, self.func = ev, loop, name, loop.func
         self.args = list(args)
         self.steps = ev.capacity.get("steps", DEFAULT_ROW_STEPS)
-        self.rows = max(self.steps - 1, 1)        # iterations after the peeled one
+        self.bound = self.steps - 1               # iterations after the peeled one
+        self.rows = max(self.bound, 1)            # table rows (at least one, for shapes)
         self.start = next_serial()
         self.outer, self.outer_refs = _reachable(self.args)
         self.entry = _flatten(tuple(self.args), [])
@@ -344,6 +351,8 @@ class _RowsLoop:
                 kinds.append(("inv",))
             elif isinstance(v, JPoolRef):
                 kinds.append(("pool", v.pool))
+            elif isinstance(v, JCursor):
+                kinds.append(("row", v.table))
             elif is_tensor(v):
                 kinds.append(("t", tuple(np.shape(v)), np.dtype(v.dtype)))
             else:
@@ -378,6 +387,10 @@ class _RowsLoop:
                 if not (isinstance(v, JPoolRef) and v.pool is kind[1]):
                     raise CompileError(self._mixed(what, v, k))
                 out.append(v.slot)
+            elif kind[0] == "row":
+                if not (isinstance(v, JCursor) and v.table is kind[1]):
+                    raise CompileError(self._mixed(what, v, k))
+                out.append(_cast_to(v.row, (), np.dtype(np.int32)))
             elif is_tensor(v) and tuple(np.shape(v)) == kind[1]:
                 out.append(_cast_to(v, kind[1], kind[2]))
             else:
@@ -391,6 +404,8 @@ class _RowsLoop:
                 leaves.append(entry[k])
             elif kind[0] == "pool":
                 leaves.append(JPoolRef(kind[1], next(it)))
+            elif kind[0] == "row":
+                leaves.append(JCursor(kind[1], next(it)))
             else:
                 leaves.append(next(it))
         return _rebuild(shape, iter(leaves))
@@ -561,11 +576,11 @@ class _RowsLoop:
                 return (i + 1,) + out
             state = (jnp.asarray(0, jnp.int32), jnp.asarray(cont0, bool), carry1, res0, pools1,
                      carried0, ptrs0, tables0)
-            state = lax.while_loop(lambda s: s[1] & (s[0] < self.rows), body, state)
+            state = lax.while_loop(lambda s: s[1] & (s[0] < self.bound), body, state)
         finally:
             ev.frames = saved_frames
         trips, going, _, res, pools, carried, ptrs, fam_tables = state
-        ev.faults.append((going, f"{self.name} ran more than {self.rows + 1} iterations, the "
+        ev.faults.append((going, f"{self.name} ran more than {self.steps} iterations, the "
                                  "rows its loop records (references and closures made per "
                                  "iteration): rl.compile(..., capacity={\"steps\": ...}) a "
                                  f"larger one (default {DEFAULT_ROW_STEPS})"))
@@ -594,6 +609,8 @@ class _RowsLoop:
                 out.append(v)
             elif isinstance(v, JPoolRef):
                 out.append(JPoolRef(v.pool, self.spare(v.pool)))
+            elif isinstance(v, JCursor):
+                out.append(JCursor(v.table, jnp.asarray(0, jnp.int32)))
             elif is_tensor(v):
                 out.append(jnp.zeros(np.shape(v), v.dtype))
             elif serial_of(v) < self.start:
