@@ -42,7 +42,21 @@ def module_graph(package="relayish"):
     return {name: _imports_of(name, path, files) for name, path in files.items()}
 
 
+# (module, path, mtime, size) -> its imports: the import-graph tests of every package read the
+# same files, and parsing all of relayish is most of each test's cost; a file edited between
+# two calls has a new mtime and is read again
+_IMPORTS = {}
+
+
 def _imports_of(name, path, files):
+    stat = path.stat()
+    key = (name, str(path), stat.st_mtime_ns, stat.st_size, frozenset(files))
+    if key not in _IMPORTS:
+        _IMPORTS[key] = frozenset(_read_imports(name, path, files))
+    return set(_IMPORTS[key])
+
+
+def _read_imports(name, path, files):
     is_package = path.name == "__init__.py"
     here = name if is_package else name.rpartition(".")[0]
     found = set()
