@@ -180,6 +180,7 @@ class Guard:
         self.records = {id(r): [] for r in deferred}
         self.markers = {id(r): Marker(r) for r in deferred}
         self.cache = {}          # id(slot) -> the iteration's cell of a pool slot
+        self.dead = {}           # id(pool cell) -> cell whose own slots flush left unwritten
         self.cells = {}          # id(ref) -> a cell per hit (after discovery)
         self.hits = {}
         self.alternatives = 1

@@ -215,10 +215,7 @@ class _FoldLoop:
         pool = self.pool(key)
         k = self.counts.get(key, 0)
         self.counts[key] = k + 1
-        import jax.numpy as jnp
-        slot = self.i * (pool.per_row or 1) + k
-        slot = jnp.asarray(slot, jnp.int32)
-        ref = JPoolRef(pool, slot)
+        ref = JPoolRef(pool, pool.own_slot(self.i, k))   # i * K + k
         if not _is_zero_constant(value):       # the pool starts as zeros
             ref.write(self.ev, value)
         return ref
@@ -310,6 +307,8 @@ class _FoldLoop:
             ref.value = value
         for fam, ptr in zip(self.families, ptrs):
             fam.ref.value = JRow(fam, ptr)
+        for pool in self.pools.values():
+            pool.start_row(i)           # this iteration's slots, outside its switch
         value = self._step()
         results = self._put_result(value, i)
         encoded, pointers = [], []

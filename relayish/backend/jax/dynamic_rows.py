@@ -46,8 +46,9 @@ from relayish.backend.values import ConstructorValue
 from relayish.backend.jax.dynamic_defer import (Guard, PoolCell, Undefer, _is_tree, _key, _leaves,
                                                 _tmap, accumulations, settle)
 from relayish.backend.jax.joins import view
-from relayish.backend.jax.values import (Frame, Indexed, JAdt, JClosure, JRef, JUnion, TailCall,
-                                         describe, is_jax_value, load_jax, next_serial)
+from relayish.backend.jax.values import (POISON, Frame, Indexed, JAdt, JClosure, JRef, JUnion,
+                                         TailCall, describe, is_jax_value, load_jax,
+                                         next_serial)
 
 # ---- tensor trees (a tensor, or tuples of them: dynamic_defer.py) ---------------------------
 
@@ -122,6 +123,28 @@ class Pool:
     def __init__(self, key, rows):
         self.key, self.rows, self.per_row = key, rows, None
         self.cell = PoolCell(None, next_serial())
+        self.own = []                # the slots of the iteration being traced (`start_row`)
+        self.own_k = {}              # id(one of them) -> k
+
+    def start_row(self, i):
+        """Iteration i's slots i*K + k (k < K) made in the iteration's trace before its switch
+        over constructors: a reference the iteration makes is then a value of the enclosing
+        trace that the switch passes through (no switch output, no slot arithmetic in the
+        branches), and a family row stores it as ("own", k), no table column (`_Encoder`);
+        the backward step reads such slots as one block and writes none back (`flush`)."""
+        import jax.numpy as jnp
+        if self.per_row is None:
+            self.own, self.own_k = [], {}
+            return
+        self.own = [jnp.asarray(i * self.per_row + k, jnp.int32) for k in range(self.per_row)]
+        self.own_k = {id(s): k for k, s in enumerate(self.own)}
+
+    def own_slot(self, i, k):
+        """Slot k of iteration i (`start_row`'s when made)."""
+        import jax.numpy as jnp
+        if k < len(self.own):
+            return self.own[k]
+        return jnp.asarray(i * (self.per_row or 1) + k, jnp.int32)
 
     def zeros(self, per_row):
         import jax.numpy as jnp
@@ -173,13 +196,15 @@ class JPoolRef(Indexed):
                                    value))
 
 
-def _prefetch(ev, guard, value, ptr, origin):
+def _prefetch(ev, guard, value, ptr, origin, own=None):
     """Read every pool slot the decoded row's closures hold into a JRef cell of the iteration
     (Guard.cache), one conditional per pool: XLA does not fuse a conditional, so the rows are
     materialized before the iteration's in-place updates (a dynamic slice fused into a later
     update makes XLA copy the whole table every iteration: 2 x 0.9 MB for the TreeLSTM's
     gradient, 6 of its 7 ms). The closures read and write the cells, which the switch over
-    the row's Functions joins like any reference; `flush` writes changed ones back."""
+    the row's Functions joins like any reference; `flush` writes changed ones back. The slots
+    of the row's own iteration (`own`: (id(pool), id(slot)) -> k, Family.decode) are read as
+    one block [K, ...] at ptr * K rather than gathered."""
     import jax.numpy as jnp
     from jax import lax
     alts = value.alts if isinstance(value, JUnion) else [value]
@@ -207,15 +232,37 @@ def _prefetch(ev, guard, value, ptr, origin):
     for ref, users in refs.values():
         by_pool.setdefault(ref.pool, []).append((ref, users))
     guard.cache = {}
+    own = own or {}
     for pool, members in by_pool.items():
         tables = ev.read(pool.cell)
-        slots = _gathered([r.slot for r, _ in members], origin)
+        mine = [(r, users) for r, users in members if (id(pool), id(r.slot)) in own]
+        others = [(r, users) for r, users in members if (id(pool), id(r.slot)) not in own]
+        slots = _gathered([r.slot for r, _ in others], origin) if others else None
         flat = _leaves(tables, [])
-        rows = lax.cond(ptr >= 0, lambda: [jnp.take(t, slots, axis=0) for t in flat],
-                        lambda: [jnp.zeros((len(members),) + t.shape[1:], t.dtype)
-                                 for t in flat])
-        for j, (r, users) in enumerate(members):
-            value = _rebuild_key(pool.key, iter([view(ev, x, j) for x in rows]))
+        per_row = pool.per_row or 1
+        # per table: the own block [K, ...] (if any), then the gathered others (if any)
+        layout = [((n,) + t.shape[1:], t.dtype) for t in flat
+                  for n in ([per_row] if mine else []) + ([len(others)] if others else [])]
+
+        def read(flat=flat, slots=slots, per_row=per_row, mine=mine):
+            out = []
+            for t in flat:
+                if mine:
+                    out.append(lax.dynamic_slice_in_dim(t, ptr * per_row, per_row))
+                if slots is not None:
+                    out.append(jnp.take(t, slots, axis=0))
+            return out
+        rows = lax.cond(ptr >= 0, read,
+                        lambda layout=layout: [jnp.zeros(s, d) for s, d in layout])
+        step = len(rows) // len(flat)
+        blocks, gathered = (rows[0::step] if mine else None), rows[step - 1::step]
+        for r, users in mine:
+            k = own[(id(pool), id(r.slot))]
+            value = _rebuild_key(pool.key, iter([view(ev, x, k) for x in blocks]))
+            guard.cache[(id(pool), id(r.slot))] = _Cached(pool, r.slot, users,
+                                                          JRef(value, next_serial()), own=k)
+        for j, (r, users) in enumerate(others):
+            value = _rebuild_key(pool.key, iter([view(ev, x, j) for x in gathered]))
             guard.cache[(id(pool), id(r.slot))] = _Cached(pool, r.slot, users,
                                                           JRef(value, next_serial()))
     guard.alternatives = len(alts)
@@ -237,12 +284,14 @@ def _gathered(slots, origin):
 
 class _Cached:
     """One prefetched pool slot: the alternatives (`users`) whose closures hold it, and the
-    cell the iteration reads and writes it through."""
-    __slots__ = ("pool", "slot", "users", "cell", "original")
+    cell the iteration reads and writes it through; `own`: k when it is slot k of the row's own
+    iteration, else None."""
+    __slots__ = ("pool", "slot", "users", "cell", "original", "own")
 
-    def __init__(self, pool, slot, users, cell):
+    def __init__(self, pool, slot, users, cell, own=None):
         self.pool, self.slot, self.users, self.cell = pool, slot, users, cell
         self.original = cell.value
+        self.own = own
 
 
 def flush(ev, guard, value, valid=None):
@@ -250,7 +299,16 @@ def flush(ev, guard, value, valid=None):
     the pool's spare last row, so a garbage slot never overwrites a real one; so does every
     slot of a fixed-trip loop's step past the chain's end, `valid` False); returns a
     traced bool: did one alternative hold two references to one slot, one of them written
-    (aliasing the per-iteration cells cannot represent)?"""
+    (aliasing the per-iteration cells cannot represent)?
+
+    Slots of the row's own iteration (`_Cached.own`) are not written back while `ev.batching`
+    is on (a program's first trace): no later step reads them (a step reaches only slots of
+    its own iteration and earlier ones: its children's results, earlier rows), so the write is
+    dead -- unless the program reads the pool after the loop (a second backward pass, an
+    adjoint read afterwards). The loop then leaves the pool's cell POISON (`guard.dead`), and
+    such a read restarts the trace without batching, where every slot is written back. Why:
+    the TreeLSTM's gradient wrote 10 slots back per step, 6 of them its own (an in-place row
+    update and a switch output each)."""
     import jax.numpy as jnp
     index = value.index if isinstance(value, JUnion) else None
 
@@ -271,10 +329,17 @@ def flush(ev, guard, value, valid=None):
             common = x.users & y.users
             if x.pool is not y.pool or not common or not (dirty[a] or dirty[b]):
                 continue
+            if x.own is not None and y.own is not None:
+                continue            # slots k != k' of one row: distinct
             hit = x.slot == y.slot
             pred = taken(common)
             hit = hit if pred is None else hit & pred
             alias = alias | (hit if valid is None else hit & valid)
+    if getattr(ev, "batching", False):
+        for e, d in zip(entries, dirty):
+            if d and e.own is not None:
+                guard.dead[id(e.pool.cell)] = e.pool.cell
+        dirty = [d and e.own is None for e, d in zip(entries, dirty)]
     for pool in {id(e.pool): e.pool for e, d in zip(entries, dirty) if d}.values():
         tables = ev.read(pool.cell)
         spare = _leaves(tables, [])[0].shape[0] - 1
@@ -308,6 +373,7 @@ class Family:
         self.groups = None           # [(shape, dtype, leaf indices)]: one table per group
         self.count = None            # the rows it filled (a traced int)
         self.origin = {}             # id(decoded leaf) -> (its group's row, index in it)
+        self.own = {}                # (id(pool), id(decoded own slot)) -> k (_Decoder)
 
     def set_layout(self, layout):
         """The template's tensors grouped by shape and dtype: a row writes one stacked table
@@ -338,7 +404,9 @@ class Family:
         self.origin = {id(x): (rows[g], j) for g, (_, _, members) in enumerate(self.groups)
                        for j, x in enumerate(leaves[k] for k in members)}
         memo = {}
-        built = _Decoder(leaves, memo).build(self.template)
+        decoder = _Decoder(leaves, memo, ptr)
+        built = decoder.build(self.template)
+        self.own = decoder.own
         start = next_serial()
         for u in memo.get("unions", ()):
             u.start = start          # tail calls of earlier objects stop at joins of it
@@ -373,6 +441,8 @@ class _Encoder:
         self.leaves, self.memo = [], {}
 
     def encode(self, v):
+        if isinstance(v, JPoolRef) and id(v.slot) in v.pool.own_k:
+            return ("own", v, v.pool.own_k[id(v.slot)])     # made in this iteration
         if isinstance(v, Indexed):
             return ("parts", v, [self.encode(p) for p in v.parts()])
         if isinstance(v, np.ndarray):
@@ -410,8 +480,9 @@ class _Encoder:
 
 
 class _Decoder:
-    def __init__(self, leaves, memo):
-        self.leaves, self.memo = leaves, memo
+    def __init__(self, leaves, memo, ptr=None):
+        self.leaves, self.memo, self.ptr = leaves, memo, ptr
+        self.own = {}                # (id(pool), id(decoded own slot)) -> k
 
     def build(self, t):
         kind = t[0]
@@ -423,6 +494,15 @@ class _Decoder:
             return tuple(self.build(x) for x in t[1])
         if kind == "parts":
             return t[1].with_parts([self.build(p) for p in t[2]])
+        if kind == "own":            # slot k of the row's own iteration: ptr * K + k
+            pool, k = t[1].pool, t[2]
+            slot = self.memo.get(("own", id(pool), k))
+            if slot is None:
+                import jax.numpy as jnp
+                slot = jnp.asarray(self.ptr * pool.per_row + k, jnp.int32)
+                self.memo[("own", id(pool), k)] = slot
+                self.own[(id(pool), id(slot))] = k
+            return t[1].with_parts([slot])
         key = id(t)
         if key in self.memo:
             return self.memo[key]
@@ -487,6 +567,7 @@ class _Chain:
         self.deferred = []
         self.record_shapes = None    # per deferred reference, per hit: (kind, shapes)
         self.fixed = _fixed_trips(ev)
+        self.dead = {}               # id(pool cell) -> cell: own slots flush left unwritten
 
     def step(self, ptr, guard):
         """Row ptr's closure (a lax.switch over the row's Functions, joins.py); the next row
@@ -498,7 +579,7 @@ class _Chain:
         if valid is not None:
             ptr = jnp.maximum(ptr, 0)
         v = fam.decode(ptr, ev)
-        _prefetch(ev, guard, v, ptr, fam.origin)
+        _prefetch(ev, guard, v, ptr, fam.origin, fam.own)
         guard.start_step()
         r = _until_row(ev, fam, ev.enter(v, args))
         if not isinstance(r, TailCall) or len(r.args) != len(args) or \
@@ -590,6 +671,7 @@ class _Chain:
                     ref.value = v
                 try:
                     nxt = self.step(ptr, guard)
+                    self.dead = dict(guard.dead)
                     step_records = guard.step_records()
                     # pool tables: flush guarded their slots already (no whole-table select)
                     out = [_tmap(lambda v, o: _keep_if(None if pool else valid, v, o),
@@ -619,6 +701,8 @@ class _Chain:
                                  "loop does not represent; run it with rl.evaluate"))
         for ref, v in zip(written, values):
             ev.write(ref, v)
+        for cell in self.dead.values():      # own slots flush left unwritten: a later read
+            ev.write(cell, POISON)           # restarts the trace, which writes them
         for ref, hits, t in zip(deferred, records, tables):
             ev.write(ref, settle(ref.value, hits, t, fam.count, self.fixed))
         return TailCall(fam.base, list(self.args))
