@@ -304,14 +304,17 @@ def _walk_jax(W, xs):
     return jnp.sum(h)
 
 
-def test_the_rule_recognizes_a_left_fold_and_not_its_ad_output():
+def test_the_rule_recognizes_a_left_fold_and_its_ad_output():
     mod = rl.infer_type(rl.parse(LEFT + LEFT_MAIN))
     (fold,) = find_folds(mod).values()
-    assert fold.name == "walk" and fold.left and fold.k == 2
+    assert fold.name == "walk" and fold.left and not fold.rows and fold.k == 2
     assert list(dynamic_params(mod, mod["main"], find_folds(mod))) == [1]
-    # reverse AD's @walk_ad carries (h, %rh) and writes a backpropagator: not a left fold
+    # reverse AD's @walk_ad carries (h, %rh) and writes a backpropagator: a left fold that
+    # dynamic_tail.py's loop with rows runs. With the constant initial state of LEFT_MAIN,
+    # AD calls it through a specialized first step (@walk_ad_const1, not a fold): static
     vg = rl.value_and_grad(mod, argnums=(0, 1))
-    assert {f.name for f in find_folds(vg).values() if f.left} == {"walk"}
+    left = {f.name: f for f in find_folds(vg).values() if f.left}
+    assert set(left) == {"walk", "walk_ad"} and left["walk_ad"].rows
     assert dynamic_params(vg, vg["main"], find_folds(vg)) == {}
 
 
@@ -384,15 +387,45 @@ def @main(%h: Tensor[(2), float64], %t: T) -> Tensor[(2), float64] { @path(%h, %
     assert run.trace_count == 1
 
 
-def test_a_left_folds_gradient_stays_static_one_trace_per_length():
-    # not a loop yet: @walk_ad's accumulator is (h, %rh) with %rh made by the previous
-    # iteration, and each iteration writes a backpropagator -- the rows of
-    # dynamic_tail.py's loops with references, which do not take a node table yet. The list
-    # stays static: correct values, one trace per length
+def test_a_left_folds_gradient_is_one_loop_for_every_length():
+    # @walk_ad((W, %rW), (h, %rh), xs_ad, %bp) is dynamic_tail.py's loop with rows, carrying
+    # the lifted list (a map's table) as a cursor (dynamic_tables.JCursor) from its root
+    mod = rl.infer_type(rl.parse(LEFT + """
+def @main(%W: Tensor[(3, 3), float64], %h0: Tensor[(3), float64], %xs: L) -> float64 {
+  sum(@walk(%W, %h0, %xs))
+}
+"""))
+    vg = rl.value_and_grad(mod, argnums=(0, 1, 2))
+    assert list(dynamic_params(vg, vg["main"], find_folds(vg))) == [2]
+    run = rl.compile(vg, backend="jax", capacity={"nodes": 64})
+    rng = np.random.default_rng(19)
+    W = rng.normal(size=(3, 3)) * 0.5
+
+    def walk_jax(W, h, xs):
+        import jax.numpy as jnp
+        for x in xs:
+            h = jnp.tanh(W @ h + x)
+        return jnp.sum(h)
+    for n in (0, 1, 2, 9, 40):
+        xs, h0 = list(rng.normal(size=(n, 3))), rng.normal(size=3)
+        loss, (dW, dh0, dxs) = run(W, h0, _list(mod, xs))
+        e_loss, (e_dW, e_dh0, e_dxs) = rl.evaluate(vg, W, h0, _list(mod, xs))
+        _close((loss, dW, dh0, _elements(dxs)), (e_loss, e_dW, e_dh0, _elements(e_dxs)))
+        with jax.enable_x64(True):
+            j_loss, (j_dW, j_dh0, j_dxs) = jax.value_and_grad(walk_jax, argnums=(0, 1, 2))(
+                W, h0, xs)
+        _close((loss, dW, dh0, _elements(dxs)), (j_loss, j_dW, j_dh0, list(j_dxs)))
+    assert run.trace_count == 1
+
+
+def test_a_left_folds_gradient_from_a_constant_state_is_one_trace_per_length_yet():
+    # AD specializes the first step for the constant initial state (@walk_ad_const1: it
+    # matches the list and tail-calls @walk_ad), and a function that is not a fold consuming
+    # the table keeps the list static: correct values, one trace per length
     mod = rl.infer_type(rl.parse(LEFT + LEFT_MAIN))
     vg = rl.value_and_grad(mod, argnums=(0, 1))
     run = rl.compile(vg, backend="jax", capacity={"nodes": 16})
-    rng = np.random.default_rng(19)
+    rng = np.random.default_rng(20)
     W = rng.normal(size=(3, 3)) * 0.5
     for n in (1, 2, 5):
         xs = list(rng.normal(size=(n, 3)))

@@ -16,9 +16,13 @@ the loop runs at most `count` iterations: no step capacity is needed.
 
 Not compiled as a loop (a CompileError naming the function): a left fold whose iteration
 writes a reference made outside it or makes one, one inside another loop over dynamic
-structure or under a traced if. Reverse AD's output of a left fold (`@sum_ad`, whose
-accumulator holds a reference and which writes a backpropagator per iteration) is not a left
-fold by the rule: its list stays static (one trace per length).
+structure or under a traced if.
+
+Reverse AD's output of a left fold (`@sum_ad((acc, %racc), xs_ad, %bp)`: its accumulator holds
+a reference made by the previous iteration, and it writes a backpropagator per iteration) is
+a left fold with `rows` set: dynamic_tail.py's loop that leaves rows runs it as a tail loop,
+its table argument carried as a cursor (dynamic_tables.JCursor, a row) from the root, and
+`match` on a cursor is `match_cursor` below (a switch on the row's tag).
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ import numpy as np
 
 from relayish.errors import CompileError
 from relayish.backend.jax.dynamic_defer import _is_tree, _tmap
-from relayish.backend.jax.dynamic_tables import JChild
+from relayish.backend.jax.dynamic_tables import JChild, JCursor
 from relayish.backend.jax.values import (Frame, JRef, closure_name, describe, load_jax,
                                          next_serial)
 
@@ -172,9 +176,57 @@ class _LeftLoop:
         return value
 
 
+def match_cursor(ev, e, cursor, env, tail):
+    """`match` on a node of a table (a JCursor): a switch on its row's tag over the clause
+    each constructor takes; tensor fields read from the columns at the row, children are
+    cursors at their rows (TraceEvaluator.visit_Match's hook)."""
+    from relayish.ir.expr import PatternConstructor, PatternVar, PatternWildcard
+    from relayish.backend.runtime.describe import node_text
+    table, row = cursor.table, cursor.row
+    spec = table.spec
+    alternatives = []
+    for tag in range(len(spec.constructors)):
+        chosen = None
+        for clause in e.clauses:
+            lhs = clause.lhs
+            if isinstance(lhs, (PatternVar, PatternWildcard)) or (
+                    isinstance(lhs, PatternConstructor) and lhs.constructor.tag == tag):
+                chosen = clause
+                break
+        if chosen is None:
+            raise CompileError(f"no clause of {node_text(e, 80)} matches a node of a table "
+                               f"({spec.constructors[tag].name_hint}); use rl.evaluate")
+        bound = {}
+        lhs = chosen.lhs
+        if isinstance(lhs, PatternVar):
+            bound[lhs.var] = cursor
+        elif isinstance(lhs, PatternConstructor):
+            order = spec.orders.get(tag, ())
+            for m, p in enumerate(lhs.patterns):
+                if isinstance(p, PatternWildcard):
+                    continue
+                if not isinstance(p, PatternVar):
+                    raise CompileError(f"{node_text(e, 80)}: a nested pattern on a node of a "
+                                       "table is not compiled as a loop yet; use rl.evaluate")
+                if m in order:
+                    bound[p.var] = JCursor(table, _at(table.children[order.index(m)], row))
+                else:
+                    bound[p.var] = table.field(tag, m, row)
+
+        def alt(stop, rhs=chosen.rhs, bound=bound):
+            inner = dict(env)
+            inner.update(bound)
+            if tail:
+                return ev.finish(ev.eval(rhs, inner, True), stop)
+            return ev.eval(rhs, inner)
+        alternatives.append(alt)
+    stop = ev.serial_now() if tail else None
+    return ev.switch(_at(table.tag, row), alternatives, tail_stop=stop)
+
+
 def _at(table, row):
     from jax import lax
     return lax.dynamic_index_in_dim(table, row, 0, keepdims=False)
 
 
-__all__ = ["left_fold_call"]
+__all__ = ["left_fold_call", "match_cursor"]

@@ -130,7 +130,8 @@ def fold_call(ev, fold, callee, args):
     if not isinstance(x, JTable):
         return None
     if fold.left:
-        return left_fold_call(ev, fold, callee, args)
+        # one with references (reverse AD's): dynamic_tail's loop with rows, as a tail loop
+        return None if fold.rows else left_fold_call(ev, fold, callee, args)
     if ev.loop is not None:
         raise CompileError(f"{closure_name(callee)} folds a node table inside the loop of "
                            f"{ev.loop.name}: nested loops over dynamic structure are not "

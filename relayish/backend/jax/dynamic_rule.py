@@ -44,9 +44,10 @@ Cons(x, r) => @sum(f(acc, x), r) }`) is a global whose body is `match (%t)` on a
 of a recursive ADT, one clause per constructor with variable sub-patterns, whose every use of
 itself is a call in tail position (through lets, ifs and matches) passing a child pattern
 variable of its clause at position k (the node to go on with), %t and the children used
-nowhere else, the other parameters and the result tensors and tuples of tensors (reverse AD's
-output, whose parameters hold references, is not one: it stays static). Its loop walks the
-table from the root, one row per call (dynamic_left.py). It agrees with any child order.
+nowhere else. With the other parameters and the result tensors and tuples of tensors, its
+loop walks the table from the root, one row per call (dynamic_left.py); with references or
+closures among them (reverse AD's `@sum_ad`, `rows` set) dynamic_tail.py's loop with rows runs
+it, the table carried as a cursor. It agrees with any child order.
 
 **A tail loop** (shape B, `find_tail_loops`): a global whose every use of itself is a call in
 tail position, with at least one other tail position (an exit) and a result of tensors; called
@@ -81,6 +82,7 @@ class Fold:
         self.clauses, self.field_types, self.ret = clauses, field_types, ret
         self.map = map_to            # a map: (B, {tag: B's tag}, B's {tag: child order})
         self.left = False            # a left fold (`_left_fold_of`): any child order will do
+        self.rows = False            # a left fold run by dynamic_tail's loop with rows
 
     def orders(self):
         return {tag: c[2] for tag, c in self.clauses.items()}
@@ -177,12 +179,16 @@ def _left_fold_of(mod, name, func, graph):
     found = adt_fields(mod, t)
     checked = getattr(func, "_checked_type", None)
     ret = func.ret_type or (checked.ret_type if isinstance(checked, FuncType) else None)
-    if found is None or ret is None or not is_tensor_tree(ret):
+    if found is None or ret is None or not _row_type(ret):
         return None
+    # other parameters holding references or closures (reverse AD's @walk_ad): a tail loop
+    # that leaves rows (dynamic_tail.py) runs it, carrying the node as a cursor
+    rows = not is_tensor_tree(ret)
     for m, p in enumerate(func.params):
         pt = getattr(p, "_checked_type", None) or p.type_annotation
-        if m != k and (pt is None or not is_tensor_tree(pt)):
+        if pt is None:
             return None
+        rows = rows or (m != k and not is_tensor_tree(pt))
     if any(callee != name and name in graph.reachable(callee)
            for callee in graph.callees.get(name, ())):
         return None
@@ -205,7 +211,7 @@ def _left_fold_of(mod, name, func, graph):
                 subs.append(None)
             else:
                 return None
-        if len(subs) != len(kinds) or not all(_same_type(f, t) or isinstance(f, TensorType)
+        if len(subs) != len(kinds) or not all(_same_type(f, t) or _row_type(f)
                                               for f in kinds):
             return None
         children = {v for m, v in enumerate(subs) if v is not None and _same_type(kinds[m], t)}
@@ -220,7 +226,7 @@ def _left_fold_of(mod, name, func, graph):
             _global_uses(body, name) != calls:
         return None
     fold = Fold(name, func, k, t, data, clauses, field_types, ret)
-    fold.left = True
+    fold.left, fold.rows = True, rows
     return fold
 
 

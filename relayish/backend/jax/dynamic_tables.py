@@ -37,6 +37,7 @@ from relayish.backend.values import ConstructorValue
 from relayish.backend.runtime.args import NP_DTYPES
 from relayish.backend.runtime.bindings import same_constructor
 from relayish.backend.jax.dynamic_rule import adt_fields
+from relayish.backend.jax.values import Indexed
 
 MIN_CAPACITY = 16
 
@@ -189,6 +190,26 @@ class JTable:
         return [self.tag] + self.columns + self.children + [self.count]
 
 
+class JCursor(Indexed):
+    """A node of a table passed by value, `row` a traced int32: what a tail loop that matches
+    a table argument (reverse AD's left fold, `@walk_ad(h, xs_ad, %bp)`) carries from one
+    iteration to the next (dynamic_tail.py); `match` on it is a switch on the row's tag
+    (dynamic_left.match_cursor). Joins join the rows of one table."""
+    __slots__ = ("table", "row")
+
+    def __init__(self, table, row):
+        self.table, self.row = table, row
+
+    def join_key(self):
+        return self.table
+
+    def parts(self):
+        return [self.row]
+
+    def with_parts(self, parts):
+        return JCursor(self.table, parts[0])
+
+
 class JChild:
     """A child of the node a fold's loop is at: its row (a traced int32)."""
     __slots__ = ("row", "serial")
@@ -197,4 +218,4 @@ class JChild:
         self.row, self.serial = row, -1
 
 
-__all__ = ["MIN_CAPACITY", "bucket", "TableSpec", "NodeTable", "JTable", "JChild"]
+__all__ = ["MIN_CAPACITY", "bucket", "TableSpec", "NodeTable", "JTable", "JCursor", "JChild"]

@@ -30,8 +30,10 @@ from relayish.backend.runtime.bindings import bind_pattern, is_recursive, let_ch
 from relayish.backend.runtime.describe import node_text
 from relayish.backend.jax.batching import batched_calls
 from relayish.backend.jax.dots import DotFolding
+from relayish.backend.jax.dynamic_left import match_cursor
 from relayish.backend.jax.dynamic_loops import fold_call
 from relayish.backend.jax.dynamic_rows import JPoolRef, JRow
+from relayish.backend.jax.dynamic_tables import JCursor
 from relayish.backend.jax.dynamic_tail import tail_call
 from relayish.backend.jax.joins import select_tree, switch, tensor_contents
 from relayish.backend.jax.limits import MAX_ACTIVATIONS_UNDER_JOIN, TRACE_LIMITS
@@ -343,6 +345,8 @@ class TraceEvaluator:
 
     def visit_Match(self, e, env, tail, subst=None):
         data = self.eval(e.data, env)
+        if isinstance(data, JCursor):       # a node of a table a tail loop carries (issue 17)
+            return match_cursor(self, e, data, env, tail)
         return self._match(e, data, env, tail, {} if subst is None else subst)
 
     def _match(self, e, data, env, tail, subst):
