@@ -9,7 +9,9 @@ backward loop over the chain of closures a fold's iterations leave behind.
     `i * K + k` of the pool of its content type (K: the references of that type one iteration
     makes, counted while tracing). The pool's tables live in a JRef cell, so joins and write
     logs treat a pool like any reference; reading a pool reference is a dynamic index, writing
-    one a dynamic update.
+    one a dynamic update. An iteration's own slots are made before its switch (`start_row`),
+    stored in family rows as ("own", k), and left unwritten by the backward step that owns
+    them (`flush`: dead writes; a later read of the pool restarts the trace).
   * **Families** (`Family`, `JRow`): an outer reference (made before the loop) that an iteration
     writes a non-tensor value to, e.g. reverse AD's `%bp := fn() { ...; %prev() }`. At the end
     of iteration i its content is encoded (`_Encoder`) as a *template* (the value's structure:
