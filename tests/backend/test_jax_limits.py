@@ -36,6 +36,12 @@ def test_too_deep_for_xla_is_a_compile_error_before_xla_sees_it():
     assert float(out) == float(rl.evaluate(mod, items))
 
 
+def test_the_default_depth_bound_is_10000():
+    # the bound itself is checked by the test above (limit 200), at the default size below
+    assert TRACE_LIMITS["max_depth"] == 10_000
+
+
+@pytest.mark.slow       # unrolls 10^4 levels before the bound stops it (2 s of CPU)
 def test_the_default_depth_bound_stops_a_10000_deep_unrolling():
     # 10^4 levels unrolled: the program once handed to XLA segfaulted the process
     assert TRACE_LIMITS["max_depth"] == 10_000
