@@ -450,3 +450,29 @@ def @main(%xs: L) -> Tensor[(3), float64] { @walk(zeros(shape=[3], dtype="float6
     run = rl.compile(mod, backend="jax")
     with pytest.raises(CompileError, match=r"@walk: ref\(\.\.\.\) in an iteration of a left fold"):
         run(_list(mod, [np.ones(3)]))
+
+
+def test_a_left_fold_taking_a_closure_is_one_loop():
+    # a parameter holding a function makes it a left fold with rows: dynamic_tail.py's loop
+    # passes the closure on unchanged and carries the list as a cursor
+    mod = rl.infer_type(rl.parse("""
+type L { Nil, Cons(Tensor[(3), float64], L) }
+def @foldl(%f: fn (Tensor[(3), float64], Tensor[(3), float64]) -> Tensor[(3), float64],
+           %acc: Tensor[(3), float64], %xs: L) -> Tensor[(3), float64] {
+  match (%xs) { Nil => %acc, Cons(%x, %rest) => @foldl(%f, %f(%acc, %x), %rest) }
+}
+def @main(%w: Tensor[(3), float64], %xs: L) -> float64 {
+  let %f = fn (%a: Tensor[(3), float64], %b: Tensor[(3), float64]) { tanh(%a * %w + %b) };
+  sum(@foldl(%f, zeros(shape=[3], dtype="float64"), %xs))
+}
+"""))
+    (fold,) = find_folds(mod).values()
+    assert fold.left and fold.rows
+    run = rl.compile(mod, backend="jax", capacity={"nodes": 32})
+    rng = np.random.default_rng(21)
+    w = rng.normal(size=3)
+    for n in (0, 1, 5, 31):
+        xs = list(rng.normal(size=(n, 3)))
+        np.testing.assert_allclose(run(w, _list(mod, xs)), rl.evaluate(mod, w, _list(mod, xs)),
+                                   rtol=1e-12)
+    assert run.trace_count == 1

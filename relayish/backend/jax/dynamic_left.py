@@ -73,8 +73,6 @@ def left_fold_call(ev, fold, callee, args):
 class _LeftLoop:
     """The loop being traced (ev.loop while its body traces): `recur` is the fold's call."""
 
-    left = True
-
     def __init__(self, ev, fold, name, args):
         self.ev, self.fold, self.name = ev, fold, name
         self.table = args[fold.k]
