@@ -70,10 +70,12 @@ def test_the_budget_adds_up_across_calls(monkeypatch, fresh_cache):
 
 
 def test_a_program_jax_refuses_stays_on_the_interpreter(no_budget):
-    # the recursion depth depends on the variable's value: no XLA program for it
+    # the recursion depth depends on the variable's value, and the recursive call is not a
+    # tail call: no XLA program for it (a tail recursion is one while loop, its gradient too:
+    # tests/backend/test_jax_dynamic_tail.py)
     mod = rl.parse("""
     def @shrink(%x: Tensor[(2), float64], %n: Tensor[(), float64]) -> Tensor[(), float64] {
-      if (%n > 0f64) { @shrink(%x * 0.9f64, %n - 1f64) } else { sum(%x * %x) }
+      if (%n > 0f64) { @shrink(%x * 0.9f64, %n - 1f64) * 0.99f64 } else { sum(%x * %x) }
     }
     def @main(%x: Tensor[(2), float64]) -> Tensor[(), float64] {
       @shrink(%x, sum(%x))
