@@ -9,14 +9,16 @@ jax eager and jax.jit, in one process, interleaved, every library on one thread.
    style (loss.backward(), `p -= lr * p.grad` under re.no_grad), PyTorch eager
    (loss.backward(), update under torch.no_grad, loss.item()), jax eager (jax.value_and_grad,
    no jit) and jax.jit of the whole step. The steps run in rounds of --block steps, the
-   loops taking turns, so a slow phase of the shared machine falls on all of them; the
-   figure is the median over rounds of the CPU time per step (process time, all threads of
-   this process).
+   loops taking turns, so a slow phase of the shared machine falls on all of them (jax eager
+   in a phase of its own after them: see `measured`); the figure is the median over rounds
+   of the CPU time per step (process time, all threads of this process).
 2. A small RNN (tanh cell, 16 units, 4 inputs) over sequences whose length is drawn from
    4..11 each step (a Python loop over the time steps), trained the same four ways; jax.jit
    and relayish compile once per length.
-   After each, the structural cache of relayish eager: runs, hits, misses, jax compiles and
-   the hit rate.
+   After each, the structural cache of relayish eager: runs, hits, misses, jax compiles, the
+   hit rate, and what a new structure (an RNN length) costs once: building its gradient
+   program, its first run (interpreted), its compile at the second sighting; for the RNN,
+   beside jax.jit's compile of one length.
 3. The recording overhead per op: recording 1,000 additions of two (8,) tensors without
    running them (the best of 20 rounds), beside PyTorch eager computing the same op.
 4. Memory over a long loop: the bindings still pending, the recorded nodes alive, and the
@@ -170,6 +172,21 @@ def interleaved(loops, steps, block):
     return {name: statistics.median(t) for name, t in per_step.items()}, last
 
 
+def measured(loops, steps, block):
+    """`interleaved`, but jax eager in a phase of its own after the others: with jax's
+    asynchronous CPU dispatch, thousands of tiny dispatched ops in a jax eager round slowed
+    the jax-based loops of the rounds after it (small MLP: jax.jit 63-69 -> 81-93 us a step,
+    relayish 102-107 -> 104-224; PyTorch unchanged; with --sync no effect), a cost of the
+    neighbour, not of the loop measured."""
+    fast = {name: step for name, step in loops.items() if name != "jax eager"}
+    medians, last = interleaved(fast, steps, block)
+    if "jax eager" in loops:
+        m, l = interleaved({"jax eager": loops["jax eager"]}, steps, block)
+        medians.update(m)
+        last.update(l)
+    return {name: medians[name] for name in loops}, {name: last[name] for name in loops}
+
+
 def show(medians, last):
     base = medians["jax.jit"]
     for name, med in medians.items():
@@ -187,7 +204,7 @@ def training(steps, block):
                  "jax.jit": jax_jit_loop()}
         print(f"1. MLP {size} ({N}x{D} -> {H} tanh -> 1), SGD, {steps} steps per library in "
               f"rounds of {block}; median CPU time per step")
-        show(*interleaved(loops, steps, block))
+        show(*measured(loops, steps, block))
         cache_rate(f"MLP {size}")
     N, D, H = SIZES["small"]
 
@@ -268,17 +285,30 @@ def rnn_loops():
             loss, params = fn(params, int(next(k)))
             return float(loss)
         return step
-    return {"relayish eager": relayish_rnn(), "PyTorch eager": torch_rnn(),
-            "jax eager": jax_rnn(False), "jax.jit": jax_rnn(True)}
+    def jit_compile_seconds():
+        """What a new length costs jax.jit: tracing, lowering and XLA-compiling the step for
+        each length, wall seconds per length (a new Python function each time: jax caches
+        traces and compiled programs by the function jitted)."""
+        params = [jnp.asarray(p) for p in p0]
+        t0 = time.perf_counter()
+        for n in range(4, 12):
+            jax.jit(lambda ps, k: update(ps, k), static_argnums=1).lower(params, n).compile()
+        return (time.perf_counter() - t0) / 8
+
+    loops = {"relayish eager": relayish_rnn(), "PyTorch eager": torch_rnn(),
+             "jax eager": jax_rnn(False), "jax.jit": jax_rnn(True)}
+    return loops, jit_compile_seconds
 
 
 def rnn(steps, block):
     re.clear_cache()
-    loops = rnn_loops()
+    loops, jit_compile_seconds = rnn_loops()
     print(f"2. RNN (16 tanh units, sequence length 4..11 drawn each step), SGD, {steps} steps "
           f"per library in rounds of {block}; median CPU time per step")
-    show(*interleaved(loops, steps, block))
+    show(*measured(loops, steps, block))
     cache_rate("RNN")
+    print(f"   jax.jit: a new length costs {1e3 * jit_compile_seconds():.0f} ms (trace, lower, "
+          f"XLA compile), wall time")
 
 
 def recording_overhead(n=1000, rounds=20):
