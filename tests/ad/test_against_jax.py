@@ -38,7 +38,9 @@ def c(v):
 
 
 def jax_grads(fn, args):
-    return jax.grad(fn, argnums=tuple(range(len(args))))(*[jnp.asarray(a) for a in args])
+    # jitted: one compilation of the reference, not one per jax primitive run eagerly
+    grad = jax.jit(jax.grad(fn, argnums=tuple(range(len(args)))))
+    return grad(*[jnp.asarray(a) for a in args])
 
 
 def rl_grads(prog, args):
@@ -95,7 +97,7 @@ def test_map_and_fold_over_list_input():
         return acc
     wv, xs = rng.normal(size=3), [rng.normal(size=3) for _ in range(4)]
     gw, gl = rl_grads(mod, [wv, rl.list_value(mod, xs)])
-    jw, jxs = jax.grad(jf, argnums=(0, 1))(jnp.asarray(wv), [jnp.asarray(x) for x in xs])
+    jw, jxs = jax.jit(jax.grad(jf, argnums=(0, 1)))(jnp.asarray(wv), [jnp.asarray(x) for x in xs])
     np.testing.assert_allclose(gw, jw, rtol=1e-10)
     for a, b in zip(rl.from_list_value(gl), jxs, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-10)
@@ -124,7 +126,7 @@ def test_recursion_over_trees():
     def jf(W, b, t):
         h = jax_net(W, b, t)
         return jnp.sum(h * h)
-    jW, jb, jt = jax.grad(jf, argnums=(0, 1, 2))(jnp.asarray(W), jnp.asarray(b), tp)
+    jW, jb, jt = jax.jit(jax.grad(jf, argnums=(0, 1, 2)))(jnp.asarray(W), jnp.asarray(b), tp)
     np.testing.assert_allclose(gW, jW, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(gb, jb, rtol=1e-10, atol=1e-12)
     for a, e in zip(leaves_of(gt), jax.tree_util.tree_leaves(jt), strict=True):
