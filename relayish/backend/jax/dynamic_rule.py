@@ -11,8 +11,7 @@ at trace time as before (right for small, fixed structures; each new shape is a 
 
 **A fold** (a catamorphism) is a global `@f(inv..., %t, inv...)` whose body is
 `match (%t) { C_j(p...) => body_j }` where
-  * each constructor of the ADT has one clause, whose sub-patterns are variables or `_`, and
-    every field is a tensor or of the ADT's own type (a child);
+  * each constructor of the ADT has one clause, whose sub-patterns are variables or `_`;
   * inside body_j, @f appears only as calls `let %x = @f(...)` that pass the same parameters
     as invariants and a child pattern variable at position k, each child exactly once, before
     any effectful binding (references, calls of functions); pure bindings may be interleaved
@@ -36,8 +35,9 @@ recursive calls (each used once, there), its other fields row values (tensors, t
 references to tensors). Reverse AD's lifting of a List of tensors (`@ad_lift_L: L -> L_ad`,
 a reference per element) and its read-back (`@ad_grad_L: L_ad -> L`) are maps. A map's loop
 produces a node table of B (`Fold.map`: B, {tag: B's tag}, B's child orders) with the same rows
-and children; a map's result bound by a let in @main is folded (or mapped) again, or returned
-(a result table, decoded on the host), and nothing else.
+and children; a map's result in @main (a let's variable, or the call itself as an argument)
+is folded (or mapped) again, or returned (a result table, decoded on the host), and nothing
+else.
 
 **A left fold** (tail recursion with an accumulator, `@sum(acc, xs) = match xs { Nil => acc,
 Cons(x, r) => @sum(f(acc, x), r) }`) is a global whose body is `match (%t)` on a parameter %t
@@ -50,9 +50,9 @@ closures among them (reverse AD's `@sum_ad`, `rows` set) dynamic_tail.py's loop 
 it, the table carried as a cursor. It agrees with any child order.
 
 **A tail loop** (shape B, `find_tail_loops`): a global whose every use of itself is a call in
-tail position, with at least one other tail position (an exit) and a result of tensors; called
-with traced tensor arguments it runs as a while loop (dynamic_tail.py), with constants it
-unrolls.
+tail position, with at least one other tail position (an exit) and a result of tensors (and
+references to them); called with traced arguments it runs as a while loop (dynamic_tail.py),
+with constants it unrolls. A left fold with `rows` is also one.
 
 Everything here is an IR analysis: loops with explicit stacks, no jax.
 """
