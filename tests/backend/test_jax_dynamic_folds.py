@@ -476,3 +476,23 @@ def @main(%w: Tensor[(3), float64], %xs: L) -> float64 {
         np.testing.assert_allclose(run(w, _list(mod, xs)), rl.evaluate(mod, w, _list(mod, xs)),
                                    rtol=1e-12)
     assert run.trace_count == 1
+
+
+def test_a_list_of_vectors_weight_gradient_under_vmap_is_one_trace():
+    # the lifting map runs with fixed trips under rl.vmap (its padding rows' lifted slots are
+    # never reached: children pointers stay within each list's count)
+    mod = rl.infer_type(rl.parse(MAPS + """
+def @main(%w: Tensor[(3), float64], %l: L) -> float64 { sum(@fold(%w, %l)) }
+"""))
+    vg = rl.value_and_grad(mod, argnums=0)
+    batched = rl.vmap(vg, in_axes=(None, 0))
+    run = rl.compile(batched, backend="jax", capacity={"nodes": 32})
+    rng = np.random.default_rng(22)
+    w = rng.normal(size=3)
+    for lengths in ((3, 0, 17), (1, 30)):
+        lists = [_list(mod, list(rng.normal(size=(n, 3)))) for n in lengths]
+        got = run(w, lists)
+        for k, value in enumerate(lists):
+            one = jax.tree_util.tree_map(lambda a, k=k: np.asarray(a)[k], got)
+            _close(one, rl.evaluate(vg, w, value))
+    assert run.trace_count == 1
