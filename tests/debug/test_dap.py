@@ -502,6 +502,9 @@ def _node_client_missing():
     return None
 
 
+# a node process driving a relayish server (2.6 s of CPU): under -m slow, which CI runs with the
+# client installed; the default run's tests above speak the same protocol to the same server
+@pytest.mark.slow
 @pytest.mark.skipif(_node_client_missing() is not None,
                     reason=_node_client_missing() or "")
 def test_vscode_debugclient(program):
