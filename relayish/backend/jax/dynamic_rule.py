@@ -233,16 +233,9 @@ def _left_fold_of(mod, name, func, graph):
 def _left_tail_calls(name, func, k, rhs, children):
     """{child variable: the tail calls of @name passing it at position k} in a clause, or
     None when a tail call passes anything else there (a loop over the tail positions)."""
-    out, stack = {}, [rhs]
-    while stack:
-        e = stack.pop()
-        while isinstance(e, Let):
-            e = e.body
-        if isinstance(e, If):
-            stack.extend((e.true_branch, e.false_branch))
-        elif isinstance(e, Match):
-            stack.extend(c.rhs for c in e.clauses)
-        elif isinstance(e, Call) and isinstance(e.op, GlobalVar) and e.op.name_hint == name:
+    out = {}
+    for e in _tail_positions(rhs):
+        if _is_call_of(e, name):
             if len(e.args) != len(func.params) or e.args[k] not in children:
                 return None
             out[e.args[k]] = out.get(e.args[k], 0) + 1
@@ -503,7 +496,15 @@ class TailLoop:
 def _tail_calls(name, body):
     """(calls of @name, other results) among the tail positions of `body` (a loop over them:
     let bodies, if branches, match clauses)."""
-    calls, exits, stack = 0, 0, [body]
+    calls = sum(1 for e in _tail_positions(body) if _is_call_of(e, name))
+    exits = sum(1 for e in _tail_positions(body) if not _is_call_of(e, name))
+    return calls, exits
+
+
+def _tail_positions(body):
+    """The expressions in tail position of `body`: through let bodies, if branches and match
+    clauses (a loop, not a recursion: bodies may be deep)."""
+    stack = [body]
     while stack:
         e = stack.pop()
         while isinstance(e, Let):
@@ -512,11 +513,12 @@ def _tail_calls(name, body):
             stack.extend((e.true_branch, e.false_branch))
         elif isinstance(e, Match):
             stack.extend(c.rhs for c in e.clauses)
-        elif isinstance(e, Call) and isinstance(e.op, GlobalVar) and e.op.name_hint == name:
-            calls += 1
         else:
-            exits += 1
-    return calls, exits
+            yield e
+
+
+def _is_call_of(e, name):
+    return isinstance(e, Call) and isinstance(e.op, GlobalVar) and e.op.name_hint == name
 
 
 def find_tail_loops(mod):
