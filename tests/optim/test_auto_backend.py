@@ -60,8 +60,23 @@ def test_switching_mid_run_keeps_the_iterates(method, no_budget):
     np.testing.assert_allclose(again.x, res.x, atol=1e-5)
 
 
+class TickingClock:
+    """A stand-in for the time module whose process_time advances 1 ms per reading: every
+    interpreted evaluation then costs exactly 1 ms, whatever the machine's load."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def process_time(self):
+        self.now += 1e-3
+        return self.now
+
+
 def test_the_budget_adds_up_across_calls(monkeypatch, fresh_cache):
     """Multi-start: each call's interpreted time counts, so repeated calls end up compiled."""
+    # a first run takes about 42 evaluations (42 ms on this clock): under the 50 ms budget, so
+    # it stays interpreted, and the second crosses the budget mid-run
+    monkeypatch.setattr(backends, "time", TickingClock())
     monkeypatch.setattr(backends, "compile_cost", lambda method, calls, backend: 0.05)
     f = rosenbrock(2)
     used = [rl.optim.minimize(f, rosenbrock_start(2) + 0.01 * k).backend for k in range(40)]
