@@ -22,7 +22,7 @@ import threading
 
 import numpy as np
 
-from relayish.errors import CompileError
+from relayish.errors import CompileError, EvaluationError
 from relayish.ir.expr import Expr
 from relayish.ir.module import Module
 from relayish.ir.types import TensorType
@@ -383,9 +383,38 @@ class JaxFunction:
             return p.convert(args)
         if len(args) != len(p):
             raise p.arity_error(len(args))
-        return [a if k in self._tables and isinstance(a, NodeTable) else
+        return [self._checked_table(k, a, f"parameter {name} of {p.name}")
+                if k in self._tables and isinstance(a, NodeTable) else
                 p.checker.to_value(a, t, f"parameter {name} of {p.name}")
                 for k, (a, t, name) in enumerate(zip(args, p.types, p.names))]
+
+    def _checked_table(self, k, table, where):
+        """A NodeTable passed for parameter k, checked as encoding a value would be: the
+        layout of this program's spec (a table of another ADT would be read as garbage), the
+        fixed capacity (another one would compile a second program, which a fixed capacity
+        promises not to), and its arrays' shapes and dtypes (the jitted function would
+        otherwise retrace with them)."""
+        spec, fixed = self._tables[k], self.capacity.get("nodes")
+        layout = spec.layout(table.capacity)
+        if table.spec is not spec and (table.spec.data.header.name != spec.data.header.name
+                                       or table.spec.layout(table.capacity) != layout):
+            raise EvaluationError(
+                f"bad argument for {where}: a node table of {table.spec.data.header.name} "
+                f"laid out for another program; this program takes "
+                f"{spec.data.header.name} tables: encode them with its "
+                f"node_tables()[{k}].encode(value)")
+        if fixed is not None and table.capacity != fixed:
+            raise EvaluationError(
+                f"bad argument for {where}: a node table of {table.capacity} rows, but the "
+                f"program was compiled for a capacity of {fixed}: encode it with "
+                f"node_tables()[{k}].encode(value, {fixed})")
+        got = [(tuple(np.shape(x)), np.dtype(x.dtype)) for x in table.leaves]
+        if got != layout:
+            raise EvaluationError(
+                f"bad argument for {where}: the node table's arrays are "
+                f"{_layout_text(got)}, not the {_layout_text(layout)} of a "
+                f"{spec.data.header.name} table of {table.capacity} rows")
+        return table
 
     def _flatten_args(self, args):
         """(tensor leaves, cache key, rebuild trees, argument references) of checked `args`."""
@@ -415,7 +444,6 @@ def _with_writes(entry, outcome):
             return _with_writes_unchecked(entry, outcome)
         failed = [m for m, f in zip(entry.faults, np.asarray(flags)) if f]
         if failed:
-            from relayish.errors import EvaluationError
             raise EvaluationError("; ".join(failed))
     return _with_writes_unchecked(entry, outcome)
 
@@ -424,6 +452,10 @@ def _with_writes_unchecked(entry, outcome):
     if not entry.ref_paths or not any(entry.ref_paths):
         return outcome, []
     return outcome
+
+
+def _layout_text(layout):
+    return "[" + ", ".join(f"{dtype.name}{list(shape)}" for shape, dtype in layout) + "]"
 
 
 CAPACITY_KEYS = ("nodes", "steps")
