@@ -1,7 +1,7 @@
 """Programs beyond trees on the jax backend's dynamic path (issue 17, "Measure"): an RNN over
 variable-length sequences written as a fold over a list (of word indices embedded in the cell,
 with and without an empty base case, and of float vectors, which reverse AD lifts), ONE
-compilation; values and gradients equal the interpreter's and jax.grad's of a Python loop; the
+compilation; values and gradients equal the interpreter's and jax.grad's of a jax loop; the
 same under rl.vmap with sequences of different lengths. (The traced-condition loop, `while |x|
 > eps`, is tests/backend/test_jax_dynamic_tail.py; other fold shapes test_jax_dynamic_folds.py.)
 (benchmarks/dynamic.py measures these programs; it defines the model so the two cannot drift.)"""
@@ -41,10 +41,47 @@ def _close(got, expected, rtol=1e-9):
         np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=rtol, atol=1e-12)
 
 
+PAD = 256        # the longest sequence a test gives the jax reference
+
+
+def _rnn_loss_padded(params, words, n, y):
+    """rnn_loss_jax with the words padded to PAD and its Python loop a lax.scan whose steps past
+    the n-th word keep the state: one compilation for every length (jax.grad of the unrolled
+    Python loop compiles each of its primitives eagerly, jitted it compiles each length anew)."""
+    import jax.numpy as jnp
+    E, W, U, b, Wo, bo = params
+    h = jnp.tanh(U @ E[words[n - 1]] + b)
+
+    def step(h, k):                       # the words from the last but one to the first
+        i = n - 2 - k
+        new = jnp.tanh(W @ h + U @ E[words[jnp.maximum(i, 0)]] + b)
+        return jnp.where(i >= 0, new, h), None
+    h, _ = jax.lax.scan(step, h, jnp.arange(PAD - 1))
+    logits = Wo @ h + bo
+    return -(logits - jnp.log(jnp.sum(jnp.exp(logits - jnp.max(logits)))) - jnp.max(logits))[y]
+
+
+_rnn_reference = jax.jit(jax.value_and_grad(_rnn_loss_padded))
+
+
 def _jax_value_and_grad(params, words, y):
+    padded = np.zeros(PAD, np.int32)
+    padded[:len(words)] = words
     with jax.enable_x64(True):
-        value, grads = jax.value_and_grad(rnn_loss_jax)(params, words, y)
+        value, grads = _rnn_reference(params, padded, np.int32(len(words)), y)
         return np.asarray(value), tuple(np.asarray(g) for g in grads)
+
+
+def test_the_padded_reference_is_rnn_loss_jax(model):
+    # the padded loop's loss against the benchmark's own Python loop (its gradients meet the
+    # interpreter's in the tests below)
+    _, params, _ = model
+    rng = np.random.default_rng(8)
+    for n in (1, 5):
+        words, y = _sequence(rng, n)
+        with jax.enable_x64(True):
+            expected = rnn_loss_jax(params, words, y)
+        _close(_jax_value_and_grad(params, words, y)[0], expected)
 
 
 # the default run takes four lengths across 1-200, three of them checked against the oracles

@@ -1,8 +1,8 @@
 """The traced-condition loop of issue 17 (`while |x| > eps`, shape B of
 relayish/backend/jax/dynamic_tail.py): forward AND reverse-AD output, each ONE compilation for
 every input, whatever its trip count. Gradients are checked against the interpreter and against
-jax.grad of the same loop unrolled in Python for that input's trip count (jax.grad cannot
-differentiate lax.while_loop), for trip counts 0, 1 and many, float32 and float64; a loop
+jax.grad of the same loop unrolled for that input's trip count (a masked lax.scan: jax.grad
+cannot differentiate lax.while_loop), for trip counts 0, 1 and many, float32 and float64; a loop
 carrying two tensors, one whose step uses a vector weight and one whose step uses a matrix
 weight (the weight's gradient is a deferred sum of the backward loop). What still does not
 compile as a loop is a CompileError naming the function; a run past the step capacity an
@@ -36,6 +36,41 @@ def _trips(step, cond, *xs):
         n, _ = jax.lax.while_loop(lambda s: cond(*s[1]), body,
                                   (0, tuple(map(jnp.asarray, xs))))
         return int(n)
+
+
+MAX_TRIPS = 64     # more than any input here runs (the references assert it)
+
+
+def _unrolled_reference(step, cond, loss, n_state, argnums):
+    """jax.value_and_grad of `loss(final, initial, weights)` where `final` is the loop state
+    after exactly the trip count's steps (`step(*state, *weights)` while `cond(*state)`), with
+    the trip count as aux: the oracle is the loop unrolled, as a lax.scan of MAX_TRIPS steps
+    whose steps past the trip count keep the state (jax.grad cannot differentiate
+    lax.while_loop). Jitted: one compilation for every trip count, where a Python loop
+    unrolled per count compiles each count anew, or each primitive when run eagerly."""
+    def tupled(out):
+        return out if isinstance(out, tuple) else (out,)
+
+    def f(*args):
+        state, weights = args[:n_state], args[n_state:]
+        trips, _ = jax.lax.while_loop(
+            lambda c: cond(*c[1]), lambda c: (c[0] + 1, tupled(step(*c[1], *weights))),
+            (0, tuple(jax.lax.stop_gradient(a) for a in state)))
+
+        def body(s, k):
+            new = tupled(step(*s, *weights))
+            return tuple(jnp.where(k < trips, a, b) for a, b in zip(new, s)), None
+        final, _ = jax.lax.scan(body, tuple(state), jnp.arange(MAX_TRIPS))
+        return loss(final, state, weights), trips
+    return jax.jit(jax.value_and_grad(f, argnums=argnums, has_aux=True))
+
+
+def _reference(function, *args, x64=True):
+    """(trip count, (value, gradients)) of an _unrolled_reference."""
+    with jax.enable_x64(x64):
+        (value, trips), grads = function(*map(jnp.asarray, args))
+    assert int(trips) <= MAX_TRIPS
+    return int(trips), (value, grads)
 
 
 def _close(got, expected, rtol):
@@ -72,17 +107,12 @@ def test_traced_condition_loop_gradient_is_one_compilation_for_every_trip_count(
     vg = rl.value_and_grad(f)
     run = rl.compile(vg, backend="jax")
     eps = np.dtype(dtype).type(EPS)
+    reference = _unrolled_reference(loop_step_jax, lambda v: jnp.sum(v * v) > eps,
+                                    lambda final, x, w: jnp.sum(final[0]), 1, 0)
     trips = []
     for x in _loop_inputs(dtype):
-        n = _trips(loop_step_jax, lambda v: jnp.sum(v * v) > eps, x)
+        n, expected = _reference(reference, x, x64=dtype == "float64")
         trips.append(n)
-
-        def unrolled(v):
-            for _ in range(n):
-                v = loop_step_jax(v)
-            return jnp.sum(v)
-        with jax.enable_x64(dtype == "float64"):
-            expected = jax.value_and_grad(unrolled)(jnp.asarray(x))
         got = run(x)
         _close(got, (expected[0], (expected[1],)), rtol)
         _close(got, rl.evaluate(vg, x), rtol)
@@ -136,18 +166,13 @@ def test_a_loop_carrying_two_tensors_gradient_one_compilation():
     run = rl.compile(vg, backend="jax")
     rng = np.random.default_rng(3)
     trips = []
+    reference = _unrolled_reference(
+        _two_step, lambda a, b: jnp.sum(a * a) + jnp.sum(b * b) > 0.001,
+        lambda final, initial, w: jnp.sum(final[0] * final[1]) + jnp.sum(final[1]), 2, (0, 1))
     for scale in (0.001, 0.3, 5.0, 300.0):
         x, y = rng.normal(size=6) * scale, rng.normal(size=6) * scale
-        n = _trips(_two_step, lambda a, b: jnp.sum(a * a) + jnp.sum(b * b) > 0.001, x, y)
+        n, expected = _reference(reference, x, y)
         trips.append(n)
-
-        def unrolled(a, b):
-            for _ in range(n):
-                a, b = _two_step(a, b)
-            return jnp.sum(a * b) + jnp.sum(b)
-        with jax.enable_x64(True):
-            expected = jax.value_and_grad(unrolled, argnums=(0, 1))(jnp.asarray(x),
-                                                                    jnp.asarray(y))
         got = run(x, y)
         _close(got, expected, 1e-10)
         _close(got, rl.evaluate(vg, x, y), 1e-10)
@@ -188,20 +213,13 @@ def test_a_loop_whose_step_uses_a_weight_gradient_for_the_weight_too(text, step,
     rng = np.random.default_rng(11)
     w = weight(rng)
     n_x = w.shape[0]
+    reference = _unrolled_reference(step, lambda v: jnp.sum(v * v) > 0.001,
+                                    lambda final, x0, w0: loss(final[0], x0[0], w0[0]), 1, (0, 1))
     trips = []
     for scale in (0.001, 0.2, 3.0, 100.0):
         x = rng.normal(size=n_x) * scale
-        n = _trips(lambda v: step(v, w), lambda v: jnp.sum(v * v) > 0.001, x)
+        n, expected = _reference(reference, x, w)
         trips.append(n)
-
-        def unrolled(x0, w0):
-            v = x0
-            for _ in range(n):
-                v = step(v, w0)
-            return loss(v, x0, w0)
-        with jax.enable_x64(True):
-            expected = jax.value_and_grad(unrolled, argnums=(0, 1))(jnp.asarray(x),
-                                                                    jnp.asarray(w))
         got = run(x, w)
         _close(got, expected, 1e-10)
         _close(got, rl.evaluate(vg, x, w), 1e-10)
