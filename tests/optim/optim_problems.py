@@ -52,3 +52,12 @@ def logistic(n_samples=60, n_features=8, seed=1, lam=1e-2):
 
 def is_local_min(H, g, tol=1e-6):
     return np.linalg.norm(g) < tol and np.linalg.eigvalsh(0.5 * (H + H.T)).min() > 0
+
+
+def refuse_recursion_early(monkeypatch, activations=16):
+    """Let the jax backend give up on a recursion under a traced condition after `activations`
+    activations instead of MAX_ACTIVATIONS_UNDER_JOIN (512: 2.5 s of tracing nested joins).
+    For tests of what the optimizer does with jax's refusal; the bound itself is
+    tests/backend's (test_jax_nesting.py, test_jax_dynamic_tail.py)."""
+    from relayish.backend.jax import trace
+    monkeypatch.setattr(trace, "MAX_ACTIVATIONS_UNDER_JOIN", activations)

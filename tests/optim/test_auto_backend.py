@@ -11,7 +11,8 @@ import relayish as rl
 from relayish.backend import registry
 from relayish.optim import backends, cache
 
-from optim_problems import EXAMPLES, rosenbrock, rosenbrock_module, rosenbrock_start
+from optim_problems import (EXAMPLES, refuse_recursion_early, rosenbrock, rosenbrock_module,
+                            rosenbrock_start)
 
 
 @pytest.fixture
@@ -84,10 +85,11 @@ def test_the_budget_adds_up_across_calls(monkeypatch, fresh_cache):
     assert used.count("interpreter+jax") == 1
 
 
-def test_a_program_jax_refuses_stays_on_the_interpreter(no_budget):
+def test_a_program_jax_refuses_stays_on_the_interpreter(no_budget, monkeypatch):
     # the recursion depth depends on the variable's value, and the recursive call is not a
     # tail call: no XLA program for it (a tail recursion is one while loop, its gradient too:
     # tests/backend/test_jax_dynamic_tail.py)
+    refuse_recursion_early(monkeypatch)
     mod = rl.parse("""
     def @shrink(%x: Tensor[(2), float64], %n: Tensor[(), float64]) -> Tensor[(), float64] {
       if (%n > 0f64) { @shrink(%x * 0.9f64, %n - 1f64) * 0.99f64 } else { sum(%x * %x) }

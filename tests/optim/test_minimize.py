@@ -7,8 +7,8 @@ import pytest
 import relayish as rl
 from relayish.errors import RelayishError
 
-from optim_problems import (F64, is_local_min, logistic, quadratic, rosenbrock, rosenbrock_module,
-                            rosenbrock_start)
+from optim_problems import (F64, is_local_min, logistic, quadratic, refuse_recursion_early,
+                            rosenbrock, rosenbrock_module, rosenbrock_start)
 from strategies import deep
 
 METHODS = ["newton", "newton-cg", "trust-ncg", "bfgs", "gd"]
@@ -157,10 +157,11 @@ def test_wrong_shape_x0_is_an_error():
         rl.optim.minimize(rosenbrock(2), "hello")
 
 
-def test_objective_jax_cannot_compile_names_the_interpreter_option():
+def test_objective_jax_cannot_compile_names_the_interpreter_option(monkeypatch):
     # the recursion depth depends on the variable's value, and the recursive call is not a
     # tail call: no XLA program for it (a tail recursion is one while loop, its gradient too:
     # tests/backend/test_jax_dynamic_tail.py)
+    refuse_recursion_early(monkeypatch)
     mod = rl.parse("""
     def @shrink(%x: Tensor[(2), float64], %n: Tensor[(), float64]) -> Tensor[(), float64] {
       if (%n > 0f64) { @shrink(%x * 0.9f64, %n - 1f64) * 0.99f64 } else { sum(%x * %x) }
