@@ -31,13 +31,20 @@ linear classifier) with the same ops: one embedding row per leaf, one gate matmu
   PyTorch as written; same numbers (to_gate_params), so the same loss and gradients.
 
 Before timing, all gradients are checked against relayish's in float64 (assert). The timed
-competitors are interleaved tree by tree in one process; each runs on one thread
-(OMP/OPENBLAS/MKL_NUM_THREADS=1 set below, before numpy/torch are imported), which also keeps
-the figures stable on a shared machine. Times are CPU time of the process (time.process_time),
+competitors are interleaved tree by tree in one process pinned to ONE core (below, before
+numpy/jax/torch start their thread pools: XLA:CPU runs independent steps on a second thread
+even with --xla_cpu_multi_thread_eigen=false, which CPU time would charge to relayish and
+jax.jit as work while it mostly waits), each library with one thread
+(OMP/OPENBLAS/MKL_NUM_THREADS=1), which also keeps the figures stable on a shared machine.
+Parameters are jax arrays for the jax-based competitors, as a training loop holds them (numpy
+parameters would be copied to the device on every call: 2.6 MB here). Times are CPU time of
+the process (time.process_time, equal to wall time on one core when the machine is quiet),
 best round of --rounds, as ms per tree, with the ratio against PyTorch (> 1: slower).
 """
 import os
 
+if __name__ == "__main__" and hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
@@ -76,9 +83,10 @@ def relayish_jax_runner(params, trees, dtype, capacity=None):
     # column converts them to relayish values first)
     spec = compiled.node_tables()[PARAMS.index("bo") + 1]
     values = [(spec.encode(to_value(mod, t), capacity), np.int32(y)) for t, y in trees]
+    ps = [jax.device_put(p) for p in params]
 
     def run(k):
-        v, g = compiled(*params, *values[k])
+        v, g = compiled(*ps, *values[k])
         jax.block_until_ready(g)
         return v, g
     t0 = time.process_time()
