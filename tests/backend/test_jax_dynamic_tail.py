@@ -277,11 +277,17 @@ def test_the_loop_gradient_under_vmap_one_trace():
     assert run.trace_count == 1
 
 
-def test_the_loops_second_derivative_is_a_compile_error_naming_the_loop():
+# the default run gives up after 16 activations under traced joins, -m slow after the real
+# bound's 512 (2.3 s of tracing nested joins)
+@pytest.mark.parametrize("activations", [16, pytest.param(None, marks=pytest.mark.slow)])
+def test_the_loops_second_derivative_is_a_compile_error_naming_the_loop(activations, monkeypatch):
     # the Hessian differentiates the gradient's loop again: @loop_ad_const1_ad_const1 returns
     # a reference to an (x, %rx) pair (a reference holding a reference, which no pool row
     # holds), so it is not a tail loop the rule recognizes; it unrolls, and the unrolling
     # under traced ifs never ends at trace time
+    if activations is not None:
+        from relayish.backend.jax import trace
+        monkeypatch.setattr(trace, "MAX_ACTIVATIONS_UNDER_JOIN", activations)
     f = loop_module(4, "float64", summed=True)
     run = rl.compile(rl.hessian(f), backend="jax", limits={"max_seconds": 20})
     with pytest.raises(CompileError, match=r"recursion in @loop\w*_ad\w* does not terminate at "
