@@ -47,8 +47,8 @@ from relayish.backend.values import ConstructorValue
 from relayish.backend.jax.dynamic_defer import _is_tree, _key, _tmap
 from relayish.backend.jax.dynamic_left import left_fold_call
 from relayish.backend.jax.dynamic_rows import (Family, JPoolRef, JRow, Pool, _at, _cast,
-                                               _Encoder, _fixed_trips, _is_zero_constant,
-                                               _keep_if, _set)
+                                               _Encoder, _fixed_trips, _keep_if, _set,
+                                               new_pool_ref)
 from relayish.backend.jax.dynamic_rule import _same_type, adt_fields
 from relayish.backend.jax.dynamic_tables import JChild, JTable, TableSpec
 from relayish.backend.jax.values import (Frame, Indexed, JClosure, JRef, JUnion, closure_name,
@@ -208,18 +208,8 @@ class _FoldLoop:
     # -- inside the body ----------------------------------------------------------------------
     def new_ref(self, value):
         """`ref(value)` in an iteration: the next slot of its type's pool at row i."""
-        if not _is_tree(value):
-            raise CompileError(f"{self.name}: ref(...) of a {describe(value)} in an iteration "
-                               "of a loop over dynamic structure is not compiled as a loop "
-                               "(a reference made in the loop holds tensors)")
-        key = _key(value)
-        pool = self.pool(key)
-        k = self.counts.get(key, 0)
-        self.counts[key] = k + 1
-        ref = JPoolRef(pool, pool.own_slot(self.i, k))   # i * K + k
-        if not _is_zero_constant(value):       # the pool starts as zeros
-            ref.write(self.ev, value)
-        return ref
+        return new_pool_ref(self, value, lambda pool, k: pool.own_slot(self.i, k),  # i*K + k
+                            "a loop over dynamic structure")
 
     def result_at(self, row):
         return _unflatten(self.result, iter([_at(t, row) for t in self.results]), self.pool)

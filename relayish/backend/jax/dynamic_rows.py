@@ -116,6 +116,25 @@ def _is_zero_constant(v):
     return all(isinstance(x, np.ndarray) and not x.any() for x in _leaves(v, []))
 
 
+def new_pool_ref(loop, value, slot, where):
+    """`ref(value)` made in an iteration of `loop` (a fold's forward loop or a tail loop with
+    rows: `name`, `ev`, `pool(key)` and the per-iteration `counts`): the next slot of its
+    content type's pool, `slot(pool, k)` its index for the k-th such reference of the
+    iteration; `where` names the loop in the error for a reference that holds no tensors."""
+    if not _is_tree(value):
+        raise CompileError(f"{loop.name}: ref(...) of a {describe(value)} in an iteration of "
+                           f"{where} is not compiled as a loop (a reference made in the loop "
+                           "holds tensors)")
+    key = _key(value)
+    pool = loop.pool(key)
+    k = loop.counts.get(key, 0)
+    loop.counts[key] = k + 1
+    ref = JPoolRef(pool, slot(pool, k))
+    if not _is_zero_constant(value):       # the pool starts as zeros
+        ref.write(loop.ev, value)
+    return ref
+
+
 # ---- rows of tables: pool references and family members ---------------------------------------
 
 class Pool:

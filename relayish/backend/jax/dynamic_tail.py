@@ -65,7 +65,7 @@ from relayish.backend.jax.dynamic_defer import _is_tree, _key, _leaves, _tmap
 from relayish.backend.jax.dynamic_loops import _content_key, _kept, _reachable
 from relayish.backend.jax.dynamic_tables import JCursor, JTable
 from relayish.backend.jax.dynamic_rows import (Family, JPoolRef, JRow, Pool, _Encoder, _cast as
-                                               _cast_to, _is_zero_constant, _set)
+                                               _cast_to, _set, new_pool_ref)
 from relayish.backend.jax.values import (Frame, JClosure, JRef, JUnion, closure_name, describe,
                                          is_tensor, is_traced, load_jax, next_serial,
                                          serial_of)
@@ -300,19 +300,10 @@ class _RowsLoop:
 
     def new_ref(self, value):
         """`ref(value)` in an iteration: the next slot of its type's pool at row i."""
-        if not _is_tree(value):
-            raise CompileError(f"{self.name}: ref(...) of a {describe(value)} in an iteration "
-                               "of a loop with a traced trip count is not compiled as a loop "
-                               "(a reference made in the loop holds tensors)")
         import jax.numpy as jnp
-        key = _key(value)
-        pool = self.pool(key)
-        k = self.counts.get(key, 0)
-        self.counts[key] = k + 1
-        ref = JPoolRef(pool, jnp.asarray(self.i * (pool.per_row or 1) + k, jnp.int32))
-        if not _is_zero_constant(value):       # the pool starts as zeros
-            ref.write(self.ev, value)
-        return ref
+        return new_pool_ref(
+            self, value, lambda pool, k: jnp.asarray(self.i * (pool.per_row or 1) + k, jnp.int32),
+            "a loop with a traced trip count")
 
     def spare(self, pool):
         import jax.numpy as jnp
