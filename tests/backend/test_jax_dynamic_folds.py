@@ -1,6 +1,6 @@
 """Fold shapes users write, each ONE compiled loop for every input on the jax backend (issue 17,
 brief B): a fold whose base case writes no backpropagator (the row keeps the family's pointer,
-dynamic_loops._kept), folds over lists of float vectors under reverse AD (the lifted list),
+dynamic_rows._kept), folds over lists of float vectors under reverse AD (the lifted list),
 and left folds (tail recursion with an accumulator). Values and gradients equal the
 interpreter's and jax's on a Python twin; trace_count == 1 over inputs of several sizes.
 (tests/backend/test_jax_dynamic_rnn.py has the RNN versions of the same shapes.)"""

@@ -166,7 +166,7 @@ def _int_list(mod, words):
 
 def test_rnn_with_an_empty_base_case_gradient_is_one_loop():
     # `Nil => h0` writes no backpropagator: the Nil row keeps the family's pointer (-1 here),
-    # so the backward chain skips it and ends at the pre-loop closure (dynamic_loops._kept)
+    # so the backward chain skips it and ends at the pre-loop closure (dynamic_rows._kept)
     mod = rl.infer_type(rl.parse(EMPTY_BASE))
     rng = np.random.default_rng(4)
     E, W = rng.normal(size=(5, 3)), rng.normal(size=(3, 3)) * 0.5

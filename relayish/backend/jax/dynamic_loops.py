@@ -47,8 +47,8 @@ from relayish.backend.values import ConstructorValue
 from relayish.backend.jax.dynamic_defer import _is_tree, _key, _tmap
 from relayish.backend.jax.dynamic_left import left_fold_call
 from relayish.backend.jax.dynamic_rows import (Family, JPoolRef, JRow, Pool, _at, _cast,
-                                               _Encoder, _fixed_trips, _keep_if, _set,
-                                               new_pool_ref)
+                                               _fixed_trips, _keep_if, _set, new_pool_ref,
+                                               write_family_rows)
 from relayish.backend.jax.dynamic_rule import _same_type, adt_fields
 from relayish.backend.jax.dynamic_tables import JChild, JTable, TableSpec
 from relayish.backend.jax.values import (Frame, Indexed, JClosure, JRef, JUnion, closure_name,
@@ -84,34 +84,6 @@ def _reachable(values):
 
 
 # ---- the forward loop ----------------------------------------------------------------------------
-
-def _kept(fam, value, i):
-    """(what row i of `fam` stores, the family's pointer after iteration i) for the content
-    `value` the iteration leaves in the family's reference. A clause that writes no new
-    content (the base case of reverse AD's fold, `Nil => h0`, writes no backpropagator) leaves
-    the previous row, `JRow(fam, p)`: the pointer stays p and row i is never in the chain, so
-    the backward loop skips it. A union over the clauses keeps the pointer of the alternatives
-    that are a previous row, and row i stores the union of the others (their index renumbered;
-    one alternative left is stored as itself); None: every alternative keeps the pointer."""
-    if isinstance(value, JRow) and value.family is fam:
-        return None, value.ptr
-    if not isinstance(value, JUnion):
-        return value, i
-    kept = [isinstance(a, JRow) and a.family is fam for a in value.alts]
-    if not any(kept):
-        return value, i
-    import jax.numpy as jnp
-    ptr = jnp.stack([jnp.asarray(a.ptr if k else i, jnp.int32)
-                     for a, k in zip(value.alts, kept)])[value.index]
-    rest = [a for a, k in zip(value.alts, kept) if not k]
-    if not rest:
-        return None, ptr
-    if len(rest) == 1:
-        return rest[0], ptr
-    renumber = np.cumsum([not k for k in kept], dtype=np.int32) - 1
-    index = jnp.asarray(np.maximum(renumber, 0))[value.index]
-    return JUnion(index, rest, value.start, next_serial()), ptr
-
 
 def fold_call(ev, fold, callee, args):
     """The value of a call of the recognized fold `fold` (TraceEvaluator.enter's hook), or None
@@ -302,20 +274,7 @@ class _FoldLoop:
             pool.start_row(i)           # this iteration's slots, outside its switch
         value = self._step()
         results = self._put_result(value, i)
-        encoded, pointers = [], []
-        for fam, tables in zip(self.families, fam_tables):
-            stored, ptr = _kept(fam, fam.ref.value, i)
-            pointers.append(ptr)
-            enc = _Encoder(self.start, self.outer, self.name)
-            fam.template = None if stored is None else enc.encode(stored)
-            encoded.append(enc.leaves)
-            if fam.layout is not None:
-                got = [(tuple(np.shape(x)), np.dtype(x.dtype)) for x in enc.leaves]
-                if got != fam.layout:
-                    raise CompileError(f"internal: {self.name}'s iteration changed shape "
-                                       "between traces")
-        fam_tables = [[_set(t, i, x) for t, x in zip(tables, fam.pack(leaves))] if tables else []
-                      for fam, tables, leaves in zip(self.families, fam_tables, encoded)]
+        fam_tables, pointers, encoded = write_family_rows(self, i, fam_tables)
         import jax.numpy as jnp
         valid = self.valid
         ptrs = [_keep_if(valid, jnp.asarray(q, jnp.int32), p) for q, p in zip(pointers, ptrs)]

@@ -116,6 +116,57 @@ def _is_zero_constant(v):
     return all(isinstance(x, np.ndarray) and not x.any() for x in _leaves(v, []))
 
 
+def _kept(fam, value, i):
+    """(what row i of `fam` stores, the family's pointer after iteration i) for the content
+    `value` the iteration leaves in the family's reference. A clause that writes no new
+    content (the base case of reverse AD's fold, `Nil => h0`, writes no backpropagator) leaves
+    the previous row, `JRow(fam, p)`: the pointer stays p and row i is never in the chain, so
+    the backward loop skips it. A union over the clauses keeps the pointer of the alternatives
+    that are a previous row, and row i stores the union of the others (their index renumbered;
+    one alternative left is stored as itself); None: every alternative keeps the pointer."""
+    if isinstance(value, JRow) and value.family is fam:
+        return None, value.ptr
+    if not isinstance(value, JUnion):
+        return value, i
+    kept = [isinstance(a, JRow) and a.family is fam for a in value.alts]
+    if not any(kept):
+        return value, i
+    import jax.numpy as jnp
+    ptr = jnp.stack([jnp.asarray(a.ptr if k else i, jnp.int32)
+                     for a, k in zip(value.alts, kept)])[value.index]
+    rest = [a for a, k in zip(value.alts, kept) if not k]
+    if not rest:
+        return None, ptr
+    if len(rest) == 1:
+        return rest[0], ptr
+    renumber = np.cumsum([not k for k in kept], dtype=np.int32) - 1
+    index = jnp.asarray(np.maximum(renumber, 0))[value.index]
+    return JUnion(index, rest, value.start, next_serial()), ptr
+
+
+def write_family_rows(loop, i, tables):
+    """Row i of every family of `loop` (a fold's forward loop or a tail loop with rows:
+    `families`, `start`, `outer`, `name`): the content each family's reference holds at the end
+    of iteration i, encoded against the family's template and written at row i of its tables
+    (`_kept`: a family the iteration left as it was keeps its pointer). Returns (the tables,
+    the families' pointers, each family's encoded leaves)."""
+    encoded, pointers = [], []
+    for fam in loop.families:
+        stored, ptr = _kept(fam, fam.ref.value, i)
+        pointers.append(ptr)
+        enc = _Encoder(loop.start, loop.outer, loop.name)
+        fam.template = None if stored is None else enc.encode(stored)
+        encoded.append(enc.leaves)
+        if fam.layout is not None:
+            got = [(tuple(np.shape(x)), np.dtype(x.dtype)) for x in enc.leaves]
+            if got != fam.layout:
+                raise CompileError(f"internal: {loop.name}'s iteration changed shape between "
+                                   "traces")
+    tables = [[_set(t, i, x) for t, x in zip(ts, fam.pack(leaves))] if ts else []
+              for fam, ts, leaves in zip(loop.families, tables, encoded)]
+    return tables, pointers, encoded
+
+
 def new_pool_ref(loop, value, slot, where):
     """`ref(value)` made in an iteration of `loop` (a fold's forward loop or a tail loop with
     rows: `name`, `ev`, `pool(key)` and the per-iteration `counts`): the next slot of its

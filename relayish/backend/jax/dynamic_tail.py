@@ -35,7 +35,7 @@ its adjoint reference: kept out of the rows).
     rows. Its writes stay ordinary writes (`%bp` then holds its closure or the caller's: the
     family's row -1).
   * An iteration that writes no new closure (the exit branch writes no backpropagator) keeps
-    the family's pointer (dynamic_loops._kept, as a fold's `Nil => h0` clause), so the
+    the family's pointer (dynamic_rows._kept, as a fold's `Nil => h0` clause), so the
     backward loop skips its row.
   * The call's value joins the peeled iteration's result (zero trips) with the loop's.
   * Rows are tables: the bound is `capacity["steps"]` (rl.compile(..., capacity={"steps":
@@ -62,10 +62,10 @@ import numpy as np
 
 from relayish.errors import CompileError
 from relayish.backend.jax.dynamic_defer import _is_tree, _key, _leaves, _tmap
-from relayish.backend.jax.dynamic_loops import _content_key, _kept, _reachable
+from relayish.backend.jax.dynamic_loops import _content_key, _reachable
 from relayish.backend.jax.dynamic_tables import JCursor, JTable
-from relayish.backend.jax.dynamic_rows import (Family, JPoolRef, JRow, Pool, _Encoder, _cast as
-                                               _cast_to, _set, new_pool_ref)
+from relayish.backend.jax.dynamic_rows import (Family, JPoolRef, JRow, Pool, _cast as _cast_to,
+                                               new_pool_ref, write_family_rows)
 from relayish.backend.jax.values import (Frame, JClosure, JRef, JUnion, closure_name, describe,
                                          is_tensor, is_traced, load_jax, next_serial,
                                          serial_of)
@@ -418,20 +418,7 @@ class _RowsLoop:
             self.res_kinds = self._kinds(_flatten(result, []), "result")
         new_args = self._carry(tuple(nxt), self.arg_kinds, self.arg_shape, "argument")
         res = self._carry(result, self.res_kinds, self.res_shape, "result")
-        encoded, pointers = [], []
-        for fam in self.families:
-            stored, ptr = _kept(fam, fam.ref.value, i)
-            pointers.append(ptr)
-            enc = _Encoder(self.start, self.outer, self.name)
-            fam.template = None if stored is None else enc.encode(stored)
-            encoded.append(enc.leaves)
-            if fam.layout is not None:
-                got = [(tuple(np.shape(x)), np.dtype(x.dtype)) for x in enc.leaves]
-                if got != fam.layout:
-                    raise CompileError(f"internal: {self.name}'s iteration changed shape "
-                                       "between traces")
-        fam_tables = [[_set(t, i, x) for t, x in zip(tables, fam.pack(leaves))] if tables else []
-                      for fam, tables, leaves in zip(self.families, fam_tables, encoded)]
+        fam_tables, pointers, encoded = write_family_rows(self, i, fam_tables)
         ptrs = [jnp.asarray(p, jnp.int32) for p in pointers]
         pools = [pool.cell.value for pool in self.pools.values()]
         carried = [_tmap(lambda v, o: _cast_to(v, np.shape(o), o.dtype), ref.value, old)
