@@ -48,6 +48,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 import relayish as rl  # noqa: E402
+from timing import interleaved_best, print_against  # noqa: E402
 
 RNN_TEXT = """
 type Seq {{ Last(int32), Step(int32, Seq) }}
@@ -263,21 +264,8 @@ def rnn_section(args, rng):
             jit_compile.append((len(words), jits[len(words)].compile_s))
     runners["jax.jit per length (steady)"] = lambda k: jits[len(timed[k][0])](
         np.int32(timed[k][1]))
-    for run in runners.values():
-        run(0)
-    best = dict.fromkeys(runners, float("inf"))
-    for _ in range(args.rounds):
-        spent = dict.fromkeys(runners, 0.0)
-        for k in range(len(timed)):
-            for name, run in runners.items():
-                t0 = time.process_time()
-                run(k)
-                spent[name] += time.process_time() - t0
-        for name in runners:
-            best[name] = min(best[name], spent[name] / len(timed) * 1e3)
-    torch_ms = best["PyTorch eager CPU"]
-    for name, ms in best.items():
-        print(f"  {name:38s} {ms:8.2f} ms   {ms / torch_ms:5.2f}x PyTorch")
+    best = interleaved_best(runners, len(timed), args.rounds)
+    torch_ms = print_against(best, "PyTorch eager CPU")
     # jax.jit's compile time grows with the length (the loop is unrolled): a least-squares line
     # through the measured lengths, summed over the data set's distinct lengths
     ns, secs = np.array([n for n, _ in jit_compile]), np.array([s for _, s in jit_compile])

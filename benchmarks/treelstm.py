@@ -57,6 +57,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 import relayish as rl  # noqa: E402
+from timing import interleaved_best, print_against  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples"))
 from treelstm import (CLASSES, PARAMS, VOCAB, init_params, random_tree,  # noqa: E402
@@ -369,21 +370,8 @@ def main(argv=None):
             "relayish per-gate + merge_matmul": relayish_runner(params, trees, "float32",
                                                                 "gates+merge"),
             "PyTorch eager CPU, per-gate model": torch_gates_runner(params, trees)})
-    for run in runners.values():        # warm-up: first-call costs are not steady state
-        run(0)
-    best = {name: float("inf") for name in runners}
-    for _ in range(args.rounds):
-        spent = dict.fromkeys(runners, 0.0)
-        for k in range(len(trees)):
-            for name, run in runners.items():
-                t0 = time.process_time()
-                run(k)
-                spent[name] += time.process_time() - t0
-        for name in runners:
-            best[name] = min(best[name], spent[name] / len(trees) * 1e3)
-    torch_ms = best["PyTorch eager CPU"]
-    for name, ms in best.items():
-        print(f"  {name:38s} {ms:8.2f} ms   {ms / torch_ms:5.2f}x PyTorch")
+    best = interleaved_best(runners, len(trees), args.rounds)
+    torch_ms = print_against(best, "PyTorch eager CPU")
 
     few = trees[:1 if args.quick else 2]
     run = jax_eager_runner(params, few)
