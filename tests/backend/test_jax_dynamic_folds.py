@@ -116,22 +116,6 @@ def @fold(%w: Tensor[(3), float64], %l: L) -> Tensor[(3), float64] {
 """
 
 
-def _list(mod, xs):
-    nil, cons = mod.get_constructor("Nil"), mod.get_constructor("Cons")
-    out = rl.ConstructorValue(nil, [])
-    for x in reversed(xs):
-        out = rl.ConstructorValue(cons, [x, out])
-    return out
-
-
-def _elements(v):
-    out = []
-    while v.fields:
-        out.append(v.fields[0])
-        v = v.fields[1]
-    return out
-
-
 def test_reverse_ads_lifting_of_a_list_is_a_map_and_the_list_is_dynamic():
     mod = rl.infer_type(rl.parse(MAPS + """
 def @main(%w: Tensor[(3), float64], %l: L) -> float64 { sum(@fold(%w, %l)) }
@@ -156,10 +140,10 @@ def @main(%w: Tensor[(3), float64], %l: L) -> (Tensor[(3), float64], L) {
     w = rng.normal(size=3)
     for n in (0, 1, 5, 31):
         xs = list(rng.normal(size=(n, 3)))
-        got, doubled = run(w, _list(mod, xs))
-        expected, e_doubled = rl.evaluate(mod, w, _list(mod, xs))
-        _close((got, _elements(doubled)), (expected, _elements(e_doubled)))
-        assert len(_elements(doubled)) == n
+        got, doubled = run(w, rl.list_value(mod, xs))
+        expected, e_doubled = rl.evaluate(mod, w, rl.list_value(mod, xs))
+        _close((got, rl.from_list_value(doubled)), (expected, rl.from_list_value(e_doubled)))
+        assert len(rl.from_list_value(doubled)) == n
     assert run.trace_count == 1
 
 
@@ -176,7 +160,7 @@ def @main(%w: Tensor[(3), float64], %l: L) -> Tensor[(3), float64] {
     w = rng.normal(size=3)
     for n in (1, 2):
         xs = list(rng.normal(size=(n, 3)))
-        np.testing.assert_allclose(run(w, _list(mod, xs)), rl.evaluate(mod, w, _list(mod, xs)),
+        np.testing.assert_allclose(run(w, rl.list_value(mod, xs)), rl.evaluate(mod, w, rl.list_value(mod, xs)),
                                    rtol=1e-12)
     assert run.trace_count == 2                  # unrolled, one trace per length, as before
 
@@ -188,13 +172,13 @@ def @main(%w: Tensor[(3), float64], %l: L) -> float64 { sum(@fold(%w, %l)) }
     vg = rl.value_and_grad(mod, argnums=(0, 1))
     rng = np.random.default_rng(14)
     w, xs = rng.normal(size=3) * 0.5, list(rng.normal(size=(10_000, 3)))
-    value, (dw, dxs) = rl.compile(vg, backend="jax")(w, _list(mod, xs))
-    grads = _elements(dxs)
+    value, (dw, dxs) = rl.compile(vg, backend="jax")(w, rl.list_value(mod, xs))
+    grads = rl.from_list_value(dxs)
     assert len(grads) == 10_000
     # the ends of the list: the first element enters the last step, the last one the first
-    e_value, (e_dw, e_dxs) = rl.evaluate(vg, w, _list(mod, xs))
-    _close((value, dw, grads[0], grads[-1]), (e_value, e_dw, _elements(e_dxs)[0],
-                                              _elements(e_dxs)[-1]))
+    e_value, (e_dw, e_dxs) = rl.evaluate(vg, w, rl.list_value(mod, xs))
+    _close((value, dw, grads[0], grads[-1]), (e_value, e_dw, rl.from_list_value(e_dxs)[0],
+                                              rl.from_list_value(e_dxs)[-1]))
 
 
 TENSOR_TREE = """
@@ -325,8 +309,8 @@ def test_a_left_fold_is_one_loop_for_every_length():
     W = rng.normal(size=(3, 3)) * 0.5
     for n in (0, 1, 2, 9, 63):
         xs = list(rng.normal(size=(n, 3)))
-        got = run(W, _list(mod, xs))
-        np.testing.assert_allclose(got, rl.evaluate(mod, W, _list(mod, xs)), rtol=1e-12)
+        got = run(W, rl.list_value(mod, xs))
+        np.testing.assert_allclose(got, rl.evaluate(mod, W, rl.list_value(mod, xs)), rtol=1e-12)
         with jax.enable_x64(True):
             np.testing.assert_allclose(got, _walk_jax(W, xs), rtol=1e-12)
     assert run.trace_count == 1
@@ -349,7 +333,7 @@ def @main(%W: Tensor[(3, 3), float64], %xs: L) -> float64 {
     rng = np.random.default_rng(17)
     W = rng.normal(size=(3, 3)) * 0.5
     for lengths in ((0, 5, 1, 30), (7, 2)):
-        lists = [_list(mod, list(rng.normal(size=(n, 3)))) for n in lengths]
+        lists = [rl.list_value(mod, list(rng.normal(size=(n, 3)))) for n in lengths]
         got = run(W, lists)
         for k, value in enumerate(lists):
             np.testing.assert_allclose(got[k], rl.evaluate(mod, W, value), rtol=1e-12)
@@ -408,13 +392,13 @@ def @main(%W: Tensor[(3, 3), float64], %h0: Tensor[(3), float64], %xs: L) -> flo
         return jnp.sum(h)
     for n in (0, 1, 2, 9, 40):
         xs, h0 = list(rng.normal(size=(n, 3))), rng.normal(size=3)
-        loss, (dW, dh0, dxs) = run(W, h0, _list(mod, xs))
-        e_loss, (e_dW, e_dh0, e_dxs) = rl.evaluate(vg, W, h0, _list(mod, xs))
-        _close((loss, dW, dh0, _elements(dxs)), (e_loss, e_dW, e_dh0, _elements(e_dxs)))
+        loss, (dW, dh0, dxs) = run(W, h0, rl.list_value(mod, xs))
+        e_loss, (e_dW, e_dh0, e_dxs) = rl.evaluate(vg, W, h0, rl.list_value(mod, xs))
+        _close((loss, dW, dh0, rl.from_list_value(dxs)), (e_loss, e_dW, e_dh0, rl.from_list_value(e_dxs)))
         with jax.enable_x64(True):
             j_loss, (j_dW, j_dh0, j_dxs) = jax.value_and_grad(walk_jax, argnums=(0, 1, 2))(
                 W, h0, xs)
-        _close((loss, dW, dh0, _elements(dxs)), (j_loss, j_dW, j_dh0, list(j_dxs)))
+        _close((loss, dW, dh0, rl.from_list_value(dxs)), (j_loss, j_dW, j_dh0, list(j_dxs)))
     assert run.trace_count == 1
 
 
@@ -429,10 +413,10 @@ def test_a_left_folds_gradient_from_a_constant_state_is_one_trace_per_length_yet
     W = rng.normal(size=(3, 3)) * 0.5
     for n in (1, 2, 5):
         xs = list(rng.normal(size=(n, 3)))
-        loss, (dW, dxs) = run(W, _list(mod, xs))
+        loss, (dW, dxs) = run(W, rl.list_value(mod, xs))
         with jax.enable_x64(True):
             j_loss, (j_dW, j_dxs) = jax.value_and_grad(_walk_jax, argnums=(0, 1))(W, xs)
-        _close((loss, dW, _elements(dxs)), (j_loss, j_dW, list(j_dxs)))
+        _close((loss, dW, rl.from_list_value(dxs)), (j_loss, j_dW, list(j_dxs)))
     assert run.trace_count == 3
 
 
@@ -449,7 +433,7 @@ def @main(%xs: L) -> Tensor[(3), float64] { @walk(zeros(shape=[3], dtype="float6
 """))
     run = rl.compile(mod, backend="jax")
     with pytest.raises(CompileError, match=r"@walk: ref\(\.\.\.\) in an iteration of a left fold"):
-        run(_list(mod, [np.ones(3)]))
+        run(rl.list_value(mod, [np.ones(3)]))
 
 
 def test_a_left_fold_taking_a_closure_is_one_loop():
@@ -473,7 +457,7 @@ def @main(%w: Tensor[(3), float64], %xs: L) -> float64 {
     w = rng.normal(size=3)
     for n in (0, 1, 5, 31):
         xs = list(rng.normal(size=(n, 3)))
-        np.testing.assert_allclose(run(w, _list(mod, xs)), rl.evaluate(mod, w, _list(mod, xs)),
+        np.testing.assert_allclose(run(w, rl.list_value(mod, xs)), rl.evaluate(mod, w, rl.list_value(mod, xs)),
                                    rtol=1e-12)
     assert run.trace_count == 1
 
@@ -490,7 +474,7 @@ def @main(%w: Tensor[(3), float64], %l: L) -> float64 { sum(@fold(%w, %l)) }
     rng = np.random.default_rng(22)
     w = rng.normal(size=3)
     for lengths in ((3, 0, 17), (1, 30)):
-        lists = [_list(mod, list(rng.normal(size=(n, 3)))) for n in lengths]
+        lists = [rl.list_value(mod, list(rng.normal(size=(n, 3)))) for n in lengths]
         got = run(w, lists)
         for k, value in enumerate(lists):
             one = jax.tree_util.tree_map(lambda a, k=k: np.asarray(a)[k], got)

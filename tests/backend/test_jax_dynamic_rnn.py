@@ -157,11 +157,7 @@ def _empty_base_jax(E, W, words):
 
 
 def _int_list(mod, words):
-    nil, cons = mod.get_constructor("Nil"), mod.get_constructor("Cons")
-    xs = rl.ConstructorValue(nil, [])
-    for w in reversed(words):
-        xs = rl.ConstructorValue(cons, [np.int32(w), xs])
-    return xs
+    return rl.list_value(mod, [np.int32(w) for w in words])
 
 
 def test_rnn_with_an_empty_base_case_gradient_is_one_loop():
@@ -223,23 +219,6 @@ def _vectors_jax(W, xs):
     return jnp.sum(h * h)
 
 
-def _vector_list(mod, xs):
-    nil, cons = mod.get_constructor("Nil"), mod.get_constructor("Cons")
-    out = rl.ConstructorValue(nil, [])
-    for x in reversed(xs):
-        out = rl.ConstructorValue(cons, [x, out])
-    return out
-
-
-def _elements(v):
-    """The tensors of a relayish list value, first to last (a loop: lists are deep)."""
-    out = []
-    while v.fields:
-        out.append(v.fields[0])
-        v = v.fields[1]
-    return out
-
-
 def test_rnn_over_a_list_of_vectors_gradient_is_one_loop():
     # reverse AD lifts the list (@ad_lift_L: L -> L_ad, a reference per element) and reads the
     # element gradients back (@ad_grad_L: L_ad -> L): both are maps (dynamic_rule.py), loops
@@ -255,14 +234,14 @@ def test_rnn_over_a_list_of_vectors_gradient_is_one_loop():
     run_both = rl.compile(both, backend="jax", capacity={"nodes": 64})
     for n in (0, 1, 2, 3, 17, 60):
         xs = list(rng.normal(size=(n, 3)))
-        value = _vector_list(mod, xs)
+        value = rl.list_value(mod, xs)
         np.testing.assert_allclose(forward(W, value), rl.evaluate(mod, W, value), rtol=1e-12)
         _close(run_weights(W, value), rl.evaluate(weights, W, value))
         loss, (dW, dxs) = run_both(W, value)
         e_loss, (e_dW, e_dxs) = rl.evaluate(both, W, value)
-        _close((loss, dW, _elements(dxs)), (e_loss, e_dW, _elements(e_dxs)))
+        _close((loss, dW, rl.from_list_value(dxs)), (e_loss, e_dW, rl.from_list_value(e_dxs)))
         with jax.enable_x64(True):
             j_loss, (j_dW, j_dxs) = jax.value_and_grad(_vectors_jax, argnums=(0, 1))(W, xs)
-        _close((loss, dW, _elements(dxs)), (j_loss, j_dW, list(j_dxs)))
+        _close((loss, dW, rl.from_list_value(dxs)), (j_loss, j_dW, list(j_dxs)))
     assert forward.trace_count == 1
     assert run_weights.trace_count == 1 and run_both.trace_count == 1
