@@ -199,20 +199,11 @@ def _left_fold_of(mod, name, func, graph):
         return None
     clauses, calls = {}, 0
     for clause in body.clauses:
-        lhs = clause.lhs
-        if not isinstance(lhs, PatternConstructor) or lhs.constructor.tag in clauses:
+        fields = _clause_fields(clause.lhs, field_types)
+        if fields is None or fields[0] in clauses:
             return None
-        kinds = field_types[lhs.constructor.tag]
-        subs = []
-        for p in lhs.patterns:
-            if isinstance(p, PatternVar):
-                subs.append(p.var)
-            elif isinstance(p, PatternWildcard):
-                subs.append(None)
-            else:
-                return None
-        if len(subs) != len(kinds) or not all(_same_type(f, t) or _row_type(f)
-                                              for f in kinds):
+        tag, subs, kinds = fields
+        if not all(_same_type(f, t) or _row_type(f) for f in kinds):
             return None
         children = {v for m, v in enumerate(subs) if v is not None and _same_type(kinds[m], t)}
         found_calls = _left_tail_calls(name, func, k, clause.rhs, children)
@@ -221,7 +212,7 @@ def _left_fold_of(mod, name, func, graph):
             return None
         calls += sum(found_calls.values())
         order = [m for m, f in enumerate(kinds) if _same_type(f, t)]
-        clauses[lhs.constructor.tag] = (clause, subs, order)
+        clauses[tag] = (clause, subs, order)
     if len(clauses) != len(data.constructors) or not calls or \
             _global_uses(body, name) != calls:
         return None
@@ -271,26 +262,12 @@ def _right_fold_of(mod, name, func, graph):
             return None
     clauses, tags, b_orders = {}, {}, {}
     for clause in body.clauses:
-        lhs = clause.lhs
-        if not isinstance(lhs, PatternConstructor):
+        fields = _clause_fields(clause.lhs, field_types)
+        if fields is None or fields[0] in clauses:
             return None
-        ctor = lhs.constructor
-        if ctor.tag in clauses or ctor.tag >= len(field_types):
+        tag, subs, kinds = fields
+        if not all(_same_type(f, t) or _row_type(f) for f in kinds):
             return None
-        subs = []
-        for p in lhs.patterns:
-            if isinstance(p, PatternVar):
-                subs.append(p.var)
-            elif isinstance(p, PatternWildcard):
-                subs.append(None)
-            else:
-                return None
-        kinds = field_types[ctor.tag]
-        if len(subs) != len(kinds):
-            return None
-        for ft in kinds:
-            if not (_same_type(ft, t) or _row_type(ft)):
-                return None
         found = _leading_calls(name, func, k, clause.rhs, subs, kinds, t, counts, free)
         if found is None:
             return None
@@ -299,8 +276,8 @@ def _right_fold_of(mod, name, func, graph):
             built = _mapped(clause.rhs, target, ret, order, results, counts)
             if built is None or b_orders.get(built[0], built[1]) != built[1]:
                 return None
-            tags[ctor.tag], b_orders[built[0]] = built
-        clauses[ctor.tag] = (clause, subs, order)
+            tags[tag], b_orders[built[0]] = built
+        clauses[tag] = (clause, subs, order)
     if len(clauses) != len(data.constructors):
         return None
     map_to = None if target is None else (fold_type(ret), tags, b_orders)
@@ -499,6 +476,24 @@ def _tail_calls(name, body):
     calls = sum(1 for e in _tail_positions(body) if _is_call_of(e, name))
     exits = sum(1 for e in _tail_positions(body) if not _is_call_of(e, name))
     return calls, exits
+
+
+def _clause_fields(lhs, field_types):
+    """(tag, the field variables -- None for a wildcard --, the fields' types) of a clause
+    pattern `C(%a, _, ...)` over the ADT whose constructors' field types are `field_types`;
+    None for any other pattern (nested, literal, another type's constructor)."""
+    if not isinstance(lhs, PatternConstructor) or lhs.constructor.tag >= len(field_types):
+        return None
+    subs = []
+    for p in lhs.patterns:
+        if isinstance(p, PatternVar):
+            subs.append(p.var)
+        elif isinstance(p, PatternWildcard):
+            subs.append(None)
+        else:
+            return None
+    kinds = field_types[lhs.constructor.tag]
+    return (lhs.constructor.tag, subs, kinds) if len(subs) == len(kinds) else None
 
 
 def _tail_positions(body):
