@@ -328,19 +328,10 @@ def loop_section(args, rng):
     for x in xs[:4]:
         np.testing.assert_allclose(run(x), rl.evaluate(mod, x), rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(run(x), by_hand(x), rtol=1e-5, atol=1e-7)
-    best = {"relayish jax (one while loop)": float("inf"), "jax.lax.while_loop by hand":
-            float("inf")}
-    fns = dict(zip(best, (run, by_hand)))
-    for _ in range(args.rounds):
-        spent = dict.fromkeys(best, 0.0)
-        for _ in range(args.loop_repeats):
-            for x in xs:
-                for name, fn in fns.items():
-                    t0 = time.process_time()
-                    jax.block_until_ready(fn(x))
-                    spent[name] += time.process_time() - t0
-        for name in best:
-            best[name] = min(best[name], spent[name] / len(xs) / args.loop_repeats * 1e3)
+    fns = {"relayish jax (one while loop)": run, "jax.lax.while_loop by hand": by_hand}
+    best = interleaved_best(
+        {name: lambda k, fn=fn: jax.block_until_ready(fn(xs[k % len(xs)]))
+         for name, fn in fns.items()}, len(xs) * args.loop_repeats, args.rounds)
     print(f"\ntraced-condition loop (x <- 0.7 x + 0.05 sin x while |x|^2 > 0.001), float32[{n}], "
           f"{len(xs)} inputs of {min(iterations)}-{max(iterations)} iterations (mean "
           f"{np.mean(iterations):.1f}); forward, CPU ms per input, best of {args.rounds} rounds; "
@@ -411,18 +402,13 @@ def loop_grad_section(args, rng):
             np.testing.assert_allclose(grad, g, rtol=1e-4, atol=1e-6)
         _, ev_grad = rl.evaluate(vg, x)
         np.testing.assert_allclose(grad, ev_grad, rtol=1e-4, atol=1e-6)
-    best = dict.fromkeys(names, float("inf"))
-    for _ in range(args.rounds):
-        spent = dict.fromkeys(names, 0.0)
-        for _ in range(args.loop_repeats):
-            for x, k in zip(xs, trips):
-                for name, get in zip(names, getters):
-                    fn = run if get is None else get(k)
-                    t0 = time.process_time()
-                    jax.block_until_ready(fn(x))
-                    spent[name] += time.process_time() - t0
-        for name in names:
-            best[name] = min(best[name], spent[name] / len(xs) / args.loop_repeats * 1e3)
+    def runner(get):
+        def one(k):
+            x, trip = xs[k % len(xs)], trips[k % len(xs)]
+            jax.block_until_ready((run if get is None else get(trip))(x))
+        return one
+    best = interleaved_best({name: runner(get) for name, get in zip(names, getters)},
+                            len(xs) * args.loop_repeats, args.rounds)
     print(f"\ntraced-condition loop, value_and_grad of sum(@loop(x)), float32[{n}], {len(xs)} "
           f"inputs of {min(trips)}-{max(trips)} iterations ({len(set(trips))} distinct); CPU ms "
           f"per input, best of {args.rounds} rounds")
