@@ -48,7 +48,7 @@ def test_random_programs_agree(prog):
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(differentiable_programs())
+@given(differentiable_programs(offset_comparisons=True))   # no branch on a last-ulp tie
 def test_random_gradients_agree(prog):
     mod, args = prog
     g = rl.gradient(mod)

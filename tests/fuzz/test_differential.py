@@ -80,7 +80,7 @@ def test_random_programs_agree_on_both_backends(prog):
 
 
 @fuzz_settings("differential_gradients")
-@given(differentiable_programs(max_depth=4))
+@given(differentiable_programs(max_depth=4, offset_comparisons=True))
 def test_random_gradients_agree_on_both_backends(prog):
     mod, args = prog
     with bounded("a random gradient on both backends", seconds=COMPILE_SECONDS):

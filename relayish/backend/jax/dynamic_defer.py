@@ -20,9 +20,11 @@ output the size of the matrix. For an outer reference whose every read and write
 is such a pair (`accumulations` finds them in the program text; a read elsewhere, or a pair
 inside a traced join of the closure, raises `Undefer` and the loop is traced again without
 deferring that reference), each hit writes (g, x) -- or (v, i) -- to a small cell of the step
-(zeros where another Function ran), the loop stores them in tables [rows, ...], and after the
-loop `settle` adds `G^T X` (matmuls over chunks of rows up to the count) or a scatter-add of the
-rows: the interpreter's deferred outer products (interp/deferred.py), as XLA operations.
+(zeros and a 0 hit flag where another Function ran), the loop stores them in tables [rows, ...]
+(densely: a hit's next row is its own counter, so the TreeLSTM's node weight has a row per node,
+not per node and leaf), and after the loop `settle` adds `G^T X` (one matmul over the first n
+rows, n from `settle_sizes`) or a scatter-add of the rows: the interpreter's deferred outer
+products (interp/deferred.py), as XLA operations.
 """
 from __future__ import annotations
 
@@ -194,7 +196,9 @@ class Guard:
         self.hits = {key: 0 for key in self.deferred}
         if self.shapes is None:
             return
-        self.cells = {key: [JRef((jnp.zeros(sa, da), jnp.zeros(sb, db)), -1)
+        # a cell per hit: its two operands and whether this step's Function made the hit
+        self.cells = {key: [JRef((jnp.zeros(sa, da), jnp.zeros(sb, db),
+                                  jnp.zeros((), jnp.int32)), -1)
                             for _, sa, da, sb, db in hits]
                       for key, hits in zip(self.deferred, self.shapes)}
         for cells in self.cells.values():
@@ -202,7 +206,8 @@ class Guard:
                 cell.serial = self.start      # older than the step's switch: joined by it
 
     def step_records(self):
-        """Per deferred reference, per hit: (kind, a, b) of this step (after its switch)."""
+        """Per deferred reference, per hit: (kind, a, b, hit) of this step (after its switch;
+        `hit` an int32 1 where the step's Function made it, else 0 and a, b zeros)."""
         out = []
         for key, hits in zip(self.deferred, self.shapes):
             out.append([(h[0],) + tuple(c.value) for h, c in zip(hits, self.cells[key])])
@@ -234,20 +239,33 @@ class Guard:
         cells = self.cells[key]
         if n >= len(cells):
             raise CompileError("internal: the backward loop's body changed between traces")
-        ev.write(cells[n], (jnp.asarray(a), jnp.asarray(b)))
+        ev.write(cells[n], (jnp.asarray(a), jnp.asarray(b), jnp.ones((), jnp.int32)))
         return True
 
 
-SETTLE_CHUNK = 16
+SETTLE_CHUNK = 8
+
+
+def settle_sizes(rows: int) -> list[int]:
+    """The row counts `settle` has a matrix product for: multiples of SETTLE_CHUNK up to 16
+    chunks, then growing by half (so at most a third of a product is padding), the last `rows`."""
+    sizes = list(range(SETTLE_CHUNK, min(rows, 16 * SETTLE_CHUNK) + 1, SETTLE_CHUNK))
+    while not sizes or sizes[-1] < rows:
+        grown = sizes[-1] + sizes[-1] // 2 if sizes else rows
+        sizes.append(min(rows, -(-grown // SETTLE_CHUNK) * SETTLE_CHUNK))
+    return sizes
 
 
 def settle(initial, records, tables, count, fixed=False):
     """The deferred reference's value after the loop: its content before plus every row's
     terms (`tables`: per hit, the two stacked operand tables). Rows past `count` (a traced
-    int) were never visited: the outer products run over chunks of SETTLE_CHUNK rows up to
-    count, so the work follows the structure's size, not the capacity. `fixed` (a fixed-trip
-    loop's tables, dynamic_rows._fixed_trips): every chunk, the rows past count being zeros,
-    so that the trip count is the same for every example of a batch."""
+    int: the rows the loop wrote) are zeros: the outer products are ONE matrix product per
+    table over the first n rows, n the smallest of `settle_sizes` holding count (a switch
+    over those sizes), so the work follows the structure's size, not the capacity, and the
+    weight-sized sum is made once (a loop over chunks added a whole weight matrix per chunk:
+    a sixth of the TreeLSTM gradient's time). `fixed` (a fixed-trip loop's tables,
+    dynamic_rows._fixed_trips): every row, so that the work is the same for every example of
+    a batch."""
     import jax.numpy as jnp
     from jax import lax
     total = jnp.asarray(initial)
@@ -257,21 +275,21 @@ def settle(initial, records, tables, count, fixed=False):
             total = total.at[tb].add(ta.astype(total.dtype))
     if not outer:
         return total
-    rows = outer[0][0].shape[0]
-    chunk = min(SETTLE_CHUNK, rows)
-    pad = (-rows) % chunk
-    if pad:
-        outer = [(jnp.pad(ta, ((0, pad), (0, 0))), jnp.pad(tb, ((0, pad), (0, 0))))
-                 for ta, tb in outer]
 
-    def body(k, acc):
+    def products(n):
+        d = None
         for ta, tb in outer:
-            a = lax.dynamic_slice_in_dim(ta, k * chunk, chunk)
-            b = lax.dynamic_slice_in_dim(tb, k * chunk, chunk)
-            acc = acc + jnp.matmul(a.T, b).astype(acc.dtype)
-        return acc
-    trips = (rows + pad) // chunk if fixed else (count + chunk - 1) // chunk
-    return lax.fori_loop(0, trips, body, total)
+            p = jnp.matmul(ta[:n].T, tb[:n]).astype(total.dtype)
+            d = p if d is None else d + p
+        return d
+    rows = outer[0][0].shape[0]
+    sizes = settle_sizes(rows)
+    if fixed or len(sizes) == 1:
+        return total + products(rows)
+    # `total +` outside the switch: XLA drops it when the reference started as zeros
+    which = jnp.searchsorted(jnp.asarray(sizes, jnp.int32), count)
+    return total + lax.switch(jnp.minimum(which, len(sizes) - 1),
+                              [lambda n=n: products(n) for n in sizes])
 
 
 __all__ = ["PoolCell", "Undefer", "Accumulation", "accumulations", "Marker", "Guard", "settle"]

@@ -41,6 +41,8 @@ loop that hold anything but tensors.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from relayish.errors import CompileError
@@ -733,8 +735,14 @@ class _Chain:
 
         pools = [isinstance(ref, PoolCell) for ref in written]
 
+        # Without fixed trips a hit's table is written densely: the row of its own counter,
+        # which only the steps making the hit advance, so `settle` multiplies as many rows as
+        # there were hits (the TreeLSTM's U: the nodes, not nodes and leaves). Fixed trips
+        # (rl.vmap): the family's row, the same work for every example.
+        counts0 = [[jnp.zeros((), jnp.int32) for _ in hits] for hits in records]
+
         def body(state):
-            ptr, values, tables, alias = state
+            ptr, values, tables, counts, alias = state
             valid = (ptr >= 0) if self.fixed else None
             row = ptr if valid is None else jnp.maximum(ptr, 0)
 
@@ -752,22 +760,32 @@ class _Chain:
                 finally:
                     for ref, v in zip(written, initial):
                         ref.value = v
-                new_tables = []
-                for hits, got in zip(tables, step_records):
+                new_tables, new_counts = [], []
+                for hits, got, cs in zip(tables, step_records, counts):
                     if len(got) != len(hits):
                         raise CompileError(f"internal: {fam.name}'s backward loop changed "
                                            "between traces")
-                    new_tables.append([
-                        (_set(ta, row, _keep_if(valid, a, _at(ta, row))),
-                         _set(tb, row, _keep_if(valid, b, _at(tb, row))))
-                        for (ta, tb), (_, a, b) in zip(hits, got)])
-                return nxt, out, new_tables, alias | self.alias
+                    if self.fixed:
+                        new_tables.append([
+                            (_set(ta, row, _keep_if(valid, a, _at(ta, row))),
+                             _set(tb, row, _keep_if(valid, b, _at(tb, row))))
+                            for (ta, tb), (_, a, b, _hit) in zip(hits, got)])
+                        new_counts.append(cs)
+                    else:
+                        new_tables.append([(_set(ta, c, a), _set(tb, c, b))
+                                           for (ta, tb), (_, a, b, _hit), c
+                                           in zip(hits, got, cs)])
+                        new_counts.append([c + hit for c, (*_, hit) in zip(cs, got)])
+                return nxt, out, new_tables, new_counts, alias | self.alias
             return self._traced(one, deferred)
-        state = (jnp.asarray(self.ptr, jnp.int32), initial, tables0, jnp.asarray(False))
+        state = (jnp.asarray(self.ptr, jnp.int32), initial, tables0, counts0,
+                 jnp.asarray(False))
         if self.fixed:      # every row at most once: the chain runs down from ptr to -1
-            ptr, values, tables, alias = lax.fori_loop(0, rows, lambda _, s: body(s), state)
+            ptr, values, tables, counts, alias = lax.fori_loop(0, rows, lambda _, s: body(s),
+                                                               state)
         else:
-            ptr, values, tables, alias = lax.while_loop(lambda s: s[0] >= 0, body, state)
+            ptr, values, tables, counts, alias = lax.while_loop(lambda s: s[0] >= 0, body,
+                                                                state)
         ev.faults.append((alias, f"{fam.name}: two references the backward loop's closures "
                                  "use in one step are the same reference, which the compiled "
                                  "loop does not represent; run it with rl.evaluate"))
@@ -775,8 +793,10 @@ class _Chain:
             ev.write(ref, v)
         for cell in self.dead.values():      # own slots flush left unwritten: a later read
             ev.write(cell, POISON)           # restarts the trace, which writes them
-        for ref, hits, t in zip(deferred, records, tables):
-            ev.write(ref, settle(ref.value, hits, t, fam.count, self.fixed))
+        for ref, hits, t, cs in zip(deferred, records, tables, counts):
+            written_rows = fam.count if self.fixed or not cs else \
+                functools.reduce(jnp.maximum, cs)
+            ev.write(ref, settle(ref.value, hits, t, written_rows, self.fixed))
         return TailCall(fam.base, list(self.args))
 
 __all__ = ["Pool", "JPoolRef", "Family", "JRow"]

@@ -1,0 +1,47 @@
+"""The backward loop's deferred weight gradients (dynamic_defer.settle, dynamic_rows): each
+hit's rows are written densely (a counter per hit, advanced only by the steps that make it),
+and the sum after the loop is ONE matrix product over the first n rows, n the smallest of
+`settle_sizes` holding the hits. Checked against the interpreter on trees whose leaf and node
+counts fall on both sides of the sizes' steps, one trace for all of them."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import relayish as rl
+from relayish.backend.jax.dynamic_defer import SETTLE_CHUNK, settle_sizes
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples"))
+from treelstm import init_params, random_tree, to_value, treelstm_module  # noqa: E402
+
+
+@pytest.mark.parametrize("rows", [1, 5, SETTLE_CHUNK, SETTLE_CHUNK + 1, 64, 100, 128, 129,
+                                  1024, 100_000])
+def test_settle_sizes_cover_every_count_with_at_most_half_again_padding(rows):
+    sizes = settle_sizes(rows)
+    assert sizes[-1] == rows
+    assert sizes == sorted(set(sizes))
+    for small, big in zip(sizes, sizes[1:]):
+        # a count just past `small` runs a product of `big` rows
+        assert big - small <= max(SETTLE_CHUNK, small // 2 + SETTLE_CHUNK)
+    assert len(sizes) <= 16 + 30          # a switch of a few dozen products at most
+
+
+def test_dense_hit_rows_give_the_interpreters_gradient_for_every_tree_size():
+    dims = dict(vocab=20, embed=6, hidden=4, classes=3)
+    mod = treelstm_module(**dims)
+    params = init_params(np.random.default_rng(0), **dims)
+    vg = rl.value_and_grad(mod, argnums=tuple(range(7)))
+    run = rl.compile(vg, backend="jax", capacity={"nodes": 64})
+    rng = np.random.default_rng(2)
+    # leaves (the leaf matmul's hits) and leaves - 1 nodes (the node matmul's) on both sides
+    # of 8, 16 and 24 rows
+    for leaves in (1, 2, 8, 9, 16, 17, 25, 32):
+        tree = to_value(mod, random_tree(rng, leaves, dims["vocab"]))
+        value, grads = run(*params, tree, np.int32(2))
+        value_i, grads_i = rl.evaluate(vg, *params, tree, np.int32(2))
+        np.testing.assert_allclose(value, value_i, rtol=1e-5)
+        for g, gi in zip(grads, grads_i):
+            np.testing.assert_allclose(g, gi, rtol=1e-4, atol=1e-6)
+    assert run.trace_count == 1
