@@ -31,7 +31,11 @@ linear classifier) with the same ops: one embedding row per leaf, one gate matmu
   PyTorch as written; same numbers (to_gate_params), so the same loss and gradients.
 
 Before timing, all gradients are checked against relayish's in float64 (assert). The timed
-competitors are interleaved tree by tree in one process pinned to ONE core (below, before
+competitors take turns in one process, two ways: by *epochs* (each runs the data set, tree after
+tree, as a training loop calls it; the rounds alternate the libraries) and *tree by tree* (every
+call follows another library's work: caches cold, and jax's CPU worker threads parked, which
+costs relayish's loop ~30 thread wake-ups a call, notes/jax-backend.md). One process pinned to
+ONE core (below, before
 numpy/jax/torch start their thread pools: XLA:CPU runs independent steps on a second thread
 even with --xla_cpu_multi_thread_eigen=false, which CPU time would charge to relayish and
 jax.jit as work while it mostly waits), each library with one thread
@@ -357,7 +361,7 @@ def main(argv=None):
     sizes = [leaves(t) for t, _ in trees]
     print(f"\n{args.trees} trees of {min(sizes)}-{max(sizes)} leaves (mean {np.mean(sizes):.1f}), "
           f"embedding 300, hidden 150, vocabulary 1000, float32, one thread; CPU ms per tree, "
-          f"best of {args.rounds} rounds, competitors interleaved tree by tree")
+          f"best of {args.rounds} rounds, competitors taking turns by epochs and tree by tree")
     one = relayish_jax_runner(params, trees, "float32")
     runners = {"relayish interpreter (one program)": relayish_runner(params, trees, "float32"),
                "relayish jax, one program": one,
@@ -370,8 +374,9 @@ def main(argv=None):
             "relayish per-gate + merge_matmul": relayish_runner(params, trees, "float32",
                                                                 "gates+merge"),
             "PyTorch eager CPU, per-gate model": torch_gates_runner(params, trees)})
-    best = interleaved_best(runners, len(trees), args.rounds)
-    torch_ms = print_against(best, "PyTorch eager CPU")
+    best = interleaved_best(runners, len(trees), args.rounds, epochs=True)
+    cold = interleaved_best(runners, len(trees), args.rounds)
+    torch_ms = print_against(best, "PyTorch eager CPU", also=cold, also_heading="tree by tree")
 
     few = trees[:1 if args.quick else 2]
     run = jax_eager_runner(params, few)
@@ -393,11 +398,13 @@ def main(argv=None):
         jit_ms.append((steady, leaves(tree)))
         print(f"  {'jax.jit, ' + str(leaves(tree)) + '-leaf shape':38s} {steady:8.2f} ms   "
               f"{steady / torch_ms:5.2f}x PyTorch   (compile {compile_s:.1f} s for this shape)")
-    ours = best["relayish jax, one program"]
+    ours, ours_cold = best["relayish jax, one program"], cold["relayish jax, one program"]
     per_leaf = np.mean([ms / n for ms, n in jit_ms])
     print(f"\nrelayish jax, one program: {one.traces()} trace + XLA compilation for all "
           f"{len(trees)} trees ({one.compile_s:.1f} s CPU), {ours:.2f} ms per tree = "
-          f"{torch_ms / ours:.1f}x faster than PyTorch eager CPU; jax.jit per shape runs "
+          f"{torch_ms / ours:.1f}x faster than PyTorch eager CPU by epochs "
+          f"({ours_cold:.2f} ms, {cold['PyTorch eager CPU'] / ours_cold:.1f}x tree by tree); "
+          f"jax.jit per shape runs "
           f"{per_leaf:.3f} ms per leaf, i.e. {per_leaf * np.mean(sizes):.2f} ms for a mean tree "
           f"({ours / (per_leaf * np.mean(sizes)):.2f}x that) but compiles once per shape")
 
