@@ -58,6 +58,7 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, Glo
                               Let, Match, PatternConstructor, PatternTuple, PatternVar,
                               PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,
                               Var, _short_text)
+from relayish.ir.analysis import walk
 from relayish.ir.module import Module
 from relayish.ir.op import Op, gradient_rule, make_call
 from relayish.ir.types import is_tensor_tree
@@ -96,6 +97,7 @@ class ReverseAD(ScopedEmitter):
         # name (or (name, indices of constant parameters)) -> lifted GlobalVar
         self.lifted_globals: dict = {}
         self.todo_globals: list = []   # (original GlobalVar, constant parameters) to build
+        self.varying: dict = {}        # global's name -> parameters its self-calls change
         self.generated = False         # whether any global function was added to out_mod
         # Zero each gradient reference after reading it, so that the backpropagator can run
         # again (vjp). A gradient program runs its backpropagator once per forward run (every
@@ -313,15 +315,23 @@ class ReverseAD(ScopedEmitter):
         """`@g(args)`: float tensor arguments that carry constants (inputs outside argnums, and
         what is computed from them only) are passed as plain tensors to a copy of @g lifted
         with those parameters constant (`@g_ad_const0`), so that no gradient is computed for
-        them anywhere down the call tree (a frozen embedding's dense take_backward)."""
+        them anywhere down the call tree (a frozen embedding's dense take_backward).
+
+        Not a parameter that @g's calls of itself change (a left fold's accumulator, a loop's
+        state): there the constant lasts one step, and the copy would only be a first step
+        peeled off the lifted @g (a function that is no fold, so the jax backend's rule could
+        not run the recursion as one loop for every length); the constant goes in as a pair
+        with a gradient reference nothing reads."""
         ptypes = [getattr(p, "_checked_type", None) or p.type_annotation
                   for p in self.src[e.op].params]
+        varying = self.varying_params(e.op.name_hint)
         args, consts = [], []
         for i, a in enumerate(e.args):
             v = self.deferrable(a)
             if isinstance(v, Deferred):
                 v.remaining -= 1
-            if i < len(ptypes) and is_float_tensor(ptypes[i]) and self.is_inactive(v):
+            if i < len(ptypes) and is_float_tensor(ptypes[i]) and i not in varying and \
+                    self.is_inactive(v):
                 consts.append(i)
                 v = v.z if isinstance(v, Deferred) else self.project(v, 0, "p", ptypes[i])
             args.append(self.force(v))
@@ -487,6 +497,21 @@ class ReverseAD(ScopedEmitter):
                       other=_unchanged)
 
     # -- globals ---------------------------------------------------------------------------
+    def varying_params(self, name):
+        """Positions at which some call of @name in its own body passes anything but @name's
+        own parameter there (a loop over the body's calls, once per global)."""
+        found = self.varying.get(name)
+        if found is None:
+            func = self.src[name]
+            found = set()
+            for node in walk(func.body):
+                if isinstance(node, Call) and isinstance(node.op, GlobalVar) and \
+                        node.op.name_hint == name:
+                    found.update(i for i, (a, p) in enumerate(zip(node.args, func.params))
+                                 if a is not p)
+            self.varying[name] = found
+        return found
+
     def lifted_global(self, gv, consts=()):
         """The lifted @gv; `consts`: indices of float tensor parameters taken as constants."""
         name = gv.name_hint

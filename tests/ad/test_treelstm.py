@@ -83,6 +83,42 @@ def test_constant_arguments_of_globals_are_specialised_per_call_site():
     np.testing.assert_allclose(gx, fdx, rtol=1e-7)
 
 
+def test_a_constant_that_a_recursion_changes_is_not_specialised():
+    """A left fold's accumulator starts as a constant but each self-call passes a new value:
+    no `@walk_ad_const1` (a first step peeled off @walk_ad), the constant goes in as a pair;
+    the weight, which the self-calls pass on unchanged, would still be specialised."""
+    mod = rl.parse("""
+    type L { Nil, Cons(Tensor[(2), float64], L) }
+    def @walk(%W: Tensor[(2, 2), float64], %h: Tensor[(2), float64], %xs: L) -> Tensor[(2), float64] {
+      match (%xs) {
+        Nil => %h,
+        Cons(%x, %rest) => @walk(%W, tanh(matmul(%W, %h) + %x), %rest)
+      }
+    }
+    def @main(%W: Tensor[(2, 2), float64], %xs: L) -> float64 {
+      sum(@walk(%W, ones(shape=[2], dtype="float64"), %xs))
+    }""")
+    gw = rl.grad(mod, argnums=0)
+    names = sorted(g.name_hint for g in gw.functions if g.name_hint.startswith("walk"))
+    assert names == ["walk", "walk_ad"], names
+    frozen = rl.grad(rl.parse(rl.astext(mod).replace(
+        "def @main(%W: Tensor[(2, 2), float64], %xs: L) -> float64 {",
+        "def @main(%W: Tensor[(2, 2), float64], %xs: L, %v: Tensor[(2), float64]) -> float64 {"
+    ).replace('ones(shape=[2], dtype="float64"), %xs', "%v, %xs")), argnums=2)
+    assert "walk_ad_const0" in {g.name_hint for g in frozen.functions}   # W: unchanged
+    W = np.array([[0.4, -0.3], [0.2, 0.5]])
+    xs = rl.list_value(mod, [np.array([0.1, -0.2]), np.array([0.3, 0.05]),
+                             np.array([-0.4, 0.2])])
+    eps = 1e-6
+    fd = np.zeros((2, 2))
+    for i in range(2):
+        for j in range(2):
+            d = np.zeros((2, 2))
+            d[i, j] = eps
+            fd[i, j] = (rl.evaluate(mod, W + d, xs) - rl.evaluate(mod, W - d, xs)) / (2 * eps)
+    np.testing.assert_allclose(rl.evaluate(gw, W, xs), fd, rtol=1e-7, atol=1e-10)
+
+
 ALIASING = """
 def @main(%x: Tensor[(4, 2), float64], %g: Tensor[(2), float64], %gs: Tensor[(3, 2), float64],
           %ids: Tensor[(3), int32]) {
