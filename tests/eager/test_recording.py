@@ -152,10 +152,39 @@ def test_shape_mismatch_names_the_recording_line():
         re.matmul(a, b)
 
 
+@pytest.mark.parametrize("index", [
+    "[::2]", "[:, ::2]", "[..., ::-1]", "[::-1, 1:, ::-2]", "[None]", "[:, None]", "[..., None]",
+    "[None, 1, ::2, None]", "[1, None, :, 3]", "[0, 2:0:-1]", "[:, 3:1]", "[None, ...]",
+    "[:, :, 5:1:-2]", "[1::3, -1]"])
+def test_steps_and_new_axes_index_as_numpy_does(index):
+    a = np.arange(24.0).reshape(2, 3, 4) / 7
+    got = np.asarray(eval("re.tensor(a)" + index))
+    want = eval("a" + index)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=0, atol=0)
+
+
+def test_a_stepped_slices_gradient_matches_jax():
+    jax = pytest.importorskip("jax")
+    a = np.arange(24.0).reshape(2, 3, 4) / 7
+
+    def f(w):
+        return (w[::-1, 1:, ::2] ** 2).sum() + w[None, 0, ::3].sum()
+    w = re.tensor(a)
+    (g,) = re.grad(f(w), wrt=[w])
+    with jax.enable_x64(True):
+        want = jax.grad(f)(jax.numpy.asarray(a))
+    np.testing.assert_allclose(np.asarray(g), np.asarray(want), rtol=1e-12)
+
+
 def test_user_mistakes_are_relayish_errors():
     a = re.tensor(np.ones((2, 3)))
-    with pytest.raises(rl.RelayishError, match="only step-1 slices"):
-        a[::2]
+    with pytest.raises(rl.RelayishError, match="boolean mask selects a data-dependent"):
+        a[a > 0.5]
+    with pytest.raises(rl.RelayishError, match="boolean masks are not recorded"):
+        a[:, [True, False, True]]
+    with pytest.raises(rl.RelayishError, match="has 3 entries for a tensor of rank 2"):
+        a[0, None, 1, 2]
     with pytest.raises(rl.RelayishError, match="out of range"):
         a[5]
     with pytest.raises(rl.RelayishError, match="not a tensor, a number or an array"):
