@@ -57,23 +57,25 @@ class Node:
         self.requires_grad = requires_grad
         self.shape_key = shape_key   # this binding's part of a program's key: (kind, op, attrs)
         self.mark = 0        # the last walk (runner.collect) that reached this node
-        self.num = 0         # its number in the program being keyed (runner.Program)
-        self._var = None
         self.seg = -1        # the segment that recorded it, and its index there
         self.idx = 0
-        self.pseg = -1       # the segment that reads it as a parameter, and its number there
-        self.pidx = 0
+        self.pseg = -1       # the segment that reads it as a parameter (`pidx`: its number)
         self.handles = 0     # live Tensor handles on it (Tensor.__init__/__del__)
         self.needed = False  # a kept derivation reads it: an output of its run
         self.leaf = False    # a result that is a leaf of gradients (mark_leaf)
         self.grad = None     # Tensor.grad: what loss.backward() accumulated for this leaf
+        # never read before they are written, so not stored here (a store per field is a
+        # good part of a node's cost): `num` (runner.Program numbers a program's nodes
+        # before reading them), `pidx` (set with `pseg`), `_var` (see `var`)
 
     @property
     def var(self):
         """A Var annotated with this node's type: what an op's api function is traced with."""
-        if self._var is None:
+        try:
+            return self._var
+        except AttributeError:
             self._var = Var("t", self.type)
-        return self._var
+            return self._var
 
     @property
     def serial(self) -> tuple:
@@ -211,7 +213,7 @@ def _new_param(st, sid, a):
     """`a`, read by the segment for the first time, becomes its next parameter; its row
     entry is its type."""
     if st.tracing:
-        st.overwritten.append((a, a.pseg, a.pidx))
+        st.overwritten.append((a, a.pseg, getattr(a, "pidx", 0)))
     a.pseg = sid
     a.pidx = len(st.params)
     st.params.append(a)
@@ -292,15 +294,21 @@ def record_op(op, args, attrs, fa=None) -> Node:
     st = STATE
     sid = st.seg_id
     before = len(st.params)
+    if len(args) == 2:               # most ops: no comprehension, no unpacking, no loop
+        a, b = args
+        rg = a.requires_grad or b.requires_grad
+        row = (st.state, op, fa,
+               a.idx if a.seg == sid else ~a.pidx if a.pseg == sid else _new_param(st, sid, a),
+               b.idx if b.seg == sid else ~b.pidx if b.pseg == sid else _new_param(st, sid, b))
+    else:
+        rg = False
+        for a in args:
+            if a.requires_grad:
+                rg = True
+                break
+        row = (st.state, op, fa, *[a.idx if a.seg == sid else ~a.pidx if a.pseg == sid
+                                   else _new_param(st, sid, a) for a in args])
     try:
-        if len(args) == 2:           # most ops: no comprehension, no unpacking
-            a, b = args
-            row = (st.state, op, fa,
-                   a.idx if a.seg == sid else ~a.pidx if a.pseg == sid else _new_param(st, sid, a),
-                   b.idx if b.seg == sid else ~b.pidx if b.pseg == sid else _new_param(st, sid, b))
-        else:
-            row = (st.state, op, fa, *[a.idx if a.seg == sid else ~a.pidx if a.pseg == sid
-                                       else _new_param(st, sid, a) for a in args])
         hit = _TRIE.get(row)
     except TypeError:            # an unhashable attribute: a row of its own
         row = hit = None
@@ -313,27 +321,42 @@ def record_op(op, args, attrs, fa=None) -> Node:
         hit = _new_state(out)
         if row is not None:
             _TRIE[row] = hit
-    rg = False
-    if st.grad_enabled:
-        for a in args:
-            if a.requires_grad:
-                rg = True
-                break
-    node = Node("op", hit[1], op, attrs, args, None, rg, hit[2])
     if rg:
-        for a in args:
-            if a.seg == sid and not a.requires_grad:
-                a.needed = True
-    # _appended, written out: this is the path every recorded op takes
-    st.state = hit[0]
-    node.seg = sid
+        if st.grad_enabled:
+            for a in args:
+                if a.seg == sid and not a.requires_grad:
+                    a.needed = True
+        else:
+            rg = False
+    # Node(...) and _appended, written out: this is the path every recorded op takes (a
+    # call of Node's __init__ is a third of a node's cost)
     nodes = st.nodes
+    node = _new_object(Node)
+    node.kind = "op"
+    node.op = op
+    node.attrs = attrs
+    node.args = args
+    node.type = hit[1]
+    node.value = None
+    node.requires_grad = rg
+    node.shape_key = hit[2]
+    node.mark = 0
+    node.seg = sid
     node.idx = len(nodes)
+    node.pseg = -1
+    node.handles = 0
+    node.needed = False
+    node.leaf = False
+    node.grad = None
+    st.state = hit[0]
     nodes.append(node)
     st.recorded_since_run += 1
     if st.recorded_since_run > AUTO_RUN_BINDINGS and st.auto_run is not None:
         st.auto_run()
     return node
+
+
+_new_object = object.__new__
 
 
 def _forget_params(st, before):
