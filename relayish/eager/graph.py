@@ -294,12 +294,17 @@ def record_op(op, args, attrs, fa=None) -> Node:
     st = STATE
     sid = st.seg_id
     before = len(st.params)
-    if len(args) == 2:               # most ops: no comprehension, no unpacking, no loop
+    if len(args) == 2:               # most ops (then one): no comprehension, no loop
         a, b = args
         rg = a.requires_grad or b.requires_grad
         row = (st.state, op, fa,
                a.idx if a.seg == sid else ~a.pidx if a.pseg == sid else _new_param(st, sid, a),
                b.idx if b.seg == sid else ~b.pidx if b.pseg == sid else _new_param(st, sid, b))
+    elif len(args) == 1:
+        a = args[0]
+        rg = a.requires_grad
+        row = (st.state, op, fa,
+               a.idx if a.seg == sid else ~a.pidx if a.pseg == sid else _new_param(st, sid, a))
     else:
         rg = False
         for a in args:

@@ -15,6 +15,7 @@ import sys
 
 from relayish.errors import RelayishError
 from relayish.eager import graph
+from relayish.eager.graph import record_op
 from relayish.eager.tensor import Tensor, _attrs, as_node, wrap
 from relayish.ir.expr import Call, Constant, Expr, Tuple, TupleGetItem, Var
 from relayish.ir.op import Op, get_op, list_ops
@@ -31,6 +32,18 @@ def _traced(api_fn, public_name):
 
     @functools.wraps(api_fn)
     def recorded(*args, **kwargs):
+        if len(args) == 1 and not kwargs:         # `re.tanh(t)`, `t.mean()`: the usual call
+            t = args[0]
+            if t.__class__ is Tensor:
+                shortcut = direct.get(1)
+                if shortcut is not None:
+                    node = record_op(shortcut[0], [t.node], shortcut[1], shortcut[2])
+                    if node.type.__class__ is not TensorType:
+                        return wrap(node)
+                    handle = _new_object(Tensor)   # Tensor(node), written out
+                    handle.node = node
+                    node.handles += 1
+                    return handle
         for a in args:
             if a.__class__ is not Tensor:
                 shortcut_key = None
@@ -130,6 +143,9 @@ def _generic(op):
     return recorded
 
 
+_new_object = object.__new__
+
+
 class _Namespace:
     """`re.nn`: the `nn.` ops under their short names."""
 
@@ -156,13 +172,9 @@ def _install():
 
 
 def _method(name):
-    fn = getattr(sys.modules[__name__], name)
-
-    def method(self, *args, **kwargs):
-        return fn(self, *args, **kwargs)
-    method.__name__ = name
-    method.__doc__ = fn.__doc__
-    return method
+    """`re.<name>` as a method: the function itself (a plain function binds `self` as its
+    first argument; no wrapper's frame on every `t.mean()`)."""
+    return getattr(sys.modules[__name__], name)
 
 
 def _install_methods():

@@ -194,6 +194,7 @@ def tensor(data, dtype=None, requires_grad=False):
 
 
 _ARRAY_TYPES: dict = {}      # (shape, numpy dtype) -> TensorType, for re.tensor(array)
+_new_object = object.__new__
 
 
 def as_node(value, like=None):
@@ -259,9 +260,11 @@ def binary(op, a, b, attrs=None, fa=None):
 
 def _operand(value, like):
     """The node of a binary operator's other operand (`like`: the tensor side's node): a
-    nonzero Python float already seen with that dtype is one lookup (`lr * g` every step)."""
-    if value.__class__ is float and value and like is not None:
-        node = _NUMBERS.get((float, value, like.type.dtype))
+    nonzero Python float or int already seen with that dtype is one lookup (`lr * g`, `d ** 2`
+    every step)."""
+    cls = value.__class__
+    if (cls is float or cls is int) and value and like is not None:
+        node = _NUMBERS.get((cls, value, like.type.dtype))
         if node is not None:
             return node
     return as_node(value, like=like)
@@ -282,12 +285,20 @@ def _binary_methods(op_name, py_name, reflected_name):
     def forward(self, other):
         x = self.node
         y = other.node if other.__class__ is Tensor else _operand(other, x)
-        return Tensor(record_op(op, [x, y], attrs, fa))
+        node = record_op(op, [x, y], attrs, fa)
+        t = _new_object(Tensor)         # Tensor(node), written out (no __init__ frame)
+        t.node = node
+        node.handles += 1
+        return t
 
     def reflected(self, other):
         y = self.node
         x = other.node if other.__class__ is Tensor else _operand(other, y)
-        return Tensor(record_op(op, [x, y], attrs, fa))
+        node = record_op(op, [x, y], attrs, fa)
+        t = _new_object(Tensor)
+        t.node = node
+        node.handles += 1
+        return t
     forward.__name__ = f"__{py_name}__"
     setattr(Tensor, forward.__name__, forward)
     if reflected_name is not None:
