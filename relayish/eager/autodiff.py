@@ -31,7 +31,7 @@ from relayish.errors import GradientError, RelayishError, TypeCheckError
 from relayish.eager import graph
 from relayish.eager.checkpoint import through_checkpoints
 from relayish.eager.runner import CLEAR_HOOKS, STATS, Checkpointed, Embedded, collect
-from relayish.eager.tensor import Tensor, wrap
+from relayish.eager.tensor import Tensor, handles, wrap
 from relayish.ir.expr import Function
 from relayish.ir.module import Module
 from relayish.ir.types import FuncType, TensorType, TupleType, type_text
@@ -69,8 +69,9 @@ def grad(y, wrt, checkpoint=None):
         if known is not None:
             st = graph.STATE
             nodes, params = st.nodes, st.params
+            refs = known[2]
             return _record_gradient(known, [nodes[r] if r >= 0 else params[~r]
-                                            for r in known[2]], wrt)
+                                            for r in refs], wrt, refs)
     _check_grad_arguments(y, wrt)
     targets = []
     for w in wrt:
@@ -156,13 +157,14 @@ def _segment_node(ref):
     return st.nodes[ref] if ref >= 0 else st.params[~ref]
 
 
-def _record_gradient(known, params, wrt):
-    """Record the call of the gradient program on F's parameters; one tensor per wrt."""
+def _record_gradient(known, params, wrt, refs=None):
+    """Record the call of the gradient program on F's parameters (`refs`: their positions
+    in the segment, when known); one tensor per wrt."""
     gfunc, ret_type, _, targets, checkpointed = known
-    call = graph.record_call(gfunc, ret_type, params)
+    call = graph.record_call(gfunc, ret_type, params, refs)
     if checkpointed:
         call = graph.record_proj(call, 1)          # (value, gradients): the gradients
-    grads = [Tensor(node) for node in graph.record_projections(call, len(targets))]
+    grads = handles(graph.record_projections(call, len(targets)))
     if wrt is None or len(grads) == len(wrt):
         return grads
     if isinstance(targets[0], int):
@@ -275,12 +277,12 @@ def backward(self, gradient=None, create_graph=False):
             "backward(): this tensor depends on no tensor that requires gradients (make the "
             "parameters with re.tensor(..., requires_grad=True); results recorded under "
             "re.no_grad() keep no derivation)", GradientError)
-    handles = [Tensor(n) for n in leaves]
+    wrt = [Tensor(n) for n in leaves]
     if create_graph:
-        grads = grad(y, wrt=handles)
+        grads = grad(y, wrt=wrt)
     else:
         with graph.no_grad():
-            grads = grad(y, wrt=handles)
+            grads = grad(y, wrt=wrt)
     with graph.no_grad():
         for n, g in zip(leaves, grads):
             n.grad = g if n.grad is None else n.grad + g

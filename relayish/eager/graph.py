@@ -172,13 +172,15 @@ _TYPE_REFS: dict = {}       # id(type) -> (its number, the type)
 _TYPE_NUMBERS: dict = {}    # type -> its number (by equality; numbers are never reused)
 
 
-def _append(node, args):
+def _append(node, args, refs=None):
     """Add a recorded binding (not an op: record_op has its own copy) to the segment and
-    extend the segment's key."""
+    extend the segment's key (`refs`: the row's argument entries, when the caller knows them:
+    every argument already in the segment)."""
     st = STATE
     sid = st.seg_id
-    refs = [a.idx if a.seg == sid else ~a.pidx if a.pseg == sid else _new_param(st, sid, a)
-            for a in args]
+    if refs is None:
+        refs = [a.idx if a.seg == sid else ~a.pidx if a.pseg == sid else _new_param(st, sid, a)
+                for a in args]
     row = (st.state, node.shape_key, *refs)
     nxt = _TRIE.get(row)
     if nxt is None:
@@ -437,9 +439,23 @@ def record_projections(arg, count) -> list:
     nodes = st.nodes
     out = []
     for i in range(count):
-        node = Node("proj", fields[i], None, i, args, None, rg, ("proj", None, i))
+        node = _new_object(Node)        # Node(...), written out as in record_op
+        node.kind = "proj"
+        node.op = None
+        node.attrs = i
+        node.args = args
+        node.type = fields[i]
+        node.value = None
+        node.requires_grad = rg
+        node.shape_key = _PROJ_KEYS[i] if i < len(_PROJ_KEYS) else ("proj", None, i)
+        node.mark = 0
         node.seg = sid
         node.idx = len(nodes)
+        node.pseg = -1
+        node.handles = 0
+        node.needed = False
+        node.leaf = False
+        node.grad = None
         nodes.append(node)
         out.append(node)
     st.state = nxt[0]
@@ -450,13 +466,16 @@ def record_projections(arg, count) -> list:
 
 
 _PROJECTIONS = ("projections", None, None)
+_PROJ_KEYS = [("proj", None, i) for i in range(64)]
 
 
-def record_call(func, ret_type, args) -> Node:
-    """Record a call of the relayish Function `func` (already type-checked: `ret_type`)."""
+def record_call(func, ret_type, args, refs=None) -> Node:
+    """Record a call of the relayish Function `func` (already type-checked: `ret_type`);
+    `refs`: the arguments' row entries when every one is in the segment already (re.grad's
+    repeated step knows them)."""
     args = list(args)
     return _append(Node("call", ret_type, func, None, args, None, _requires_grad(args),
-                        ("call", func, None)), args)
+                        ("call", func, None)), args, refs)
 
 
 def mark_leaf(node) -> None:

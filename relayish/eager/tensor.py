@@ -31,6 +31,9 @@ _REFLECTED = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "==": "==", "!=": "!="
 _PYTHON_ONLY = {"matmul": "matmul", "pow": "power"}
 
 
+_new_object = object.__new__
+
+
 class Tensor:
     """A recorded value: its `shape`/`dtype` are known at once, its data when inspected."""
     __slots__ = ("node", "__weakref__")
@@ -165,6 +168,17 @@ def wrap(node):
     return Tensor(node)
 
 
+def handles(nodes) -> list:
+    """`[Tensor(n) for n in nodes]` (the gradients of a re.grad), without a frame each."""
+    out = []
+    for node in nodes:
+        t = _new_object(Tensor)
+        t.node = node
+        node.handles += 1
+        out.append(t)
+    return out
+
+
 def tensor(data, dtype=None, requires_grad=False):
     """`re.tensor(np.ones(3))`, `re.tensor(2.0)` (float32, as rl.const), `re.tensor(jax_array)`:
     a leaf of the recorded program. A recorded tensor gives a detached leaf of its value."""
@@ -194,7 +208,6 @@ def tensor(data, dtype=None, requires_grad=False):
 
 
 _ARRAY_TYPES: dict = {}      # (shape, numpy dtype) -> TensorType, for re.tensor(array)
-_new_object = object.__new__
 
 
 def as_node(value, like=None):
