@@ -14,7 +14,8 @@ import relayish as rl
 import relayish.backend.jax.function as jax_function
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples"))
-from treelstm import init_params, random_tree, to_value, treelstm_module  # noqa: E402
+from treelstm import init_params, treelstm_module  # noqa: E402
+from test_jax_settle import same_as_the_interpreter  # noqa: E402
 
 # A hand-written backpropagator chain over a list: row i's closure adds to its child's slot and
 # halves its own slot %a; @main runs the chain `passes` times and reads the root's own slot.
@@ -98,13 +99,7 @@ def test_the_treelstm_gradient_leaves_its_own_slots_unwritten(evaluations):
     params = init_params(np.random.default_rng(0), **dims)
     vg = rl.value_and_grad(mod, argnums=tuple(range(7)))
     run = rl.compile(vg, backend="jax", capacity={"nodes": 32})
-    rng = np.random.default_rng(1)
-    for leaves in (1, 2, 9, 16):
-        tree = to_value(mod, random_tree(rng, leaves, dims["vocab"]))
-        value, grads = run(*params, tree, np.int32(1))
-        value_i, grads_i = rl.evaluate(vg, *params, tree, np.int32(1))
-        np.testing.assert_allclose(value, value_i, rtol=1e-5)
-        for g, gi in zip(grads, grads_i):
-            np.testing.assert_allclose(g, gi, rtol=1e-4, atol=1e-6)
+    same_as_the_interpreter(run, vg, mod, params, np.random.default_rng(1), (1, 2, 9, 16),
+                            dims["vocab"], label=1)
     assert run.trace_count == 1
     assert evaluations == [True]              # nothing reads the pools after the loop

@@ -37,11 +37,18 @@ def test_dense_hit_rows_give_the_interpreters_gradient_for_every_tree_size():
     rng = np.random.default_rng(2)
     # leaves (the leaf matmul's hits) and leaves - 1 nodes (the node matmul's) on both sides
     # of 8, 16 and 24 rows
-    for leaves in (1, 2, 8, 9, 16, 17, 25, 32):
-        tree = to_value(mod, random_tree(rng, leaves, dims["vocab"]))
-        value, grads = run(*params, tree, np.int32(2))
-        value_i, grads_i = rl.evaluate(vg, *params, tree, np.int32(2))
+    same_as_the_interpreter(run, vg, mod, params, rng, (1, 2, 8, 9, 16, 17, 25, 32),
+                            dims["vocab"])
+    assert run.trace_count == 1
+
+
+def same_as_the_interpreter(run, vg, mod, params, rng, sizes, vocab, label=2):
+    """The compiled TreeLSTM value and gradients `run` gives on random trees of `sizes` leaves
+    agree with the interpreter's run of `vg`."""
+    for leaves in sizes:
+        tree = to_value(mod, random_tree(rng, leaves, vocab))
+        value, grads = run(*params, tree, np.int32(label))
+        value_i, grads_i = rl.evaluate(vg, *params, tree, np.int32(label))
         np.testing.assert_allclose(value, value_i, rtol=1e-5)
         for g, gi in zip(grads, grads_i):
             np.testing.assert_allclose(g, gi, rtol=1e-4, atol=1e-6)
-    assert run.trace_count == 1
