@@ -277,7 +277,7 @@ def backward(self, gradient=None, create_graph=False):
             "backward(): this tensor depends on no tensor that requires gradients (make the "
             "parameters with re.tensor(..., requires_grad=True); results recorded under "
             "re.no_grad() keep no derivation)", GradientError)
-    wrt = [Tensor(n) for n in leaves]
+    wrt = handles(leaves)
     if create_graph:
         grads = grad(y, wrt=wrt)
     else:
@@ -290,7 +290,35 @@ def backward(self, gradient=None, create_graph=False):
 
 def _grad_leaves(y):
     """The leaves requiring gradients that y's kept derivation reaches, in a data-independent
-    order (depth first from y, arguments in order): an explicit stack, no recursion."""
+    order (depth first from y, arguments in order): an explicit stack, no recursion.
+
+    A y recorded in a segment whose parameters keep no derivation (not `opaque` nor
+    `irregular`): the walk stays inside the segment, so what it finds is fixed by the
+    segment's key, y's position and which parameters require gradients (a requires_grad_()
+    on a parameter already read makes the segment opaque): a repeated step looks it up."""
+    st = graph.STATE
+    key = None
+    if y.seg == st.seg_id and not st.opaque and not st.irregular:
+        key = (st.state, y.idx, *[p.requires_grad for p in st.params])
+        refs = _LEAVES.get(key)
+        if refs is not None:
+            nodes, params = st.nodes, st.params
+            return [nodes[r] if r >= 0 else params[~r] for r in refs]
+    found = _walk_leaves(y)
+    if key is not None:
+        if len(_LEAVES) >= 4096:
+            _LEAVES.clear()
+        _LEAVES[key] = [_segment_ref(n) for n in found]
+    return found
+
+
+# (segment state, y's position, the parameters' requires_grad) -> the leaves' positions
+_LEAVES: dict = {}
+graph.TRIE_RESET_HOOKS.append(_LEAVES.clear)
+CLEAR_HOOKS.append(_LEAVES.clear)
+
+
+def _walk_leaves(y):
     found, seen = [], set()
     stack = [y]
     while stack:

@@ -157,7 +157,13 @@ class Tensor:
         if self.node.args is not None:
             raise record_error("requires_grad_() on a recorded result: call it on a leaf "
                                "(re.tensor(...) or t.detach())", RelayishError)
-        self.node.requires_grad = bool(flag)
+        node = self.node
+        st = graph.STATE
+        if node.pseg == st.seg_id:
+            # the segment read it already: what its bindings require is no longer a function
+            # of its key (the walk-free paths of autodiff.py are off for it)
+            st.opaque = True
+        node.requires_grad = bool(flag)
         return self
 
 
@@ -314,9 +320,13 @@ def _binary_methods(op_name, py_name, reflected_name):
         return t
     forward.__name__ = f"__{py_name}__"
     setattr(Tensor, forward.__name__, forward)
+    _BINARY[py_name] = (op, attrs, fa)
     if reflected_name is not None:
         reflected.__name__ = f"__{reflected_name}__"
         setattr(Tensor, reflected.__name__, reflected)
+
+
+_BINARY: dict = {}      # Python's name of a binary operator -> (op, attrs, frozen attrs)
 
 
 def _install_operators():
@@ -339,16 +349,19 @@ def _inplace(py_name):
     every reference to this Tensor object sees the new value (there are no views to update).
     On a leaf that requires gradients it is allowed under re.no_grad() only, as in PyTorch,
     and the result stays such a leaf (graph.mark_leaf), keeping `.grad`."""
-    forward = getattr(Tensor, f"__{py_name}__")
+    op, attrs, fa = _BINARY[py_name]
+    state = graph.STATE
 
     def method(self, other):
         node = self.node
-        grad_leaf = node.requires_grad and graph.is_leaf(node)
-        if grad_leaf and graph.STATE.grad_enabled:
+        grad_leaf = node.requires_grad and (node.args is None or node.leaf)   # is_leaf
+        if grad_leaf and state.grad_enabled:
             raise record_error(f"an in-place __i{py_name}__ on a leaf that requires gradients: "
                                f"update parameters inside `with re.no_grad():`", RelayishError)
-        new = forward(self, other).node
-        if new.type != node.type:
+        # the operator's record, written out: no handle made for the result only to drop it
+        y = other.node if other.__class__ is Tensor else _operand(other, node)
+        new = record_op(op, [node, y], attrs, fa)
+        if new.type is not node.type and new.type != node.type:
             raise record_error(f"an in-place __i{py_name}__ would change the tensor's type from "
                                f"{type_text(node.type)} to {type_text(new.type)}",
                                RelayishError)

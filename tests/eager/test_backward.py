@@ -131,3 +131,24 @@ def test_backward_mistakes_are_relayish_errors():
         w.grad = re.tensor(np.ones(4))
     with pytest.raises(rl.RelayishError, match=r"\.grad takes a recorded tensor"):
         w.grad = np.ones(3)
+
+
+def test_backward_of_a_repeated_step_walks_what_was_recorded_when_requires_grad_changes():
+    # the same recorded structure: v requires gradients from the start, or is switched on
+    # after the step read it (so `a` was recorded without them); the leaves backward finds
+    # for a repeated step must be those of what was recorded
+    def step(switch_late):
+        v = re.tensor(np.array([1.0, 2.0]), requires_grad=not switch_late)
+        w = re.tensor(np.array([3.0, 4.0]), requires_grad=True)
+        a = v * 2.0
+        if switch_late:
+            v.requires_grad_()
+        (a.sum() + (w * w).sum()).backward()
+        return v, w
+    for switch_late in (False, False, True, False, True):
+        v, w = step(switch_late)
+        np.testing.assert_allclose(np.asarray(w.grad), [6.0, 8.0])
+        if switch_late:
+            assert v.grad is None            # a was recorded before v required gradients
+        else:
+            np.testing.assert_allclose(np.asarray(v.grad), [2.0, 2.0])
