@@ -128,7 +128,12 @@ class Tensor:
         return arr.item()
 
     def __float__(self):
-        return float(self.item())
+        # item(), written out: `float(loss)` is the one inspection of a training step
+        value = self.node.value
+        arr = np.asarray(value if value is not None else self.value())
+        if arr.size != 1:
+            return float(self.item())            # its error
+        return float(arr.item())
 
     def __int__(self):
         return int(self.item())
