@@ -295,7 +295,6 @@ def record_op(op, args, attrs, fa=None) -> Node:
         fa = frozen(attrs) if attrs else ()
     st = STATE
     sid = st.seg_id
-    before = len(st.params)
     if len(args) == 2:               # most ops (then one): no comprehension, no loop
         a, b = args
         rg = a.requires_grad or b.requires_grad
@@ -317,16 +316,18 @@ def record_op(op, args, attrs, fa=None) -> Node:
                                    else _new_param(st, sid, a) for a in args])
     try:
         hit = _TRIE.get(row)
+        keyed = True
     except TypeError:            # an unhashable attribute: a row of its own
-        row = hit = None
+        hit = None
+        keyed = False
     if hit is None:
         try:
             out = _rule(op, args, attrs, fa)
         except BaseException:
-            _forget_params(st, before)       # the binding is not recorded: nor its reads
+            _forget_params(st, row[3:])      # the binding is not recorded: nor its reads
             raise
         hit = _new_state(out)
-        if row is not None:
+        if keyed:
             _TRIE[row] = hit
     if rg:
         if st.grad_enabled:
@@ -366,7 +367,10 @@ def record_op(op, args, attrs, fa=None) -> Node:
 _new_object = object.__new__
 
 
-def _forget_params(st, before):
+def _forget_params(st, refs):
+    """Undo the parameters a refused record added: its arguments read for the first time
+    (a type's stand-in, a tuple, in the row; one per parameter, appended last)."""
+    before = len(st.params) - sum(1 for r in refs if r.__class__ is tuple)
     for p in st.params[before:]:
         p.pseg = -1
     del st.params[before:]

@@ -10,6 +10,7 @@ import pytest
 
 import relayish as rl
 from relayish import eager as re
+from relayish.eager import graph
 from relayish.eager import ops as eager_ops
 from relayish.ir.op import list_ops
 
@@ -150,6 +151,19 @@ def test_shape_mismatch_names_the_recording_line():
     assert "a + b" in str(err.value)
     with pytest.raises(rl.TypeCheckError, match=r"test_recording.py:\d+: .*re.matmul"):
         re.matmul(a, b)
+
+
+def test_a_refused_record_leaves_no_parameter_behind():
+    a = re.tensor(np.ones((2, 3)))
+    c = re.tensor(np.ones(3))
+    for _ in range(3):                           # interpreted, compiled, then a cache hit
+        kept = a * 2.0                           # a and 2.0: the segment's parameters
+        for bad in (re.tensor(np.ones((4,))), re.tensor(np.ones((5,)))):
+            with pytest.raises(rl.TypeCheckError):
+                kept + bad                       # bad is read first here, then refused
+        total = (kept + c).sum()
+        assert len(graph.STATE.params) == 3      # a, 2.0, c: no refused argument
+        assert float(total) == pytest.approx(18.0)
 
 
 @pytest.mark.parametrize("index", [
