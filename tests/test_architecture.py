@@ -21,7 +21,7 @@ MAY_IMPORT = {
     "backend": {"ops", "ir", "errors"},
     "optim": {"backend", "ad", "ops", "ir", "errors"},
     "debug": {"backend", "ad", "ops", "ir", "errors"},
-    "eager": {"optim", "backend", "ad", "ops", "ir", "errors"},
+    "eager": {"debug", "optim", "backend", "ad", "ops", "ir", "errors"},
 }
 
 

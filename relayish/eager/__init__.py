@@ -17,6 +17,7 @@ notes/eager.md.
 """
 from relayish.eager.autodiff import call, grad
 from relayish.eager.checkpoint import checkpoint
+from relayish.eager.debugging import debugger
 from relayish.eager.graph import no_grad
 from relayish.eager.ops import *  # noqa: F401,F403  re.<op> for every registered op
 from relayish.eager.ops import nn
