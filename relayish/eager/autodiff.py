@@ -306,9 +306,11 @@ def _grad_leaves(y):
             return [nodes[r] if r >= 0 else params[~r] for r in refs]
     found = _walk_leaves(y)
     if key is not None:
-        if len(_LEAVES) >= 4096:
-            _LEAVES.clear()
-        _LEAVES[key] = [_segment_ref(n) for n in found]
+        refs = [_segment_ref(n) for n in found]
+        if None not in refs:
+            if len(_LEAVES) >= 4096:
+                _LEAVES.clear()
+            _LEAVES[key] = refs
     return found
 
 
