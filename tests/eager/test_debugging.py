@@ -5,13 +5,6 @@ import pytest
 from relayish import eager as re
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    re.run()
-    yield
-    re.run()
-
-
 def test_the_debugger_steps_through_the_pending_program_and_leaves_it_pending():
     w = re.tensor(np.array([[1.0, -2.0], [0.5, 3.0], [2.0, 0.0]]))
     x = re.tensor(np.arange(3.0))

@@ -3,18 +3,10 @@ not timed), and repeated iterations reuse one compiled program."""
 import gc
 
 import numpy as np
-import pytest
 
 from relayish import eager as re
 from relayish.eager import graph
 from relayish.eager.graph import Node
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    re.run()
-    yield
-    re.run()
 
 
 def _nodes_alive():

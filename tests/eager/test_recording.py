@@ -15,13 +15,6 @@ from relayish.eager import ops as eager_ops
 from relayish.ir.op import list_ops
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    re.run()          # nothing pending from an earlier test
-    yield
-    re.run()
-
-
 def _line_of(marker):
     source, start = inspect.getsourcelines(inspect.currentframe().f_back.f_code)
     return start + next(i for i, line in enumerate(source) if marker in line)

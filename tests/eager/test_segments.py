@@ -9,13 +9,6 @@ from relayish import eager as re
 from relayish.eager import graph
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    re.run()
-    yield
-    re.run()
-
-
 def test_python_numbers_shared_or_not_get_their_own_programs():
     x = re.tensor(np.array([1.0, 2.0]))
     y = re.tensor(np.array([3.0, 4.0]))
