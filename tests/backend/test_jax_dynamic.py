@@ -294,7 +294,9 @@ def test_weight_gradients_are_deferred_sums(model):
     mod, _ = model
     vg = rl.value_and_grad(mod, argnums=tuple(range(7)))
     kinds = sorted(a.kind for a in accumulations(vg).values() if hasattr(a, "kind"))
-    assert kinds.count("outer") >= 2 and "scatter" in kinds     # Wl, U (and Wo); E's rows
+    # Wl, U (and Wo); E's rows, which are matmul(g, Wl) of the leaf's gate gradient g: stored
+    # as g, one product with Wl after the loop
+    assert kinds.count("outer") >= 2 and "scatter_mm" in kinds
 
 
 def test_two_folds_of_one_tree_chain_their_backward_loops(model):

@@ -52,3 +52,51 @@ def same_as_the_interpreter(run, vg, mod, params, rng, sizes, vocab, label=2):
         np.testing.assert_allclose(value, value_i, rtol=1e-5)
         for g, gi in zip(grads, grads_i):
             np.testing.assert_allclose(g, gi, rtol=1e-4, atol=1e-6)
+
+
+# An embedding's gradient through a matmul, `take_backward(matmul(g, W), i, E)`: with W the same
+# for every row the loop stores g and settle multiplies once ("scatter_mm"); with W computed in
+# the row (here scaled by the leaf's own number) the product stays in the step.
+EMBED = """
+type T {{ Leaf(int32, float64), Node(T, T) }}
+
+def @f(%E: Tensor[(6, 3), float64], %W: Tensor[(2, 3), float64], %t: T) -> Tensor[(2), float64] {{
+  match (%t) {{
+    Leaf(%i, %s) => tanh(matmul({weight}, take(%E, %i, axis=0))),
+    Node(%l, %r) => {{ let %a = @f(%E, %W, %l); let %b = @f(%E, %W, %r); %a * %b + %a }}
+  }}
+}}
+
+def @main(%E: Tensor[(6, 3), float64], %W: Tensor[(2, 3), float64], %t: T) -> float64 {{
+  sum(@f(%E, %W, %t))
+}}
+"""
+
+
+def _tree(mod, rng, leaves):
+    leaf, node = mod.get_constructor("Leaf"), mod.get_constructor("Node")
+    trees = [rl.ConstructorValue(leaf, [np.int32(rng.integers(6)), np.float64(rng.normal())])
+             for _ in range(leaves)]
+    while len(trees) > 1:
+        k = int(rng.integers(len(trees) - 1))
+        trees[k:k + 2] = [rl.ConstructorValue(node, trees[k:k + 2])]
+    return trees[0]
+
+
+@pytest.mark.parametrize("weight", ["%W", "%W * %s"])
+def test_an_embeddings_gradient_through_a_matmul(weight):
+    from relayish.backend.jax.dynamic_defer import accumulations
+    mod = rl.infer_type(rl.parse(EMBED.format(weight=weight)))
+    vg = rl.value_and_grad(mod, argnums=(0, 1))
+    assert "scatter_mm" in {a.kind for a in accumulations(vg).values() if hasattr(a, "kind")}
+    run = rl.compile(vg, backend="jax", capacity={"nodes": 32})
+    rng = np.random.default_rng(5)
+    E, W = rng.normal(size=(6, 3)), rng.normal(size=(2, 3))
+    for leaves in (1, 2, 7, 16):
+        tree = _tree(mod, rng, leaves)
+        value, grads = run(E, W, tree)
+        value_i, grads_i = rl.evaluate(vg, E, W, tree)
+        np.testing.assert_allclose(value, value_i, rtol=1e-12)
+        for g, gi in zip(grads, grads_i):
+            np.testing.assert_allclose(g, gi, rtol=1e-10, atol=1e-12)
+    assert run.trace_count == 1

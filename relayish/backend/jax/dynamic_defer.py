@@ -24,7 +24,10 @@ deferring that reference), each hit writes (g, x) -- or (v, i) -- to a small cel
 (densely: a hit's next row is its own counter, so the TreeLSTM's node weight has a row per node,
 not per node and leaf), and after the loop `settle` adds `G^T X` (one matmul over the first n
 rows, n from `settle_sizes`) or a scatter-add of the rows: the interpreter's deferred outer
-products (interp/deferred.py), as XLA operations.
+products (interp/deferred.py), as XLA operations. An embedding's gradient through a matmul,
+`take_backward(matmul(g, W), i, E)` with W the same for every row (a weight the closure
+captured from outside the loop), stores g, and `settle` scatters G[:n] @ W: one matrix product
+instead of a matrix-vector product per step (the TreeLSTM leaf's input gradient).
 """
 from __future__ import annotations
 
@@ -88,11 +91,12 @@ class Undefer(Exception):
 
 class Accumulation:
     """One `%r := %a + d` site: `read` the Var %a bound to `!%r`, `kind` "outer" (operands
-    g, x) or "scatter" (v, i)."""
-    __slots__ = ("read", "kind", "a", "b")
+    g, x), "scatter" (v, i) or "scatter_mm" (g, i and `w`: the rows are matmul(g, w), an
+    embedding's gradient through a matmul; deferred as g when w is the same for every row)."""
+    __slots__ = ("read", "kind", "a", "b", "w")
 
-    def __init__(self, read, kind, a, b):
-        self.read, self.kind, self.a, self.b = read, kind, a, b
+    def __init__(self, read, kind, a, b, w=None):
+        self.read, self.kind, self.a, self.b, self.w = read, kind, a, b, w
 
 
 def _ttype(e):
@@ -119,6 +123,13 @@ def _delta(d):
         tv, ti, tl = _ttype(v), _ttype(i), _ttype(like)
         if tv and ti and tl and ti.shape == () and ti.dtype.startswith("int") and \
                 len(tl.shape) >= 1 and tv.shape == tl.shape[1:]:
+            if _op(v, "matmul") and len(v.args) == 2:
+                g, w = v.args
+                tg, tw = _ttype(g), _ttype(w)
+                if tg and tw and len(tg.shape) == 1 and len(tw.shape) == 2 and \
+                        tw.shape[0] == tg.shape[0] and tv.shape == (tw.shape[1],) and \
+                        tg.dtype == tw.dtype == tv.dtype:
+                    return "scatter_mm", g, i, w
             return "scatter", v, i
     return None
 
@@ -176,8 +187,12 @@ class Guard:
     start of the step (`start_step`), so the switch over the row's Functions joins it (zeros
     where another Function ran). `depth`: the join depth of the row's alternatives."""
 
-    def __init__(self, start, patterns, deferred, depth, shapes=None):
+    def __init__(self, start, patterns, deferred, depth, shapes=None, weights=None):
         self.start, self.patterns, self.depth, self.shapes = start, patterns, depth, shapes
+        # id(site) -> the weight a "scatter_mm" site read in the loop's first trace: a tensor
+        # of the enclosing trace (the same for every row) is the same object in every trace
+        # of the body, one the row computes is a new tracer each time
+        self.weights = {} if weights is None else weights
         self.deferred = {id(r): r for r in deferred}
         self.records = {id(r): [] for r in deferred}
         self.markers = {id(r): Marker(r) for r in deferred}
@@ -218,11 +233,19 @@ class Guard:
                 (e not in self.patterns or ev.join_depth > self.depth):
             raise Undefer(ref)
 
+    def same_weight(self, ev, site, env):
+        """The weight of a "scatter_mm" site, and whether it is the same for every row (the
+        object the site read in the loop's first trace: module docstring of Guard.weights)."""
+        w = ev.eval(site.w, env)
+        return w, is_tensor(w) and self.weights.setdefault(id(site), w) is w
+
     def defers(self, ev, e, ref, env):
         """Record the write `e` to a deferred reference (True), or False for any other."""
-        if not (isinstance(ref, JRef) and id(ref) in self.deferred):
-            return False
         site = self.patterns.get(e)
+        if not (isinstance(ref, JRef) and id(ref) in self.deferred):
+            if isinstance(site, Accumulation) and site.kind == "scatter_mm":
+                self.same_weight(ev, site, env)       # the first trace remembers its weight
+            return False
         if not isinstance(site, Accumulation) or ev.join_depth > self.depth or \
                 env.get(site.read) is not self.markers[id(ref)]:
             raise Undefer(ref)
@@ -230,11 +253,17 @@ class Guard:
         if not (is_tensor(a) and is_tensor(b)):
             raise Undefer(ref)
         import jax.numpy as jnp
+        kind, w = site.kind, None
+        if kind == "scatter_mm":
+            w, same = self.same_weight(ev, site, env)
+            if not same:
+                # the weight is the row's own: the product runs in the step, as written
+                kind, a, w = "scatter", jnp.matmul(a, w), None
         key = id(ref)
         n = self.hits.get(key, 0)
         self.hits[key] = n + 1
         if self.shapes is None:
-            self.records[key].append((site.kind, jnp.asarray(a), jnp.asarray(b)))
+            self.records[key].append((kind, jnp.asarray(a), jnp.asarray(b), w))
             return True
         cells = self.cells[key]
         if n >= len(cells):
@@ -256,7 +285,7 @@ def settle_sizes(rows: int) -> list[int]:
     return sizes
 
 
-def settle(initial, records, tables, count, fixed=False):
+def settle(initial, records, tables, count, fixed=False, weights=None):
     """The deferred reference's value after the loop: its content before plus every row's
     terms (`tables`: per hit, the two stacked operand tables). Rows past `count` (a traced
     int: the rows the loop wrote) are zeros: the outer products are ONE matrix product per
@@ -265,31 +294,43 @@ def settle(initial, records, tables, count, fixed=False):
     weight-sized sum is made once (a loop over chunks added a whole weight matrix per chunk:
     a sixth of the TreeLSTM gradient's time). `fixed` (a fixed-trip loop's tables,
     dynamic_rows._fixed_trips): every row, so that the work is the same for every example of
-    a batch."""
+    a batch. A "scatter_mm" hit (`weights`: its w) stored g: its rows are G[:n] @ w, one
+    matrix product where each step would have run a matrix-vector product, then scattered."""
     import jax.numpy as jnp
     from jax import lax
     total = jnp.asarray(initial)
+    weights = weights or [None] * len(records)
     outer = [(ta, tb) for (kind, *_), (ta, tb) in zip(records, tables) if kind == "outer"]
+    mapped = [(ta, tb, w) for (kind, *_), (ta, tb), w in zip(records, tables, weights)
+              if kind == "scatter_mm"]
     for (kind, *_), (ta, tb) in zip(records, tables):
         if kind == "scatter":
             total = total.at[tb].add(ta.astype(total.dtype))
-    if not outer:
+    if not outer and not mapped:
         return total
+    rows = (outer or mapped)[0][0].shape[0]
 
     def products(n):
         d = None
         for ta, tb in outer:
             p = jnp.matmul(ta[:n].T, tb[:n]).astype(total.dtype)
             d = p if d is None else d + p
-        return d
-    rows = outer[0][0].shape[0]
+        # the mapped rows padded to the table's rows (zeros past n, scattered to row 0)
+        rows_of = [jnp.pad(jnp.matmul(ta[:n], w), ((0, rows - n), (0, 0))) for ta, _, w in mapped]
+        return d, rows_of
     sizes = settle_sizes(rows)
     if fixed or len(sizes) == 1:
-        return total + products(rows)
+        d, rows_of = products(rows)
+    else:
+        which = jnp.searchsorted(jnp.asarray(sizes, jnp.int32), count)
+        d, rows_of = lax.switch(jnp.minimum(which, len(sizes) - 1),
+                                [lambda n=n: products(n) for n in sizes])
     # `total +` outside the switch: XLA drops it when the reference started as zeros
-    which = jnp.searchsorted(jnp.asarray(sizes, jnp.int32), count)
-    return total + lax.switch(jnp.minimum(which, len(sizes) - 1),
-                              [lambda n=n: products(n) for n in sizes])
+    if d is not None:
+        total = total + d
+    for (_, tb, _), v in zip(mapped, rows_of):
+        total = total.at[tb].add(v.astype(total.dtype))
+    return total
 
 
 __all__ = ["PoolCell", "Undefer", "Accumulation", "accumulations", "Marker", "Guard", "settle"]

@@ -642,6 +642,8 @@ class _Chain:
         self.record_shapes = None    # per deferred reference, per hit: (kind, shapes)
         self.fixed = _fixed_trips(ev)
         self.dead = {}               # id(pool cell) -> cell: own slots flush left unwritten
+        self.weights = []            # per deferred reference, per hit: a scatter_mm's weight
+        self.seen_weights = {}       # Guard.weights, kept from the body's first trace on
 
     def step(self, ptr, guard):
         """Row ptr's closure (a lax.switch over the row's Functions, joins.py); the next row
@@ -671,7 +673,7 @@ class _Chain:
         saved_frames, saved_guard = ev.frames, ev.guard
         keep = [(r, r.value) for r in deferred]
         guard = Guard(self.start, ev.accumulations, deferred, ev.join_depth + 1,
-                      self.record_shapes)
+                      self.record_shapes, self.seen_weights)
         guard.install()
         ev.guard = guard
         try:
@@ -696,7 +698,9 @@ class _Chain:
                     for ref, _ in frame.log.values():
                         finals[id(ref)] = ref.value
                     out["records"] = [[(k, a.shape, a.dtype, b.shape, b.dtype)
-                                       for k, a, b in guard.records[id(r)]] for r in deferred]
+                                       for k, a, b, _ in guard.records[id(r)]] for r in deferred]
+                    # the enclosing trace's weights of "scatter_mm" hits, for settle
+                    out["weights"] = [[w for *_, w in guard.records[id(r)]] for r in deferred]
                     out["hits"] = dict(guard.hits)
                 finally:
                     for ref, old in frame.log.values():
@@ -704,6 +708,7 @@ class _Chain:
                 return []
             jax.make_jaxpr(body)(np.int32(0))
         self._traced(run, deferred)
+        self.weights = out["weights"]
         return [ref for ref, _ in frame.log.values()], finals, out["records"]
 
     def run(self):
@@ -793,10 +798,10 @@ class _Chain:
             ev.write(ref, v)
         for cell in self.dead.values():      # own slots flush left unwritten: a later read
             ev.write(cell, POISON)           # restarts the trace, which writes them
-        for ref, hits, t, cs in zip(deferred, records, tables, counts):
+        for ref, hits, t, cs, ws in zip(deferred, records, tables, counts, self.weights):
             written_rows = fam.count if self.fixed or not cs else \
                 functools.reduce(jnp.maximum, cs)
-            ev.write(ref, settle(ref.value, hits, t, written_rows, self.fixed))
+            ev.write(ref, settle(ref.value, hits, t, written_rows, self.fixed, ws))
         return TailCall(fam.base, list(self.args))
 
 __all__ = ["Pool", "JPoolRef", "Family", "JRow"]
