@@ -235,7 +235,7 @@ class Guard:
 
     def same_weight(self, ev, site, env):
         """The weight of a "scatter_mm" site, and whether it is the same for every row (the
-        object the site read in the loop's first trace: module docstring of Guard.weights)."""
+        object the site read in the loop's first trace: see Guard.weights in __init__)."""
         w = ev.eval(site.w, env)
         return w, is_tensor(w) and self.weights.setdefault(id(site), w) is w
 
