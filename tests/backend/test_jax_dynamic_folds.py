@@ -421,6 +421,21 @@ def test_a_left_folds_gradient_from_a_constant_state_is_one_loop():
     assert run.trace_count == 1
 
 
+def test_a_left_folds_weight_gradient_from_a_constant_state_under_vmap_is_one_trace():
+    # lists of 0-12 elements in one batch, the weight's gradient per example
+    mod = rl.infer_type(rl.parse(LEFT + LEFT_MAIN))
+    vg = rl.value_and_grad(mod, argnums=(0,))
+    run = rl.compile(rl.vmap(vg, in_axes=(None, 0)), backend="jax", capacity={"nodes": 16})
+    rng = np.random.default_rng(3)
+    W = rng.normal(size=(3, 3)) * 0.5
+    lists = [rl.list_value(mod, list(rng.normal(size=(n, 3)))) for n in (0, 3, 7, 12)]
+    values, grads = run(W, lists)
+    for k, xs in enumerate(lists):
+        value, (grad,) = rl.evaluate(vg, W, xs)
+        _close((np.asarray(values)[k], np.asarray(grads[0])[k]), (value, grad))
+    assert run.trace_count == 1
+
+
 def test_a_reference_made_in_a_left_folds_iteration_is_a_compile_error():
     mod = rl.infer_type(rl.parse("""
 type L { Nil, Cons(Tensor[(3), float64], L) }
