@@ -642,7 +642,7 @@ class _Chain:
         self.record_shapes = None    # per deferred reference, per hit: (kind, shapes)
         self.fixed = _fixed_trips(ev)
         self.dead = {}               # id(pool cell) -> cell: own slots flush left unwritten
-        self.weights = []            # per deferred reference, per hit: a scatter_mm's weight
+        self.settle_weights = []     # per deferred reference, per hit: a scatter_mm's weight (else None)
         self.seen_weights = {}       # Guard.weights, kept from the body's first trace on
 
     def step(self, ptr, guard):
@@ -708,7 +708,7 @@ class _Chain:
                 return []
             jax.make_jaxpr(body)(np.int32(0))
         self._traced(run, deferred)
-        self.weights = out["weights"]
+        self.settle_weights = out["weights"]
         return [ref for ref, _ in frame.log.values()], finals, out["records"]
 
     def run(self):
@@ -798,7 +798,7 @@ class _Chain:
             ev.write(ref, v)
         for cell in self.dead.values():      # own slots flush left unwritten: a later read
             ev.write(cell, POISON)           # restarts the trace, which writes them
-        for ref, hits, t, cs, ws in zip(deferred, records, tables, counts, self.weights):
+        for ref, hits, t, cs, ws in zip(deferred, records, tables, counts, self.settle_weights):
             written_rows = fam.count if self.fixed or not cs else \
                 functools.reduce(jnp.maximum, cs)
             ev.write(ref, settle(ref.value, hits, t, written_rows, self.fixed, ws))
