@@ -642,7 +642,7 @@ class _Chain:
         self.record_shapes = None    # per deferred reference, per hit: (kind, shapes)
         self.fixed = _fixed_trips(ev)
         self.dead = {}               # id(pool cell) -> cell: own slots flush left unwritten
-        self.settle_weights = []     # per deferred reference, per hit: a scatter_mm's weight (else None)
+        self.settle_weights = []     # per deferred reference, per hit: scatter_mm weight or None
         self.seen_weights = {}       # Guard.weights, kept from the body's first trace on
 
     def step(self, ptr, guard):
