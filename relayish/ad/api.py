@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from relayish.errors import GradientError, RelayishError
-from relayish.ir.analysis import CallGraph, free_vars
+from relayish.ir.analysis import CallGraph, free_vars, global_refs, walk
 from relayish.ir.expr import (Call, Constant, Function, GlobalVar, Let, Tuple, TupleGetItem, Var,
                               const)
 from relayish.ir.module import Module
@@ -135,11 +135,17 @@ def hessian(f, mod=None, optimize=True):
     """`fn(Tensor[(n,)]) -> scalar` to `fn(x) -> Tensor[(n, n)]` (reverse over reverse).
 
     Row i is the vector-Jacobian product of the gradient program with the i-th basis vector.
+    A program that recurses (a loop: a global that reaches itself, or a let-bound function
+    that calls itself) gets forward over reverse instead, `hessian_forward`: the jax backend
+    compiles the forward-mode transform of the gradient's loop as one loop, where the vjp of
+    the loop's backpropagators (closures that hold references to references) it cannot.
     """
     func, src, x_t = _one_vector_input(f, mod, "hessian")
     if len(x_t.shape) != 1:
         raise GradientError(f"hessian needs a function of one vector Tensor[(n,), float]; "
                             f"its parameter has type {x_t}")
+    if _recurses(func, src):
+        return hessian_forward(f, mod=mod, optimize=optimize)
     back_prog = vjp(grad(f, mod=mod, optimize=optimize), mod=None, optimize=optimize)
     n = x_t.shape[0]
 
@@ -398,6 +404,25 @@ def _transform_deep(f, mod, mode, argnums):
         return entry
     out["main"] = entry
     return out
+
+
+def _recurses(func, src) -> bool:
+    """Whether func (with its module src, or None) can call itself again: it reaches a global
+    that reaches itself, or a function it reaches has a let-bound function that refers to
+    itself."""
+    bodies = [func]
+    if src is not None:
+        graph = CallGraph(src)
+        reached = list(dict.fromkeys(m for n in global_refs(func) if n in src
+                                     for m in graph.reachable(n)))
+        cyclic = {n for part in graph.components() for n in part
+                  if len(part) > 1 or n in graph.callees[n]}
+        if cyclic.intersection(reached):
+            return True
+        bodies += [src[name] for name in reached]
+    return any(isinstance(node, Let) and isinstance(node.value, Function)
+               and node.var in free_vars(node.value)
+               for body in bodies for node in walk(body))
 
 
 def _copy_without(src: Module, name: str) -> Module:

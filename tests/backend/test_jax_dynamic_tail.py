@@ -277,22 +277,48 @@ def test_the_loop_gradient_under_vmap_one_trace():
     assert run.trace_count == 1
 
 
+def test_the_loops_hessian_is_one_compilation_for_every_trip_count():
+    # rl.hessian of a program that loops is forward over reverse (the jvp of the gradient's
+    # loop is a loop again); checked against jax.hessian of the loop unrolled for the input's
+    # trip count (0, 1, 2 and many)
+    f = loop_module(4, "float64", summed=True)
+    run = rl.compile(rl.hessian(f), backend="jax")
+    trips = []
+    for x in (np.full(4, 0.01), np.full(4, 0.016), np.full(4, 0.025),
+              np.array([0.3, -0.2, 0.5, 0.1]), np.array([3.0, -1.0, 0.2, 2.0])):
+        n = _trips(loop_step_jax, lambda v: jnp.sum(v * v) > EPS, x)
+        trips.append(n)
+
+        def unrolled(v, n=n):
+            for _ in range(n):
+                v = loop_step_jax(v)
+            return jnp.sum(v)
+        with jax.enable_x64(True):
+            expected = jax.hessian(unrolled)(jnp.asarray(x))
+        _close(run(x), expected, 1e-10)
+    assert trips[:3] == [0, 1, 2] and max(trips) > 10
+    assert run.trace_count == 1
+
+
 # the default run gives up after 16 activations under traced joins, -m slow after the real
 # bound's 512 (2.3 s of tracing nested joins)
 @pytest.mark.parametrize("activations", [16, pytest.param(None, marks=pytest.mark.slow)])
-def test_the_loops_second_derivative_is_a_compile_error_naming_the_loop(activations, monkeypatch):
-    # the Hessian differentiates the gradient's loop again: @loop_ad_const1_ad_const1 returns
-    # a reference to an (x, %rx) pair (a reference holding a reference, which no pool row
-    # holds), so it is not a tail loop the rule recognizes; it unrolls, and the unrolling
-    # under traced ifs never ends at trace time
+def test_reverse_over_reverse_through_the_loop_is_a_compile_error_naming_it(activations,
+                                                                             monkeypatch):
+    # the vjp of the gradient differentiates the gradient's loop again:
+    # @loop_ad_const1_ad_const1 returns a reference to an (x, %rx) pair (a reference holding a
+    # reference, which no pool row holds), so it is not a tail loop the rule recognizes; it
+    # unrolls, and the unrolling under traced ifs never ends at trace time (rl.hessian takes
+    # forward over reverse for such programs: the test above)
+    from relayish.ad.api import hvp_reverse
     if activations is not None:
         from relayish.backend.jax import trace
         monkeypatch.setattr(trace, "MAX_ACTIVATIONS_UNDER_JOIN", activations)
     f = loop_module(4, "float64", summed=True)
-    run = rl.compile(rl.hessian(f), backend="jax", limits={"max_seconds": 20})
+    run = rl.compile(hvp_reverse(f), backend="jax", limits={"max_seconds": 20})
     with pytest.raises(CompileError, match=r"recursion in @loop\w*_ad\w* does not terminate at "
                                            r"trace time"):
-        run(np.full(4, 0.05))
+        run(np.full(4, 0.05), np.ones(4))
 
 
 ACCUMULATE = """
