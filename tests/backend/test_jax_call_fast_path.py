@@ -15,19 +15,11 @@ from relayish.backend.jax.dynamic_tables import NodeTable
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples"))
 from treelstm import init_params, random_tree, to_value, treelstm_module  # noqa: E402
+from test_jax_dynamic import LIST as LIST_F64  # noqa: E402
 
 DIMS = dict(vocab=20, embed=6, hidden=4, classes=3)
-LIST = """
-type L { Nil, Cons(Tensor[(3), float32], L) }
-def @fold(%w: Tensor[(3), float32], %l: L) -> Tensor[(3), float32] {
-  match (%l) {
-    Nil => zeros_like(%w),
-    Cons(%x, %rest) => {
-      let %s = @fold(%w, %rest);
-      tanh(%s * %w + %x)
-    }
-  }
-}
+# test_jax_dynamic's list fold, in float32
+LIST = LIST_F64.replace("float64", "float32") + """
 def @main(%w: Tensor[(3), float32], %l: L) -> Tensor[(3), float32] { @fold(%w, %l) }
 """
 
