@@ -114,6 +114,46 @@ def adt_fields(mod, t):
     return data, fields
 
 
+def _no(why, reason):
+    """None, the answer of a check that refuses; its reason appended to `why` (a list, or None
+    when nobody asked: `explain` asks, the compiler does not)."""
+    if why is not None:
+        why.append(reason)
+    return None
+
+
+NOT_A_MATCH = "its body is not a match on one of its parameters"
+MUTUAL = "it is mutually recursive (a function it calls calls it again)"
+
+
+def _mutually_recursive(name, graph):
+    return any(callee != name and name in graph.reachable(callee)
+               for callee in graph.callees.get(name, ()))
+
+
+def _bad_pattern(clause, fields):
+    if fields is not None:
+        return f"constructor {_clause_name(clause)} has more than one clause"
+    return (f"clause {_clause_name(clause)}: its pattern is not a constructor with a variable "
+            f"or _ for each field")
+
+
+def _bad_fields(clause, kinds, t):
+    bad = next(f for f in kinds if not (_same_type(f, t) or _row_type(f)))
+    return (f"clause {_clause_name(clause)}: a field of type {bad} (a fold's fields are "
+            f"tensors, tuples of them, references to them, or children)")
+
+
+def _missing_clauses(data, clauses):
+    missing = [c.name_hint for c in data.constructors if c.tag not in clauses]
+    return f"no clause for {', '.join(missing)}"
+
+
+def _clause_name(clause):
+    lhs = clause.lhs
+    return lhs.constructor.name_hint if isinstance(lhs, PatternConstructor) else "_"
+
+
 def _same_type(a, b):
     if isinstance(a, GlobalTypeVar):
         a = TypeCall(a, ())
@@ -162,60 +202,70 @@ def _pure(expr):
     return True
 
 
-def _fold_of(mod, name, func, graph):
-    fold = _right_fold_of(mod, name, func, graph)
-    return fold if fold is not None else _left_fold_of(mod, name, func, graph)
+def _fold_of(mod, name, func, graph, why=None):
+    right, left = ([], []) if why is not None else (None, None)
+    fold = _right_fold_of(mod, name, func, graph, right)
+    if fold is None:
+        fold = _left_fold_of(mod, name, func, graph, left)
+    if fold is None and why is not None:
+        why.append(f"not a fold ({right[0]}) nor a left fold ({left[0]})"
+                   if right[0] != left[0] else f"not a fold: {right[0]}")
+    return fold
 
 
-def _left_fold_of(mod, name, func, graph):
+def _left_fold_of(mod, name, func, graph, why=None):
     """A Fold with `left` set when @name is a left fold (module docstring), else None; its
     clauses' orders are the child fields in field order (what the table is encoded with when
     no right fold says otherwise)."""
     body = func.body
     if not (isinstance(body, Match) and isinstance(body.data, Var) and body.data in func.params):
-        return None
+        return _no(why, NOT_A_MATCH)
     k = func.params.index(body.data)
     t = getattr(func.params[k], "_checked_type", None) or func.params[k].type_annotation
     found = adt_fields(mod, t)
     checked = getattr(func, "_checked_type", None)
     ret = func.ret_type or (checked.ret_type if isinstance(checked, FuncType) else None)
-    if found is None or ret is None or not _row_type(ret):
-        return None
+    if found is None:
+        return _no(why, f"the matched %{body.data.name_hint} is not a recursive data type")
+    if ret is None or not _row_type(ret):
+        return _no(why, f"its result type {ret} is not made of tensors, tuples and references "
+                        f"to tensors")
     # other parameters holding references or closures (reverse AD's @walk_ad): a tail loop
     # that leaves rows (dynamic_tail.py) runs it, carrying the node as a cursor
     rows = not is_tensor_tree(ret)
     for m, p in enumerate(func.params):
         pt = getattr(p, "_checked_type", None) or p.type_annotation
         if pt is None:
-            return None
+            return _no(why, f"the type of %{p.name_hint} is not known")
         rows = rows or (m != k and not is_tensor_tree(pt))
-    if any(callee != name and name in graph.reachable(callee)
-           for callee in graph.callees.get(name, ())):
-        return None
+    if _mutually_recursive(name, graph):
+        return _no(why, MUTUAL)
     data, field_types = found
     t = fold_type(t)
     counts = use_counts(body)
     if counts.get(func.params[k], 0) != 1:
-        return None
+        return _no(why, f"%{body.data.name_hint} is used besides the match")
     clauses, calls = {}, 0
     for clause in body.clauses:
         fields = _clause_fields(clause.lhs, field_types)
         if fields is None or fields[0] in clauses:
-            return None
+            return _no(why, _bad_pattern(clause, fields))
         tag, subs, kinds = fields
         if not all(_same_type(f, t) or _row_type(f) for f in kinds):
-            return None
+            return _no(why, _bad_fields(clause, kinds, t))
         children = {v for m, v in enumerate(subs) if v is not None and _same_type(kinds[m], t)}
         found_calls = _left_tail_calls(name, func, k, clause.rhs, children)
         if found_calls is None or any(counts.get(v, 0) != found_calls.get(v, 0)
                                       for v in children):
-            return None
+            return _no(why, f"clause {_clause_name(clause)}: a child is used other than as "
+                            f"the node a tail call of @{name} goes on with")
         calls += sum(found_calls.values())
         order = [m for m, f in enumerate(kinds) if _same_type(f, t)]
         clauses[tag] = (clause, subs, order)
-    if len(clauses) != len(data.constructors) or not calls or \
-            _global_uses(body, name) != calls:
-        return None
+    if len(clauses) != len(data.constructors):
+        return _no(why, _missing_clauses(data, clauses))
+    if not calls or _global_uses(body, name) != calls:
+        return _no(why, f"@{name} is used other than by tail calls passing a child")
     fold = Fold(name, func, k, t, data, clauses, field_types, ret)
     fold.left, fold.rows = True, rows
     return fold
@@ -233,53 +283,55 @@ def _left_tail_calls(name, func, k, rhs, children):
     return out
 
 
-def _right_fold_of(mod, name, func, graph):
+def _right_fold_of(mod, name, func, graph, why=None):
     body = func.body
-    if not isinstance(body, Match) or not isinstance(body.data, Var):
-        return None
-    if body.data not in func.params:
-        return None
+    if not (isinstance(body, Match) and isinstance(body.data, Var) and body.data in func.params):
+        return _no(why, NOT_A_MATCH)
     k = func.params.index(body.data)
     t = getattr(func.params[k], "_checked_type", None) or func.params[k].type_annotation
     found = adt_fields(mod, t)
     checked = getattr(func, "_checked_type", None)
     ret = func.ret_type or (checked.ret_type if isinstance(checked, FuncType) else None)
-    if found is None or ret is None:
-        return None
+    if found is None:
+        return _no(why, f"the matched %{body.data.name_hint} is not a recursive data type")
+    if ret is None:
+        return _no(why, "its result type is not known")
     data, field_types = found
     if isinstance(t, GlobalTypeVar):
         t = TypeCall(t, ())
     target = None if _row_type(ret) else adt_fields(mod, ret)
     if target is None and not _row_type(ret):
-        return None
+        return _no(why, f"its result type {ret} is neither made of tensors, tuples and "
+                        f"references to tensors nor a recursive data type (a map)")
     counts = use_counts(body)
     free = _write_free(name, func)
     if counts.get(func.params[k], 0) != 1:
-        return None
-    # no mutual recursion: no other global @f calls reaches @f
-    for callee in graph.callees.get(name, ()):
-        if callee != name and name in graph.reachable(callee):
-            return None
+        return _no(why, f"%{body.data.name_hint} is used besides the match")
+    if _mutually_recursive(name, graph):
+        return _no(why, MUTUAL)
     clauses, tags, b_orders = {}, {}, {}
     for clause in body.clauses:
         fields = _clause_fields(clause.lhs, field_types)
         if fields is None or fields[0] in clauses:
-            return None
+            return _no(why, _bad_pattern(clause, fields))
         tag, subs, kinds = fields
         if not all(_same_type(f, t) or _row_type(f) for f in kinds):
-            return None
-        found = _leading_calls(name, func, k, clause.rhs, subs, kinds, t, counts, free)
+            return _no(why, _bad_fields(clause, kinds, t))
+        refused = [] if why is not None else None
+        found = _leading_calls(name, func, k, clause.rhs, subs, kinds, t, counts, free, refused)
         if found is None:
-            return None
+            return _no(why, f"clause {_clause_name(clause)}: {refused[0]}" if refused else "")
         order, results = found
         if target is not None:
             built = _mapped(clause.rhs, target, ret, order, results, counts)
             if built is None or b_orders.get(built[0], built[1]) != built[1]:
-                return None
+                return _no(why, f"clause {_clause_name(clause)}: it does not end in a "
+                                f"constructor of {ret} holding the recursive results as its "
+                                f"children, in the order the other clauses use")
             tags[tag], b_orders[built[0]] = built
         clauses[tag] = (clause, subs, order)
     if len(clauses) != len(data.constructors):
-        return None
+        return _no(why, _missing_clauses(data, clauses))
     map_to = None if target is None else (fold_type(ret), tags, b_orders)
     return Fold(name, func, k, t, data, clauses, field_types, ret, map_to)
 
@@ -309,7 +361,7 @@ def _mapped(rhs, target, b, order, results, counts):
     return ctor.tag, [child_of[a] for a in order]
 
 
-def _leading_calls(name, func, k, rhs, subs, kinds, t, counts, free=False):
+def _leading_calls(name, func, k, rhs, subs, kinds, t, counts, free=False, why=None):
     """(the child field indices of the recursive calls of one clause body in call order,
     {the variable each call binds: its child field index}), or None when the clause breaks
     the rule (module docstring). `free`: the function is write-free, calls may come late."""
@@ -320,7 +372,9 @@ def _leading_calls(name, func, k, rhs, subs, kinds, t, counts, free=False):
         value = node.value
         if _is_recursive_call(value, name, func, k, children):
             if effects:
-                return None
+                return _no(why, f"@{name} is called on %{value.args[k].name_hint} after a "
+                                f"binding with effects (a reference or a function call): the "
+                                f"recursive calls must come first")
             order.append(children[value.args[k]])
             results[node.var] = order[-1]
         elif not free and not _pure(value):
@@ -328,11 +382,13 @@ def _leading_calls(name, func, k, rhs, subs, kinds, t, counts, free=False):
         node = node.body
     # every child of the clause is called exactly once, and @f appears nowhere else
     if sorted(order) != sorted(set(order)) or set(order) != set(children.values()):
-        return None
+        return _no(why, f"each child must be the argument of exactly one "
+                        f"`let %r = @{name}(...)`, passing its other parameters unchanged")
     if _global_uses(rhs, name) != len(order):
-        return None
+        return _no(why, f"@{name} is used other than by `let %r = @{name}(...)` calls on the "
+                        f"children, passing its other parameters unchanged")
     if any(counts.get(v, 0) != 1 for v in children):
-        return None
+        return _no(why, "a child is used besides its recursive call")
     return order, results
 
 
@@ -360,26 +416,32 @@ def _is_recursive_call(value, name, func, k, children):
     return True
 
 
-def find_folds(mod):
-    """{Function: Fold} of the module's globals that are structural recursions (docstring)."""
+def find_folds(mod, why=None):
+    """{Function: Fold} of the module's globals that are structural recursions (docstring).
+    `why`: a dict that gets {name: the reason} of each global that is not."""
     if mod is None:
         return {}
     graph = CallGraph(mod)
     out = {}
     for gv, func in mod.functions.items():
-        fold = _fold_of(mod, gv.name_hint, func, graph)
+        name = gv.name_hint
+        reasons = [] if why is not None else None
+        fold = _fold_of(mod, name, func, graph, reasons)
         if fold is not None:
             out[func] = fold
+        elif reasons:
+            why[name] = reasons[0]
     return out
 
 
-def dynamic_params(mod, main, folds):
+def dynamic_params(mod, main, folds, why=None):
     """{parameter index of main: (ADT type, {tag: child order})} of main's parameters that the
     rule makes dynamic: recursive-ADT parameters with fields of tensors and children, used only
     as the folded argument of fold calls that agree on the order of the children; a map's
     result (`let %d = @map(..., %t)`) must in turn be folded by calls agreeing with the map's
-    order of B's children, or returned (module docstring)."""
-    if not folds:
+    order of B's children, or returned (module docstring). `why`: a dict that gets {index:
+    the reason} of each recursive-ADT parameter that is not dynamic."""
+    if not folds and why is None:
         return {}
     by_name = {f.name: f for f in folds.values()}
     counts = use_counts(main.body)
@@ -396,22 +458,34 @@ def dynamic_params(mod, main, folds):
     for index, p in enumerate(main.params):
         t = getattr(p, "_checked_type", None) or p.type_annotation
         found = adt_fields(mod, t)
-        if found is None or not all(isinstance(f, TensorType) or _same_type(f, t)
-                                    for fs in found[1] for f in fs):
+        if found is None:
             continue
-        orders = _consumed(p, fold_type(t), None, calls, bound, counts, returned, False)
-        if orders is not None:
-            out[index] = (fold_type(t), orders)
-        elif _consumed(p, fold_type(t), None, calls, bound, counts, returned, False,
-                       any_order=True) is not None:
-            # left folds only: children in field order
-            out[index] = (fold_type(t), {tag: [m for m, f in enumerate(fs)
-                                               if _same_type(f, fold_type(t))]
-                                         for tag, fs in enumerate(found[1])})
+        reasons = [] if why is not None else None
+        bad = [f for fs in found[1] for f in fs
+               if not (isinstance(f, TensorType) or _same_type(f, t))]
+        if bad:
+            _no(reasons, f"a node table holds tensors and children, and {t} has a field of "
+                         f"type {bad[0]}")
+        else:
+            orders = _consumed(p, fold_type(t), None, calls, bound, counts, returned, False,
+                               why=reasons)
+            if orders is not None:
+                out[index] = (fold_type(t), orders)
+                continue
+            if _consumed(p, fold_type(t), None, calls, bound, counts, returned, False,
+                         any_order=True) is not None:
+                # left folds only: children in field order
+                out[index] = (fold_type(t), {tag: [m for m, f in enumerate(fs)
+                                                   if _same_type(f, fold_type(t))]
+                                             for tag, fs in enumerate(found[1])})
+                continue
+        if why is not None:
+            why[index] = reasons[0]
     return out
 
 
-def _consumed(var, t, orders, calls, bound, counts, returned, may_return, any_order=False):
+def _consumed(var, t, orders, calls, bound, counts, returned, may_return, any_order=False,
+              why=None):
     """The child orders the folds of table variable `var` (of ADT type t) agree on (given
     `orders`: they must be those), or None when a use breaks the rule: every use is the folded
     argument of a fold or a map whose result (a let's variable or the call itself) is in turn
@@ -428,15 +502,17 @@ def _consumed(var, t, orders, calls, bound, counts, returned, may_return, any_or
                 continue
             mine = fold.orders()
             if want is not None and any(mine.get(tag) != o for tag, o in want.items()):
-                return None
+                return _no(why, f"@{fold.name} folds a map's result in another order of its "
+                                f"children than the map made")
             if v is var:
                 if found is not None and found != mine:
-                    return None
+                    return _no(why, "two folds of it call the children in different orders")
                 found = mine
             if fold.map is not None:        # its result: a let's variable, or the call itself
                 work.append((bound.get(id(node), node), fold.map[0], fold.map[2], True))
         if uses == 0 or uses != (counts.get(v, 0) if isinstance(v, Var) else 1):
-            return None
+            return _no(why, "@main uses it other than as the argument a fold matches on"
+                       if v is var else "a map's result is used other than by a fold")
     return found if found is not None or not any_order else {}
 
 
@@ -544,4 +620,57 @@ def find_tail_loops(mod):
     return out
 
 
-__all__ = ["Fold", "adt_fields", "find_folds", "dynamic_params", "TailLoop", "find_tail_loops"]
+# ---- the rule's answer, in words -----------------------------------------------------------------
+
+def explain(mod, main) -> str:
+    """What the jax backend makes of each recursion of the program, a line each: the
+    recursive-ADT parameters of `main` (a node table folded by one loop, or unrolled per
+    structure and why), then the globals that call themselves (a fold, a left fold, a while
+    loop, or unrolled at trace time and why). What `JaxFunction.explain()` prints."""
+    fold_why, param_why = {}, {}
+    folds = find_folds(mod, fold_why)
+    by_name = {f.name: f for f in folds.values()}
+    tables = dynamic_params(mod, main, folds, param_why)
+    receivers = {}                       # parameter -> the globals main passes it to
+    for node in walk(main.body):
+        if isinstance(node, Call) and isinstance(node.op, GlobalVar):
+            for a in node.args:
+                if isinstance(a, Var):
+                    receivers.setdefault(a, []).append(node.op.name_hint)
+    lines = []
+    for index, p in enumerate(main.params):
+        t = getattr(p, "_checked_type", None) or p.type_annotation
+        names = list(dict.fromkeys(receivers.get(p, ())))
+        if index in tables:
+            folded = [f"@{n}" for n in names if n in by_name]
+            lines.append(f"parameter %{p.name_hint}: {t}: a node table, one loop for every "
+                         f"structure (folded by {', '.join(folded)})")
+        elif index in param_why:
+            unrolled = [f"@{n}" for n in names if n in fold_why]
+            notes = f" (it is passed to {', '.join(unrolled)}: below)" if unrolled else ""
+            lines.append(f"parameter %{p.name_hint}: {t}: unrolled, one trace per structure: "
+                         f"{param_why[index]}{notes}")
+    loops = {loop.name for loop in find_tail_loops(mod).values()}
+    graph = CallGraph(mod)
+    recursive = {n for part in graph.components() for n in part
+                 if len(part) > 1 or n in graph.callees[n]}
+    for gv in mod.functions:
+        name = gv.name_hint
+        if name not in recursive:
+            continue
+        fold = by_name.get(name)
+        if fold is not None and not fold.left:
+            what = f"a fold over {fold.adt}" + (f", mapping it to {fold.map[0]}"
+                                                if fold.map is not None else "")
+        elif fold is not None:
+            what = f"a left fold over {fold.adt} (a loop from the root)"
+        elif name in loops:
+            what = "a while loop where it is called with traced arguments (a tail recursion)"
+        else:
+            what = f"unrolled at trace time: {fold_why.get(name, 'not a fold')}"
+        lines.append(f"@{name}: {what}")
+    return "\n".join(lines) if lines else "no recursion: the program is traced as it is"
+
+
+__all__ = ["Fold", "adt_fields", "find_folds", "dynamic_params", "TailLoop", "find_tail_loops",
+           "explain"]

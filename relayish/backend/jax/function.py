@@ -374,6 +374,13 @@ class JaxFunction:
         """{parameter index: TableSpec} of the parameters passed as node tables (issue 17)."""
         return dict(self._tables)
 
+    def explain(self):
+        """In words, what this compilation makes of the program's recursion: which structure
+        arguments are node tables folded by one loop and which unroll per structure, and why
+        (docs/dynamic.md)."""
+        from relayish.backend.jax.dynamic_rule import explain
+        return explain(self.mod, self.main)
+
     def _converted(self, args):
         """parameters.convert(args), except that a node-table parameter may take a NodeTable
         built already: rl.vmap encodes the trees of a batch, stacks their tables and maps the
