@@ -204,11 +204,17 @@ class TraceEvaluator:
                 name = closure_name(self.names[func])
             else:
                 name = "the program"
+        # reverse AD names a global's derivative @<name>_ad: twice, a reverse derivative of a
+        # loop's reverse derivative, whose backpropagators hold references to references
+        second = name.count("_ad") >= 2
+        hint = (" A second reverse-mode derivative of a loop (rl.grad of rl.grad) does not "
+                "compile as a loop; a second derivative taken forward over reverse does "
+                "(rl.hessian, rl.hvp, rl.derivative(f, 2)).") if second else ""
         return CompileError(
             f"recursion in {name} does not terminate at trace time: how deep it goes depends on a "
             f"traced value (a condition on tensor data), so it cannot become one XLA program. Run "
             f"it with rl.evaluate (the interpreter), or make the bound static (recurse over a Nat, "
-            f"a list or a tree argument instead of a tensor condition)")
+            f"a list or a tree argument instead of a tensor condition).{hint}")
 
     # ---- nodes ------------------------------------------------------------------------------
     def visit_Var(self, e, env, tail):
