@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from relayish.errors import GradientError, RelayishError
-from relayish.ir.analysis import CallGraph, free_vars, global_refs, walk
+from relayish.ir.analysis import CallGraph, FreeVars, free_vars, global_refs, walk
 from relayish.ir.expr import (Call, Constant, Function, GlobalVar, Let, Tuple, TupleGetItem, Var,
                               const)
 from relayish.ir.module import Module
@@ -420,8 +420,9 @@ def _recurses(func, src) -> bool:
         if cyclic.intersection(reached):
             return True
         bodies += [src[name] for name in reached]
+    table = FreeVars()             # one table: a walk per function would be quadratic in depth
     return any(isinstance(node, Let) and isinstance(node.value, Function)
-               and node.var in free_vars(node.value)
+               and any(v is node.var for v in table(node.value))
                for body in bodies for node in walk(body))
 
 
