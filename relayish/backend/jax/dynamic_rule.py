@@ -609,8 +609,7 @@ def find_tail_loops(mod):
         # no exit (`f(x) = f(x + 1)`): it never ends; the trace's bounds report it (limits.py)
         if not uses or calls != uses or not exits:
             continue
-        if any(callee != name and name in graph.reachable(callee)
-               for callee in graph.callees.get(name, ())):
+        if _mutually_recursive(name, graph):
             continue
         checked = getattr(func, "_checked_type", None)
         ret = func.ret_type or (checked.ret_type if isinstance(checked, FuncType) else None)
