@@ -213,7 +213,9 @@ def _call(name, position, argument):
 @st.composite
 def right_folds(draw, let_ifs=True, pre_lets=True, data_grad=True):
     """`@f(weights, %t)` (the ADT parameter at a random position among the weights), one clause
-    per constructor: its recursive calls in a random order, pure lets, a squashed result."""
+    per constructor: its recursive calls in a random order, pure lets, a squashed result.
+    @main folds the structure once, or twice with other weights (two loops, two backward
+    loops chained)."""
     ctors = draw(adts())
     adt, type_text = adt_text(ctors)
     gen = Clauses(draw, let_ifs)
@@ -236,10 +238,13 @@ def right_folds(draw, let_ifs=True, pre_lets=True, data_grad=True):
         lines += gen.lets(scope)
         body = " ".join([*lines, gen.result(scope)])
         clauses.append(f"    {_pattern(ctor, names)} => {{ {body} }}")
+    fold = _call("f", position, "%t")
+    if draw(st.integers(0, 3)) == 0:      # two folds of one structure, with other weights
+        fold = f"{fold} * {fold.replace('%w', '(%w * 0.5f64)').replace('%W', 'sin(%W)')}"
     text = (type_text + f"def @f({', '.join(params)}) -> {VEC} {{\n  match (%t) {{\n"
             + ",\n".join(clauses) + "\n  }\n}\n"
             + f"def @main({WEIGHTS}, %t: {adt}) -> float64 {{\n"
-            + f"  let %h = {_call('f', position, '%t')}; {draw(st.sampled_from(LOSSES))}\n}}\n")
+            + f"  let %h = {fold}; {draw(st.sampled_from(LOSSES))}\n}}\n")
     return Program(text, "right", ctors, data_grad=data_grad and draw(st.booleans()))
 
 
