@@ -289,15 +289,7 @@ def test_an_exit_returning_a_value_unchanged(kind):
         _close(run(w, last), rl.evaluate(vg, w, last))
 
 
-@pytest.mark.xfail(strict=True, raises=EvaluationError,
-                   reason="the gradient of a left fold started from a constant state, whose "
-                          "first traced condition the trace decides on that constant, matches "
-                          "the node table as a value: 'the constructor pattern K0 cannot match "
-                          "JTable <...>'")
-def test_a_left_fold_from_a_constant_state_with_a_traced_if():
-    # the forward program is right; so is the gradient from %w instead of zeros, or with the
-    # walk going on (not stopping) where sum(%h) = 0
-    mod = rl.infer_type(rl.parse("""
+CONSTANT_START = """
 type T { K0, K1(T) }
 def @walk(%h: Tensor[(3), float64], %t: T) -> Tensor[(3), float64] {
   match (%t) {
@@ -308,12 +300,36 @@ def @walk(%h: Tensor[(3), float64], %t: T) -> Tensor[(3), float64] {
 def @main(%w: Tensor[(3), float64], %t: T) -> float64 {
   sum(@walk(zeros(shape=[3], dtype="float64"), %t) * %w)
 }
-"""))
+"""
+
+
+def _constant_start_runs():
+    """(the compiled gradient, the interpreted one, w, chains K1(...K1(K0)) of 0..2 links)."""
+    mod = rl.infer_type(rl.parse(CONSTANT_START))
     vg = rl.value_and_grad(mod, argnums=0)
     assert _recognized(vg, "left")
-    run = rl.compile(vg, capacity={"nodes": 16})
     k0, k1 = mod.get_constructor("K0"), mod.get_constructor("K1")
-    w, t = np.array([0.3, -0.2, 0.5]), rl.ConstructorValue(k0, [])
-    for _ in range(3):
+    chains = [rl.ConstructorValue(k0, [])]
+    for _ in range(2):
+        chains.append(rl.ConstructorValue(k1, [chains[-1]]))
+    return rl.compile(vg, capacity={"nodes": 16}), vg, np.array([0.3, -0.2, 0.5]), chains
+
+
+@pytest.mark.xfail(strict=True, raises=CompileError,
+                   reason="the gradient of a left fold started from a constant state, whose "
+                          "first traced condition the trace decides on that constant, matches "
+                          "the node table outside its loop: a CompileError saying so")
+def test_a_left_fold_from_a_constant_state_with_a_traced_if():
+    # the forward program is right; so is the gradient from %w instead of zeros, or with the
+    # walk going on (not stopping) where sum(%h) = 0
+    run, vg, w, chains = _constant_start_runs()
+    for t in chains:
         _close(run(w, t), rl.evaluate(vg, w, t))
-        t = rl.ConstructorValue(k1, [t])
+
+
+def test_a_node_table_matched_outside_its_loop_is_an_error_that_says_so():
+    # what the case above raises until it compiles: no internal pattern-matching message
+    run, _, w, chains = _constant_start_runs()
+    with pytest.raises(CompileError, match=r"matches a tree or list argument that is passed as "
+                                           r"a node table, outside the loop that folds it"):
+        run(w, chains[1])

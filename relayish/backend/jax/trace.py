@@ -33,7 +33,7 @@ from relayish.backend.jax.dots import DotFolding
 from relayish.backend.jax.dynamic_left import match_cursor
 from relayish.backend.jax.dynamic_loops import fold_call
 from relayish.backend.jax.dynamic_rows import JPoolRef, JRow
-from relayish.backend.jax.dynamic_tables import JCursor
+from relayish.backend.jax.dynamic_tables import JCursor, JTable
 from relayish.backend.jax.dynamic_tail import tail_call
 from relayish.backend.jax.joins import select_tree, switch, tensor_contents
 from relayish.backend.jax.limits import MAX_ACTIVATIONS_UNDER_JOIN, TRACE_LIMITS
@@ -353,6 +353,13 @@ class TraceEvaluator:
         data = self.eval(e.data, env)
         if isinstance(data, JCursor):       # a node of a table a tail loop carries (issue 17)
             return match_cursor(self, e, data, env, tail)
+        if isinstance(data, JTable):
+            # a table is read by the loop of the fold it is passed to; a match on it anywhere
+            # else (a call of the fold the trace did not run as its loop) has no node to see
+            raise CompileError(
+                f"{node_text(e)} matches a tree or list argument that is passed as a node "
+                f"table, outside the loop that folds it (a call of the fold that the trace did "
+                f"not run as its loop); this is not compiled yet: run it with rl.evaluate")
         return self._match(e, data, env, tail, {} if subst is None else subst)
 
     def _match(self, e, data, env, tail, subst):
