@@ -29,6 +29,10 @@ EXAMPLES = {
     "differential_programs": (12, 1_000),
     "differential_gradients": (6, 300),
     "differential_edge_chains": (20, 5_000),
+    # test_dynamic_loops.py: each example compiles a program with jax (~0.5-1 s)
+    "dynamic_programs": (6, 300),
+    "dynamic_let_ifs": (4, 200),
+    "dynamic_vmap": (4, 200),
 }
 
 # nesting depths of the deep-nesting cases (the parser stops at 30,000 levels or brackets).

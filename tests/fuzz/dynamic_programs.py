@@ -1,6 +1,6 @@
 """Random programs of the shapes relayish/backend/jax/dynamic_rule.py compiles as ONE loop
 (issue 17), as text, with inputs of random structure: the generator of
-tests/backend/test_jax_dynamic_fuzz.py.
+tests/fuzz/test_dynamic_loops.py.
 
     program = draw(programs(kind))       # kind: "right", "left" or "loop"
     args = program.inputs(rng, size)     # weights (w, W, E) and a structure of `size` nodes
@@ -142,7 +142,7 @@ class Clauses:
         """A vector expression, never a bare weight or field (`state` may be): reverse AD's
         output of a recursion whose exit returns a value it did not make unchanged is a
         CompileError on jax (the strict xfail test_an_exit_returning_a_value_unchanged of
-        test_jax_dynamic_fuzz.py)."""
+        test_dynamic_loops.py)."""
         v = self.vector(scope, depth)
         return f"sin({v})" if v.startswith("%") and v != state else v
 
