@@ -47,11 +47,12 @@ from relayish.backend.jax.values import (POISON, Frame, Indexed, JAdt, JClosure,
                                          same_tree_type, serial_of)
 
 
-def switch(ev, index, alternatives, tail_stop=None):
+def switch(ev, index, alternatives, tail_stop=None, one_row=False):
     """Run alternative `index` (an int32 scalar); each is `alt(stop) -> value | TailCall`.
 
     A trace-time index picks the alternative. A traced one probes every alternative, joins
-    their results and written references, and emits one lax.switch.
+    their results and written references, and emits one lax.switch. `one_row` (a traced if
+    whose value the iteration goes on with): see _Joiner.
     """
     if not is_traced(index):
         return alternatives[int(np.asarray(index))](tail_stop)
@@ -63,7 +64,7 @@ def switch(ev, index, alternatives, tail_stop=None):
         if any(pending) and not all(pending):     # values and calls do not join: finish calls
             probes = [_probe(ev, alt, start, None, inline) if pend else p
                       for alt, p, pend in zip(alternatives, probes, pending)]
-    return _join(ev, index, probes, start)
+    return _join(ev, index, probes, start, one_row)
 
 
 def _probe(ev, alternative, start, stop, inline=False):
@@ -109,7 +110,7 @@ def _probe(ev, alternative, start, stop, inline=False):
     return probe
 
 
-def _join(ev, index, probes, start):
+def _join(ev, index, probes, start, one_row=False):
     """The joined result of the probed alternatives; the written references get joined contents."""
     jax = load_jax()
     import jax.numpy as jnp
@@ -120,7 +121,7 @@ def _join(ev, index, probes, start):
             if id(ref) not in seen:
                 seen.add(id(ref))
                 refs.append(ref)
-    joiner = _Joiner(len(probes), start)
+    joiner = _Joiner(len(probes), start, one_row)
     joiner.outer = [p.outer for p in probes]
     old = {id(ref): old for p in probes for ref, old in p.restore}
     positions = [[p.result] + [_written(p, ref, old[id(ref)]) for ref in refs] for p in probes]
@@ -301,8 +302,19 @@ class _Same:
 
 
 class _Joiner:
-    def __init__(self, n, start):
-        self.n, self.start = n, start
+    """Makes the template of a join (module docstring).
+
+    `one_row`: rows of a loop's table that the alternatives return (pool references, one made
+    in each branch of a traced if) are joined into one row, and alternative i's own values
+    that hold its row (the branch's backpropagator) hold the joined row instead: when i runs
+    it is that row. A backward step that holds both -- the closure of the if's branch and a
+    later closure of the same iteration holding the joined result -- then holds one slot, not
+    two cells of it (dynamic_rows.flush's alias check refused that). Not for the switch over a
+    fold's constructors, whose joined result only the parent row holds: there each clause's
+    closures keep their own slots (read as one block, dynamic_rows._prefetch)."""
+
+    def __init__(self, n, start, one_row=False):
+        self.n, self.start, self.one_row = n, start, one_row
         self.outer = [set()] * n        # per alternative: ids of enclosing-trace tensors
         self.slots: list[_Slot] = []
         self.spare: dict = {}           # (shape, dtype) -> union slots, shared (`shared`)
@@ -362,10 +374,14 @@ class _Joiner:
                    [self.join([v.fields[k] for v in vals]) for k in range(len(first.fields))])
         elif (all(isinstance(v, Indexed) for v in vals)
               and all(v.join_key() == first.join_key() for v in vals)):
-            # rows of one table (dynamic_loops.py): join the row's parts
+            # rows of one table (dynamic_loops.py): join the row's parts (one_row: the join
+            # also stands for alternative i's row in i's own values)
             parts = [v.parts() for v in vals]
             out = ("parts", first, [self.join([p[k] for p in parts])
                                     for k in range(len(parts[0]))])
+            if self.one_row:
+                for i, v in enumerate(vals):
+                    self.memo.setdefault(("row", id(v), i), out)
         elif (all(isinstance(v, JClosure) for v in vals)
               and all(v.func is first.func for v in vals)):
             out = ["closure", first.func, first.name, []]
@@ -424,6 +440,9 @@ class _Joiner:
         if isinstance(v, TailCall):
             return ("tail", self.export(v.callee, i), [self.export(a, i) for a in v.args])
         if isinstance(v, Indexed):
+            joined = self.memo.get(("row", id(v), i))
+            if joined is not None:       # the joined row: in alternative i, it is v
+                return joined
             return ("parts", v, [self.export(p, i) for p in v.parts()])
         if serial_of(v) < self.start:
             return _Same(v)

@@ -347,7 +347,7 @@ class TraceEvaluator:
                         for b in (e.false_branch, e.true_branch)]
             return self.switch(index, branches, tail_stop=stop)
         branches = [lambda s, b=b: self.eval(b, env) for b in (e.false_branch, e.true_branch)]
-        return self.switch(index, branches)
+        return self.switch(index, branches, one_row=True)
 
     def visit_Match(self, e, env, tail, subst=None):
         data = self.eval(e.data, env)
@@ -458,10 +458,10 @@ class TraceEvaluator:
         return next_serial()
 
     # ---- joins ------------------------------------------------------------------------------
-    def switch(self, index, alternatives, tail_stop=None):
+    def switch(self, index, alternatives, tail_stop=None, one_row=False):
         """Run alternative `index` (an int32 scalar); each is `alt(stop) -> value | TailCall`.
         A traced index joins the alternatives (joins.py)."""
-        return switch(self, index, alternatives, tail_stop)
+        return switch(self, index, alternatives, tail_stop, one_row)
 
 
 def _all_numpy(v):
