@@ -415,9 +415,7 @@ def _recurses(func, src) -> bool:
         graph = CallGraph(src)
         reached = list(dict.fromkeys(m for n in global_refs(func) if n in src
                                      for m in graph.reachable(n)))
-        cyclic = {n for part in graph.components() for n in part
-                  if len(part) > 1 or n in graph.callees[n]}
-        if cyclic.intersection(reached):
+        if graph.recursive().intersection(reached):
             return True
         bodies += [src[name] for name in reached]
     table = FreeVars()             # one table: a walk per function would be quadratic in depth

@@ -219,6 +219,7 @@ class CallGraph:
         graph.reachable("main")       # main and every global it reaches, in preorder
         graph.callers_of({"f"})       # {"f"} and every global that reaches @f
         graph.components()            # strongly connected sets, callees before callers
+        graph.recursive()             # the globals in a cycle of calls
     """
 
     def __init__(self, mod):
@@ -254,6 +255,12 @@ class CallGraph:
     def components(self) -> list:
         """Strongly connected sets of globals (each a list), callees before callers."""
         return strongly_connected_components(self.callees)
+
+    def recursive(self) -> set:
+        """The globals that can call themselves again: in a cycle of two or more, or calling
+        themselves directly."""
+        return {n for part in self.components() for n in part
+                if len(part) > 1 or n in self.callees[n]}
 
 
 def strongly_connected_components(edges) -> list:

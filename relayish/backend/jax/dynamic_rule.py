@@ -651,8 +651,7 @@ def explain(mod, main) -> str:
                          f"{param_why[index]}{notes}")
     loops = {loop.name for loop in find_tail_loops(mod).values()}
     graph = CallGraph(mod)
-    recursive = {n for part in graph.components() for n in part
-                 if len(part) > 1 or n in graph.callees[n]}
+    recursive = graph.recursive()
     for gv in mod.functions:
         name = gv.name_hint
         if name not in recursive:
