@@ -71,7 +71,7 @@ from typing import Callable
 
 from attrs import define, field, frozen
 
-from relayish.errors import GradientError, RelayishError
+from relayish.errors import GradientError, RelayishError, TypeCheckError
 from relayish.ir.expr import Call, Expr, Primitive, _short_text, as_expr, provide
 
 FAIL = "fail"       # the effect of an op that can raise at run time on a well-typed input
@@ -175,9 +175,16 @@ def register_op(name, num_inputs, *, attrs=None, type_rule=None, impl=None, diff
                 prefix=None, effects=frozenset(), result_dtype=_ARG0, linear_in=(),
                 bilinear=False, accumulates=False, fills_zeros=False, symbolic_zero=False,
                 identity_in=None,
-                involution=False, shape_only_in=(), scatters_rows=False) -> Op:
-    """Add (or update) the op `name` in the registry and return it (the fields: the module
-    docstring). Updating keeps the gradient and tangent rules and resets everything else."""
+                involution=False, shape_only_in=(), scatters_rows=False, override=False) -> Op:
+    """Add the op `name` to the registry and return it (the fields: the module docstring).
+
+    A name already registered is an error (Relay's `register_op` refuses one too: a second
+    registration by mistake would silently change every program using the op), unless
+    `override=True`: then the record is updated in place (calls built before see the new
+    rules), keeping the gradient and tangent rules and resetting everything else."""
+    if name in _REGISTRY and not override:
+        raise RelayishError(f"operator {name!r} is already registered; pass override=True to "
+                            f"replace its record")
     effects = frozenset(effects)
     if not effects <= EFFECTS:
         raise RelayishError(f"operator '{name}': unknown effect(s) "
@@ -329,3 +336,27 @@ def not_a_value_message(op) -> str:
     return (f"operator '{op.name}' is not a value: operators are only called, as in "
             f"{op.name}(...); to pass it as a function, wrap it in one: "
             f"fn ({params}) {{ {op.name}({params}) }}")
+
+
+_AS_TYPE_ERROR: dict = {}      # an exception class -> its TypeCheckError twin (made once)
+
+
+def type_rule_error(exc, message) -> TypeCheckError:
+    """The TypeCheckError to raise for `exc`, raised by an op's type rule: it says `message`
+    (the call's text, the argument types) and is also an instance of exc's own class, with its
+    attributes, so a caller's `except ValueError` (or the user's own error class) still catches
+    what the user's rule raised, and `except rl.TypeCheckError` catches every type error."""
+    cls = type(exc)
+    twin = cls if issubclass(cls, TypeCheckError) else _AS_TYPE_ERROR.get(cls)
+    if twin is None:
+        try:
+            twin = type(f"TypeCheckError_{cls.__name__}", (TypeCheckError, cls),
+                        {"__str__": lambda self: self.args[0] if self.args else "",
+                         "__module__": TypeCheckError.__module__})
+        except TypeError:         # a class that cannot be combined (a C layout): no twin
+            twin = TypeCheckError
+        _AS_TYPE_ERROR[cls] = twin
+    err = twin.__new__(twin)
+    err.__dict__.update(getattr(exc, "__dict__", {}))
+    BaseException.__init__(err, message)
+    return err

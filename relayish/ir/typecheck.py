@@ -25,7 +25,7 @@ from relayish.ir.analysis import CallGraph, FreeVars
 from relayish.ir.expr import (Clause, Constructor, Expr, Function, Let, PatternConstructor,
                               PatternTuple, PatternVar, PatternWildcard, Var, _short_text)
 from relayish.ir.module import Module
-from relayish.ir.op import Op, not_a_value_message
+from relayish.ir.op import Op, not_a_value_message, type_rule_error
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, Type,
                                TypeCall, TypeVar, map_type, substitute, type_components,
                                walk_type)
@@ -320,14 +320,13 @@ class TypeChecker(ExprFunctor):
             raise TypeCheckError(f"operator '{op.name}' has no type rule, in {_text(call)}")
         try:
             out = op.type_rule(list(arg_types), dict(call.attrs))
-        except TypeCheckError as e:
-            raise TypeCheckError(f"{e}\n  in {_text(call)}") from None
         except RelayishError as e:
-            raise TypeCheckError(f"{e}\n  in {_text(call)}") from None
+            raise type_rule_error(e, f"{e}\n  in {_text(call)}") from None
         except Exception as e:  # noqa: BLE001 - a rule that breaks on odd input is still a type error
             shown = ", ".join(type_str(t) for t in arg_types)
-            raise TypeCheckError(f"operator '{op.name}' cannot take arguments of types ({shown}) "
-                                 f"in {_text(call)} ({type(e).__name__}: {e})") from None
+            # the user's own exception, as an instance of its class too (type_rule_error)
+            raise type_rule_error(e, f"operator '{op.name}' cannot take arguments of types "
+                                     f"({shown}) in {_text(call)} ({type(e).__name__}: {e})") from e
         if not isinstance(out, Type):
             raise TypeCheckError(f"the type rule of operator '{op.name}' returned {out!r}, "
                                  f"not a type, in {_text(call)}")

@@ -18,7 +18,7 @@ COUNT = []
 def counter():
     """An identity op counting its evaluations, registered when a test first needs it (not at
     import: tests/ops/test_ops_api.py parametrizes over the registry as it is at collection)."""
-    op = rl.register_op("test_checkpoint_count", 1, type_rule=lambda ts, attrs: ts[0],
+    op = rl.register_op("test_checkpoint_count", 1, type_rule=lambda ts, attrs: ts[0], override=True,
                         impl=lambda xp, x: (COUNT.append(1), x)[1],
                         doc="identity, counting its evaluations (tests/ir/passes)")
     rl.register_gradient("test_checkpoint_count")(lambda orig, g: [g])
