@@ -396,3 +396,39 @@ def test_attribute_values_take_relays_literal_suffixes():
 def test_an_attribute_value_with_an_unknown_suffix_is_a_parse_error():
     with pytest.raises(rl.ParseError, match="attribute value"):
         rl.parse("def @main(%x: Tensor[(2), float32]) -> float32 { sum(%x, axis=0q) }")
+
+
+# ---- 11. Relay's short dtype names, infinite attributes (issue 28) -------------------------------
+
+@pytest.mark.parametrize("name, dtype", [("int", "int32"), ("uint", "uint32"),
+                                         ("float", "float32"), ("bool", "bool")])
+def test_a_short_dtype_name_is_that_dtype_as_in_relay(name, dtype):
+    # Relay's DataType parser reads a type code alone with 32 bits (bool: 1 bit)
+    mod = rl.parse(f"def @main(%x: {name}, %v: Tensor[(2), {name}]) -> {name} {{ %x }}")
+    rl.infer_type(mod)
+    t = mod["main"].checked_type
+    assert list(t.arg_types) == [rl.TensorType((), dtype), rl.TensorType((2,), dtype)]
+    assert t.ret_type == rl.TensorType((), dtype)
+    # the printer writes the full name, which reads back to the same program
+    assert f"%x: {dtype}" in rl.astext(mod)
+    rl.assert_structural_equal(rl.parse(rl.astext(mod)), mod)
+
+
+def test_a_type_parameter_named_like_a_short_dtype_is_still_the_parameter():
+    f = rl.parse_expr("fn [float](%x: float) -> float { %x }")
+    assert f.params[0].type_annotation == rl.TypeVar("float")
+    rl.assert_structural_equal(rl.parse_expr(rl.astext(f)), f)
+
+
+def test_infinite_float_attributes_parse_as_relay_prints_them():
+    text = "def @main(%x: Tensor[(3), float32]) { clip(%x, a_min=-inff, a_max=inff32) }"
+    mod = rl.parse(text)
+    call = mod["main"].body
+    assert call.attrs["a_min"] == -np.inf and call.attrs["a_max"] == np.inf
+    x = np.array([-1e30, 0.0, 1e30], "float32")
+    np.testing.assert_array_equal(rl.evaluate(mod, x), x)
+    bounded = rl.parse("def @main(%x: Tensor[(3), float32]) { clip(%x, a_min=-inff64, a_max=2f) }")
+    np.testing.assert_array_equal(rl.evaluate(bounded, x), np.array([-1e30, 0.0, 2.0], "float32"))
+    rl.assert_structural_equal(rl.parse(rl.astext(bounded)), bounded)
+    with pytest.raises(rl.ParseError, match="expected a number after '-'"):
+        rl.parse("def @main(%x: Tensor[(3), float32]) { clip(%x, a_min=-nanx7FC00001f) }")

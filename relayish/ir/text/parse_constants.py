@@ -98,9 +98,12 @@ class ConstantSyntax(TypeSyntax):
                         raise self.error(f"the number {text[:30]}... is too large here", tok)
                     return int(text)
                 return float(text)
-            if tok[0] == "ident" and tok[1] in ("inf", "nan"):
+            special = SPECIAL_FLOAT.fullmatch(tok[1]) if tok[0] == "ident" else None
+            if special is not None and special.group(1) in ("inf", "nan"):
+                # `a_max=inff`, `a_min=-inff`: Relay prints float attributes with their suffix
                 self.advance()
-                return -float(tok[1]) if negative else float(tok[1])
+                value = float(special.group(1))
+                return -value if negative else value
             if negative:
                 raise self.error(f"expected a number after '-', found {self.describe()}")
             if tok[0] == "string":

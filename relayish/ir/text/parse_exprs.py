@@ -2,7 +2,8 @@
 
     block ::= (let %x[: T] = e; | e; | %N = e; | free_var %x: T;)* e
     e     ::= e op e (precedence climbing: ExprSyntax.expr) | -e | !e | e(args, attr=v) | e.0
-            | %x | @f | Ctor | op(...) | (e) | (e, ...) | { block } | literal | keyword form
+            | %x | @f | Ctor | op(...) | op (a value: its eta-expansion) | (e) | (e, ...)
+            | { block } | literal | keyword form
 
 Blocks, left-leaning infix chains (`a + b + c ...`) and a run of minus signs written against a
 number (`---10`) are loops, so 10^5-long ones cost no recursion; other nesting recurses (under
@@ -16,9 +17,9 @@ import json
 import re
 
 from relayish.errors import RelayishError
-from relayish.ir.expr import (Call, Constructor, GlobalVar, Let, RefRead, RefWrite, Tuple,
-                              TupleGetItem, Var)
-from relayish.ir.op import Op, get_op, make_call, not_a_value_message
+from relayish.ir.expr import (Call, Constructor, Function, GlobalVar, Let, RefRead, RefWrite,
+                              Tuple, TupleGetItem, Var)
+from relayish.ir.op import Op, get_op, make_call
 from relayish.ir.text.literals import SPECIAL_FLOAT
 # infix operators: symbol -> precedence and op; the printer parenthesizes by the same table
 from relayish.ir.text.operators import BY_SYMBOL as BINARY
@@ -255,12 +256,23 @@ class ExprSyntax(FormSyntax):
             except RelayishError:
                 raise self.error(f"unknown operator or constructor {text!r}", tok) from None
             if not self.at("("):
-                # ops are only called (the type checker has no type for an op as a value)
-                raise self.error(not_a_value_message(op), tok)
+                return self.op_value(op, tok)
             return op
         if kind == "string":
             raise self.error("a string is not an expression (strings are attribute values)")
         raise self.error(f"expected an expression, found {self.describe()}")
+
+    def op_value(self, op, tok):
+        """A bare op name where a value is wanted (`@map(exp, %l)`, `let %f = add;`): its
+        eta-expansion `fn (%a, %b) { add(%a, %b) }` (Relay passes ops as values; a closure of
+        the op needs no type of its own for the op: the checker types the call inside). A
+        variadic op has no such function."""
+        if op.num_inputs < 0:
+            raise self.error(f"operator '{op.name}' takes any number of arguments, so it is no "
+                             f"function value: write the closure, fn (%a, ...) "
+                             f"{{ {op.name}(%a, ...) }}", tok)
+        params = [Var(_param_name(k)) for k in range(op.num_inputs)]
+        return self.build(Function, tok, params, self.op_call(op, list(params), {}, tok))
 
     def lookup(self, name, tok):
         e = self.scopes.get(name)
@@ -312,6 +324,10 @@ class ExprSyntax(FormSyntax):
             fields.append(self.expr())
         self.expect(")", "',' or ')'")
         return Tuple(fields)
+
+
+def _param_name(k) -> str:
+    return chr(ord("a") + k) if k < 26 else f"a{k}"
 
 
 def _same_annotation(a, b):

@@ -1,7 +1,7 @@
 """The type grammar: annotations, types, shapes, and `type` / `extern type` definitions.
 
     T ::= (T, ...) | fn [a, ...](T, ...) -> T | ref(T) | Tensor[(d, ...), dtype] | dtype
-        | Adt | Adt[T, ...] | a
+        | Adt | Adt[T, ...] | a         dtype: a DTYPES name, or Relay's int, uint, float
     type Adt[a, ...] { Ctor(T, ...), ... }      extern type Adt[a, ...]
 
 A name bound by the enclosing `[...]` type parameters reads as that type variable before
@@ -17,8 +17,11 @@ from relayish.ir.text.parse_core import ParserCore
 from relayish.ir.types import (DTYPES, FuncType, GlobalTypeVar, RefType, TensorType, TupleType,
                                TypeCall, TypeVar)
 
-_DTYPE_SET = frozenset(DTYPES)
-_SCALAR_TYPES = {d: TensorType((), d) for d in DTYPES}
+# Relay's short dtype names: `int` is int32, `uint` uint32, `float` float32 (its DataType
+# parser reads a bare type code with 32 bits); the printer writes the full names
+DTYPE_ALIASES = {"int": "int32", "uint": "uint32", "float": "float32"}
+_DTYPE_NAMES = {**{d: d for d in DTYPES}, **DTYPE_ALIASES}
+_SCALAR_TYPES = {name: TensorType((), d) for name, d in _DTYPE_NAMES.items()}
 _MAX_DIM = 2**63 - 1           # TensorType's own limit: shapes are int64
 
 
@@ -167,9 +170,10 @@ class TypeSyntax(ParserCore):
             dtype = self.dtype()
             self.expect("]")
             return TensorType(shape, dtype)
-        if name in _DTYPE_SET:
+        scalar = _SCALAR_TYPES.get(name)
+        if scalar is not None:
             self.advance()
-            return _SCALAR_TYPES[name]
+            return scalar
         gtv = self.type_names.get(name)
         if gtv is not None:
             self.advance()
@@ -192,9 +196,11 @@ class TypeSyntax(ParserCore):
         return TypeVar(name)          # a type variable bound further out
 
     def dtype(self):
-        if self.tok[1] not in _DTYPE_SET:
+        dtype = _DTYPE_NAMES.get(self.tok[1]) if self.tok[0] == "ident" else None
+        if dtype is None:
             raise self.error(f"expected a dtype ({', '.join(DTYPES)}), found {self.describe()}")
-        return self.advance()[1]
+        self.advance()
+        return dtype
 
     def shape(self):
         """`(2, 3)`, `(2)`, `(2,)` or `()`."""
