@@ -186,6 +186,21 @@ def as_array(xp, value, dtype=None):
     return xp.asarray(value) if dtype is None else xp.asarray(value, dtype=dtype)
 
 
+def libm_impl(scalar_fn, jax_name):
+    """The impl of a special function numpy lacks: libm's `scalar_fn` (math.erf) elementwise in
+    float64 under numpy, `jax.scipy.special.<jax_name>` under jax (the kind of impl that
+    branches on xp for the formula)."""
+    elementwise = np.frompyfunc(scalar_fn, 1, 1)
+
+    def impl(xp, x):
+        if xp is np:
+            values = np.asarray(elementwise(np.asarray(x, dtype=np.float64)), dtype=np.float64)
+            return as_array(xp, values.astype(x.dtype), dtype=x.dtype)
+        import jax.scipy.special
+        return getattr(jax.scipy.special, jax_name)(x)
+    return impl
+
+
 # ---- inside gradient rules ------------------------------------------------------------------
 
 def static_type(expr) -> Type | None:

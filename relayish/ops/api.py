@@ -1,7 +1,7 @@
 """Every operator as a Python function building a call: `rl.add(x, y)`, `rl.op.sum(x, axis=1)`.
 
-The public operators (API.md) are in `__all__` and so also reachable as `rl.NAME`; the internal
-ones that gradient rules emit (collapse_sum_like, broadcast_to_like, ...) only as `rl.op.NAME`.
+Every operator function is in `__all__` and so also reachable as `rl.NAME`, the internal ones
+that gradient rules emit (collapse_sum_like, broadcast_to_like, take_backward, ...) too.
 Python scalars become constants with the dtype of the other tensor argument:
 
     x = rl.var("x", shape=(3,), dtype="float64")
@@ -20,15 +20,6 @@ from relayish.errors import RelayishError
 from relayish.ir.expr import Expr, Tuple, const, describe
 from relayish.ir.op import make_call
 
-__all__ = [
-    "add", "subtract", "multiply", "divide", "negative", "power", "maximum", "minimum",
-    "exp", "log", "sin", "cos", "tan", "tanh", "sigmoid", "sqrt", "abs", "relu",
-    "less", "greater", "less_equal", "greater_equal", "equal", "not_equal",
-    "logical_and", "logical_or", "logical_not", "where",
-    "sum", "mean", "max", "min", "matmul", "transpose", "reshape", "broadcast_to",
-    "zeros_like", "ones_like", "zeros", "ones", "cast", "concatenate", "take", "stack",
-    "log_softmax", "softmax",
-]
 
 
 def _call(name, *args, **attrs):
@@ -78,6 +69,29 @@ def sigmoid(x): return _call("sigmoid", x)
 def sqrt(x): return _call("sqrt", x)
 def abs(x): return _call("abs", x)
 def relu(x): return _call("relu", x)
+def log1p(x): return _call("log1p", x)
+def expm1(x): return _call("expm1", x)
+def softplus(x): return _call("softplus", x)
+def logaddexp(x, y): return _call("logaddexp", x, y)
+def sign(x): return _call("sign", x)
+def floor(x): return _call("floor", x)
+def ceil(x): return _call("ceil", x)
+def round(x): return _call("round", x)  # noqa: A001 - numpy's name
+
+
+# ---- special functions (ops/special.py) -----------------------------------------------------
+def lgamma(x): return _call("lgamma", x)
+def digamma(x): return _call("digamma", x)
+
+
+def polygamma(n, x):
+    """`polygamma(n, x)`: the n-th derivative of digamma (n >= 1, a Python int)."""
+    return _call("polygamma", x, n=n)
+
+
+def multigammaln(a, d):
+    """`multigammaln(a, d)`: log of the multivariate gamma function of dimension d (an int)."""
+    return _call("multigammaln", a, d=d)
 
 
 def where(cond, x, y):
@@ -203,26 +217,6 @@ def strided_slice(x, begin, end):
 def slice_scatter(g, like, begin, end):
     """Zeros shaped like `like` with g written at [begin:end] (the gradient of strided_slice)."""
     return _call("slice_scatter", g, like, begin=begin, end=end)
-
-
-# ---- a wrong call of an op function is a relayish error, not a bare TypeError --------------
-def _with_checked_arguments(fn):
-    signature = inspect.signature(fn)
-
-    @functools.wraps(fn)
-    def checked(*args, **kwargs):
-        try:
-            signature.bind(*args, **kwargs)
-        except TypeError as error:
-            raise RelayishError(f"rl.{fn.__name__}{signature}: {error}") from None
-        return fn(*args, **kwargs)
-    return checked
-
-
-for _name, _fn in list(globals().items()):
-    if inspect.isfunction(_fn) and not _name.startswith("_") and _fn.__module__ == __name__:
-        globals()[_name] = _with_checked_arguments(_fn)
-del _name, _fn
 
 
 # ---- Relay's operators (relayish/ops/layers.py, tensor.py): rl.clip ..., rl.nn.conv2d ... -------
@@ -358,12 +352,29 @@ class _NN:
                      transpose_b=transpose_b)
 
 
+# ---- a wrong call of an op function is a relayish error, not a bare TypeError --------------
+def _with_checked_arguments(fn):
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise RelayishError(f"rl.{fn.__name__}{signature}: {error}") from None
+        return fn(*args, **kwargs)
+    return checked
+
+
+for _name, _fn in list(globals().items()):
+    if inspect.isfunction(_fn) and not _name.startswith("_") and _fn.__module__ == __name__:
+        globals()[_name] = _with_checked_arguments(_fn)
+del _name, _fn
+
 nn = _NN()
 for _name in [n for n in vars(_NN) if not n.startswith("_")]:
     setattr(_NN, _name, staticmethod(_with_checked_arguments(getattr(_NN, _name))))
-for _name in ("clip", "split", "squeeze", "full", "one_hot", "argmax", "argmin", "erf",
-              "cumsum", "gather", "scatter_add"):
-    globals()[_name] = _with_checked_arguments(globals()[_name])
-__all__ += ["clip", "split", "squeeze", "expand_dims", "full", "full_like", "one_hot", "argmax",
-            "argmin", "erf", "cumsum", "gather", "scatter_add", "nn"]
-del _name
+
+# every operator function here, public and internal, is also `rl.NAME` (relayish/__init__.py)
+__all__ = sorted(name for name, fn in globals().items() if inspect.isfunction(fn)
+                 and not name.startswith("_") and fn.__module__ == __name__) + ["nn"]

@@ -1,5 +1,7 @@
-"""Elementwise operators: arithmetic with numpy broadcasting, unary math, where, and the
-tensor constructors (zeros_like, ones_like, full_like, zeros, ones, cast, cast_like).
+"""Elementwise operators: arithmetic with numpy broadcasting, unary math (log1p, expm1,
+softplus, logaddexp among them), where, the tensor constructors (zeros_like, ones_like,
+full_like, zeros, ones, cast, cast_like), and the piecewise constant sign, floor, ceil, round
+(zero derivatives, registered differentiable=False as the comparisons are).
 
 Each op: register_op(type rule, impl), then its gradient `<op>_grad(orig_call, out_grad)` and its
 tangent `<op>_tangent(orig_call, arg_tangents)`, both building relayish expressions through
@@ -379,6 +381,63 @@ def sqrt_grad(orig, v):
     return v / (orig + orig)
 
 
+# ---- log/exp variants (accurate near 0 and for large |x|) -----------------------------------
+
+register_op("log1p", 1, type_rule=unary_rule("log1p"),
+            impl=lambda xp, x: as_array(xp, xp.log1p(x)), fast_impl=fixed_fast(np.log1p),
+            doc="log(1 + x), accurate for small x")
+
+
+@elementwise_derivative("log1p")
+def log1p_grad(orig, v):
+    x = orig.args[0]
+    return v / (x + scalar_like(1.0, x))
+
+
+register_op("expm1", 1, type_rule=unary_rule("expm1"),
+            impl=lambda xp, x: as_array(xp, xp.expm1(x)), fast_impl=fixed_fast(np.expm1),
+            doc="e ** x - 1, accurate for small x")
+
+
+@elementwise_derivative("expm1")
+def expm1_grad(orig, v):
+    return v * (orig + scalar_like(1.0, orig))
+
+
+register_op("softplus", 1, type_rule=unary_rule("softplus"),
+            impl=lambda xp, x: as_array(xp, xp.logaddexp(x, xp.zeros_like(x))),
+            doc="log(1 + e ** x), without overflow for large x")
+
+
+@elementwise_derivative("softplus")
+def softplus_grad(orig, v):
+    return v * api.sigmoid(orig.args[0])
+
+
+register_op("logaddexp", 2, type_rule=binary_rule("logaddexp", FLOAT_DTYPES, "floating-point"),
+            impl=lambda xp, x, y: as_array(xp, xp.logaddexp(x, y)),
+            fast_impl=fixed_fast(np.logaddexp), doc="log(e ** x + e ** y), without overflow")
+
+
+def _logaddexp_weights(orig):
+    """d/dx and d/dy of log(e^x + e^y): e^(x - out) and e^(y - out) (softmax of the pair)."""
+    x, y = orig.args
+    return api.exp(x - orig), api.exp(y - orig)
+
+
+@register_gradient("logaddexp")
+def logaddexp_grad(orig, g):
+    x, y = orig.args
+    wx, wy = _logaddexp_weights(orig)
+    return [unbroadcast(g * wx, x, orig), unbroadcast(g * wy, y, orig)]
+
+
+@register_tangent("logaddexp")
+def logaddexp_tangent(orig, ts):
+    wx, wy = _logaddexp_weights(orig)
+    return ts[0] * wx + ts[1] * wy
+
+
 # ---- where ----------------------------------------------------------------------------------
 
 def where_rule(types, attrs):
@@ -622,3 +681,23 @@ def cast_like_grad(orig, g):
 def cast_like_tangent(orig, ts):
     return api.cast_like(ts[0], orig.args[1])
 
+
+# ---- piecewise constant: sign and rounding (zero derivative, as in jax) ---------------------
+
+def _piecewise_constant(name, fn, allowed, kind, doc):
+    register_op(name, 1, type_rule=unary_rule(name, allowed, kind),
+                impl=lambda xp, x: as_array(xp, getattr(xp, fn)(x)),
+                fast_impl=fixed_fast(getattr(np, fn)), differentiable=False, doc=doc)
+    register_gradient(name)(_zero_grads)
+    register_tangent(name)(_zero_tangent)
+
+
+_piecewise_constant("sign", "sign", NUMERIC, "numeric",
+                    "-1, 0 or 1 by the sign of x (0 for 0, nan for nan); zero gradient")
+_piecewise_constant("floor", "floor", FLOAT_DTYPES, "floating-point",
+                    "the largest integer <= x (a float); zero gradient")
+_piecewise_constant("ceil", "ceil", FLOAT_DTYPES, "floating-point",
+                    "the smallest integer >= x (a float); zero gradient")
+_piecewise_constant("round", "round", FLOAT_DTYPES, "floating-point",
+                    "x rounded to the nearest integer, halves to even (numpy.round); "
+                    "zero gradient")

@@ -18,8 +18,9 @@ from relayish.ir.op import FAIL, attr_dtype, fixed_dtype, register_gradient, reg
 from relayish.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, TupleType
 from relayish.ops import api
 from relayish.ops._common import (NUMERIC, as_array, canon_axis, canon_bool, canon_dtype,
-                                  canon_float, canon_int, canon_ints, linear_tangent, need_type,
-                                  norm_axes, norm_axis, normalizer, require_dtype, tensor_arg)
+                                  canon_float, canon_int, canon_ints, libm_impl, linear_tangent,
+                                  need_type, norm_axes, norm_axis, normalizer, require_dtype,
+                                  tensor_arg)
 from relayish.ops.compare import zero_grads, zero_tangent
 from relayish.ops.elementwise import cast_impl, elementwise_derivative, unary_rule
 
@@ -329,18 +330,9 @@ for _name in ("argmax", "argmin"):
 
 # ---- erf --------------------------------------------------------------------------------------
 
-_erf_numpy = np.frompyfunc(math.erf, 1, 1)
-
-
-def erf_impl(xp, x):
-    """numpy has no erf: libm's (math.erf) elementwise; jax.numpy's own under jax."""
-    if xp is np:
-        return as_array(xp, _erf_numpy(x.astype(np.float64)).astype(x.dtype), dtype=x.dtype)
-    import jax.scipy.special
-    return jax.scipy.special.erf(x)
-
-
-register_op("erf", 1, type_rule=unary_rule("erf"), impl=erf_impl, doc="the error function")
+# numpy has no erf: libm's (math.erf) elementwise; jax.scipy.special's under jax
+register_op("erf", 1, type_rule=unary_rule("erf"), impl=libm_impl(math.erf, "erf"),
+            doc="the error function")
 
 
 @elementwise_derivative("erf")

@@ -41,7 +41,7 @@ def edge_values(dtype):
 
 COMPARE = ("less", "greater", "less_equal", "greater_equal", "equal", "not_equal")
 BINARY = ("divide", "power", "maximum", "minimum", "add", "subtract", "multiply") + COMPARE
-UNARY = ("negative", "abs", "relu")
+UNARY = ("negative", "abs", "relu", "sign")
 
 
 def ops_for(dtype):

@@ -1,0 +1,130 @@
+"""Issue 29's operators through the whole pipeline against jax: values, rl.grad on the
+interpreter and the jax backend, rl.jvp, and second order (the gradient of <grad f(x), v>).
+
+One case per op family: a scalar function of one float64 tensor x that uses every op of the
+family, so each family costs one jitted jax reference (gradient and second order) and one jax
+compilation of relayish's gradient. The per-op rules are checked to second order against finite
+differences in tests/ad/test_op_gradients.py; their rules in isolation in test_math_ops.py.
+"""
+import jax
+import jax.numpy as jnp
+import jax.scipy.special as jsp
+import numpy as np
+import pytest
+
+import relayish as rl
+from relayish import eager as re
+
+RNG = np.random.default_rng(29)
+
+
+def _c(a):
+    return rl.const(np.asarray(a))
+
+
+def _elementwise(x, y):
+    """log1p expm1 softplus logaddexp sign floor ceil round: x of shape (4, 3) in (-2, 2)."""
+    return (rl.log1p(x * x) + rl.expm1(x) * rl.softplus(x * 3.0) + rl.logaddexp(x, _c(y))
+            + rl.sign(x) * x + (rl.floor(x * 2.0) + rl.ceil(x) - rl.round(x * 3.0)) * x)
+
+
+def _elementwise_jax(x, y):
+    return (jnp.log1p(x * x) + jnp.expm1(x) * jax.nn.softplus(x * 3.0) + jnp.logaddexp(x, y)
+            + jnp.sign(x) * x + (jnp.floor(x * 2.0) + jnp.ceil(x) - jnp.round(x * 3.0)) * x)
+
+
+def _special(x):
+    """lgamma digamma polygamma multigammaln: x of shape (4, 3) in (0.5, 4)."""
+    return (rl.lgamma(x) * rl.digamma(x + 0.5) + rl.polygamma(1, x) - rl.polygamma(3, x)
+            + rl.multigammaln(x + 1.0, 3))
+
+
+def _special_jax(x):
+    return (jsp.gammaln(x) * jsp.digamma(x + 0.5) + jsp.polygamma(1, x) - jsp.polygamma(3, x)
+            + jsp.multigammaln(x + 1.0, 3))
+
+
+def _families():
+    """family: (x, relayish body of x, jax body of x); the constants closed over."""
+    rng = np.random.default_rng(5)
+    y = rng.uniform(-1, 1, (3,))
+    return {
+        "elementwise": (rng.uniform(-2, 2, (4, 3)), lambda x: _elementwise(x, y),
+                        lambda x: _elementwise_jax(x, y)),
+        "special": (rng.uniform(0.5, 4.0, (4, 3)), _special, _special_jax),
+    }
+
+
+FAMILIES = _families()
+
+
+def _programs(name):
+    x0, body, jbody = FAMILIES[name]
+    x = rl.var("x", shape=x0.shape, dtype="float64")
+    out_shape = rl.typeof(rl.infer_type(rl.Function([x], body(x))).body).shape
+    w = RNG.uniform(0.5, 1.5, out_shape)        # weights making the output a scalar
+    f = rl.Function([x], rl.sum(body(x) * rl.const(w)))
+    return f, (lambda v: jnp.sum(jbody(v) * w)), x0
+
+
+def _second(f, v):
+    u = rl.var("u", shape=v.shape, dtype="float64")
+    return rl.grad(rl.Function([u], rl.sum(rl.Call(rl.grad(f), [u]) * rl.const(v))))
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_values_gradients_and_second_order_match_jax(name):
+    f, jf, x = _programs(name)
+    v = RNG.uniform(-1, 1, x.shape)
+    with jax.enable_x64(True):
+        value = float(jax.jit(jf)(x))
+        want = np.asarray(jax.jit(jax.grad(jf))(x))
+        want2 = np.asarray(jax.jit(jax.grad(lambda u: jnp.sum(jax.grad(jf)(u) * v)))(x))
+    np.testing.assert_allclose(rl.evaluate(f, x), value, rtol=1e-12)
+    df = rl.grad(f)
+    np.testing.assert_allclose(rl.evaluate(df, x), want, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(rl.compile(df, backend="jax")(x)), want, rtol=1e-10,
+                               atol=1e-12)
+    # forward mode: the jvp's tangent is <grad f, v>
+    _, tangent = rl.evaluate(rl.jvp(f), x, v)
+    np.testing.assert_allclose(tangent, np.sum(want * v), rtol=1e-10)
+    np.testing.assert_allclose(rl.evaluate(_second(f, v), x), want2, rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_second_order_on_jax_backend(name):
+    f, jf, x = _programs(name)
+    v = RNG.uniform(-1, 1, x.shape)
+    with jax.enable_x64(True):
+        want2 = np.asarray(jax.jit(jax.grad(lambda u: jnp.sum(jax.grad(jf)(u) * v)))(x))
+    np.testing.assert_allclose(np.asarray(rl.compile(_second(f, v), backend="jax")(x)), want2,
+                               rtol=1e-9, atol=1e-10)
+
+
+def test_ops_parse_print_and_record_eagerly():
+    text = ("fn (%x: Tensor[(3), float64]) { softplus(%x) + polygamma(%x, n=2) "
+            "+ multigammaln(%x, d=2) + logaddexp(%x, %x) }")
+    f = rl.parse_expr(text)
+    rl.assert_structural_equal(rl.parse_expr(rl.astext(f)), f)
+    x = np.array([0.5, 1.5, 3.0])
+    with jax.enable_x64(True):
+        want = np.asarray(jax.jit(lambda v: jax.nn.softplus(v) + jsp.polygamma(2, v)
+                                  + jsp.multigammaln(v, 2) + jnp.logaddexp(v, v))(x))
+    np.testing.assert_allclose(rl.evaluate(f, x), want, rtol=1e-12)
+    t = re.tensor(x, requires_grad=True)
+    (g,) = re.grad(re.softplus(t).sum(), wrt=[t])
+    np.testing.assert_allclose(np.asarray(g), 1 / (1 + np.exp(-x)), rtol=1e-12)
+
+
+def test_type_errors_name_the_problem():
+    i = rl.var("i", shape=(3,), dtype="int32")
+    x = rl.var("x", shape=(3,), dtype="float64")
+    for bad, match in [(rl.lgamma(i), "lgamma: expects floating-point"),
+                       (rl.floor(i), "floor: expects floating-point"),
+                       (rl.polygamma(0, x), "polygamma: n must be at least 1"),
+                       (rl.multigammaln(x, 0), "multigammaln: d must be at least 1"),
+                       (rl.logaddexp(x, i), "logaddexp: operands must have the same dtype")]:
+        with pytest.raises(rl.TypeCheckError, match=match):
+            rl.infer_type(rl.Function([i, x], bad))
+    assert rl.typeof(rl.infer_type(rl.Function([i], rl.sign(i))).body).dtype == "int32"
