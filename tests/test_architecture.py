@@ -22,6 +22,8 @@ MAY_IMPORT = {
     "optim": {"backend", "ad", "ops", "ir", "errors"},
     "debug": {"backend", "ad", "ops", "ir", "errors"},
     "eager": {"debug", "optim", "backend", "ad", "ops", "ir", "errors"},
+    # jax and PyTorch in and out: reads programs into ir, runs them through ad and backend
+    "interop": {"backend", "ad", "ops", "ir", "errors"},
 }
 
 

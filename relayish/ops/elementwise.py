@@ -701,3 +701,11 @@ _piecewise_constant("ceil", "ceil", FLOAT_DTYPES, "floating-point",
 _piecewise_constant("round", "round", FLOAT_DTYPES, "floating-point",
                     "x rounded to the nearest integer, halves to even (numpy.round); "
                     "zero gradient")
+
+# jax's stop_gradient (rl.from_jax reads it: logsumexp and softmax use it): the value, with no
+# gradient or tangent flowing back through it
+register_op("stop_gradient", 1, type_rule=_like_rule("stop_gradient"),
+            impl=lambda xp, x: x, fast_impl=lambda attrs, out_type: (lambda x: x),
+            doc="stop_gradient(x): x, through which no gradient flows")
+register_gradient("stop_gradient")(_zero_grads)
+register_tangent("stop_gradient")(_zero_tangent)

@@ -1,0 +1,2 @@
+"""Interoperation with jax and PyTorch: rl.from_jax, rl.to_jax, rl.from_torch."""
+from relayish.interop.jaxpr import from_jax
