@@ -423,12 +423,16 @@ def _concatenate(reader, scope, eqn, args):
 
 @_rule("slice")
 def _slice(reader, scope, eqn, args):
-    strides = eqn.params.get("strides")
-    if strides is not None and any(s != 1 for s in strides):
-        raise CompileError("rl.from_jax: a strided slice (step other than 1) has no relayish "
-                           "operator yet")
-    return rop.strided_slice(args[0], tuple(eqn.params["start_indices"]),
-                             tuple(eqn.params["limit_indices"]))
+    start, limit = tuple(eqn.params["start_indices"]), tuple(eqn.params["limit_indices"])
+    strides = eqn.params.get("strides") or (1,) * len(start)
+    x = args[0]
+    if any(b != 0 or e != n for b, e, n in zip(start, limit, _in_shape(eqn))):
+        x = rop.strided_slice(x, start, limit)
+    for axis, step in enumerate(strides):
+        if step != 1:       # every step-th position of the cut: a take of those positions
+            positions = np.arange(0, limit[axis] - start[axis], step, dtype="int32")
+            x = rop.take(x, Constant(positions), axis=axis)
+    return x
 
 
 @_rule("split")
