@@ -51,12 +51,13 @@ def from_jax(fn, *example_args):
 
 
 def _source(eqn) -> str:
-    """The line of user code jax recorded for an equation ("file:line:col (function)")."""
+    """The line of user code jax recorded for an equation ("file:line:col (function)"), or ""
+    (an equation inside a library's jitted function may have none of its own)."""
     try:
         from jax._src import source_info_util
         return source_info_util.summarize(eqn.source_info)
     except Exception:                      # noqa: BLE001  an internal of jax that may move
-        return "(no source line recorded)"
+        return ""
 
 
 def _tensor_type(aval) -> TensorType:
@@ -126,6 +127,7 @@ class JaxprReader:
         self.closed = closed
         self.mod = Module()
         self.counter = itertools.count()
+        self.where = "(no source line recorded)"    # the innermost equation with a source line
 
     # ---- the entry -------------------------------------------------------------------------
     def module(self, example_args, out_shape):
@@ -170,25 +172,28 @@ class JaxprReader:
                 return Constant(np.asarray(atom.val, dtype=np.dtype(atom.aval.dtype)))
             return env[atom]
 
+        outer = self.where
         for eqn in jaxpr.eqns:
             if not live[id(eqn)]:
                 continue
+            self.where = _source(eqn) or outer
             rule = RULES.get(eqn.primitive.name)
             if rule is None:
                 raise CompileError(
                     f"rl.from_jax: jax primitive '{eqn.primitive.name}' has no relayish "
-                    f"equivalent yet (at {_source(eqn)}):\n  {_eqn_text(eqn)}")
+                    f"equivalent yet (at {self.where}):\n  {_eqn_text(eqn)}")
             try:
                 result = rule(self, scope, eqn, [read(a) for a in eqn.invars])
             except CompileError as error:
                 if "(at " in str(error):
                     raise
-                raise CompileError(f"{error} (at {_source(eqn)}):\n  {_eqn_text(eqn)}") from None
+                raise CompileError(f"{error} (at {self.where}):\n  {_eqn_text(eqn)}") from None
             results = result if isinstance(result, list) else [result]
             name = eqn.primitive.name.replace("-", "_")
             for out, r in zip(eqn.outvars, results):
                 if type(out).__name__ != "DropVar":
                     env[out] = scope.bind(name, r)
+        self.where = outer
         return [read(v) for v in jaxpr.outvars]
 
     def sub_block(self, scope, sub, args):
@@ -253,7 +258,8 @@ for _jax, _relay in {
         "min": "minimum", "exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tan": "tan",
         "tanh": "tanh", "logistic": "sigmoid", "sqrt": "sqrt", "abs": "abs", "pow": "power",
         "erf": "erf", "lt": "less", "gt": "greater", "le": "less_equal", "ge": "greater_equal",
-        "eq": "equal", "ne": "not_equal"}.items():
+        "eq": "equal", "ne": "not_equal", "log1p": "log1p", "expm1": "expm1", "sign": "sign",
+        "floor": "floor", "ceil": "ceil", "lgamma": "lgamma", "digamma": "digamma"}.items():
     RULES[_jax] = _op(_relay)
 
 
@@ -306,32 +312,22 @@ def _rsqrt(reader, scope, eqn, args):
     return rop.divide(_scalar(1, _dtype(eqn)), rop.sqrt(args[0]))
 
 
-@_rule("log1p")
-def _log1p(reader, scope, eqn, args):
-    return rop.log(rop.add(_scalar(1, _dtype(eqn)), args[0]))
-
-
-@_rule("expm1")
-def _expm1(reader, scope, eqn, args):
-    return rop.subtract(rop.exp(args[0]), _scalar(1, _dtype(eqn)))
-
-
 @_rule("erfc")
 def _erfc(reader, scope, eqn, args):
     return rop.subtract(_scalar(1, _dtype(eqn)), rop.erf(args[0]))
 
 
+@_rule("round")
+def _round(reader, scope, eqn, args):
+    if int(eqn.params.get("rounding_method", 0)) != 1:
+        raise CompileError("rl.from_jax: rounding halves away from zero (lax.round's default) "
+                           "has no relayish operator; jnp.round (halves to even) has")
+    return make_call(get_op("round"), args)
+
+
 @_rule("exp2")
 def _exp2(reader, scope, eqn, args):
     return rop.exp(rop.multiply(args[0], _scalar(np.log(2.0), _dtype(eqn))))
-
-
-@_rule("sign")
-def _sign(reader, scope, eqn, args):
-    (x,), dt = args, _dtype(eqn)
-    zero = _scalar(0, dt)
-    return rop.where(rop.greater(x, zero), _scalar(1, dt),
-                     rop.where(rop.less(x, zero), _scalar(-1, dt), zero))
 
 
 @_rule("is_finite")
