@@ -11,6 +11,20 @@ tensors: printing them runs them, and `re.grad` of an expression of them differe
 recorded call again (a Hessian-vector product is `re.grad(re.grad(f, [x])[0] @ v, [x])`).
 A non-scalar `y` is summed first (the gradient of the sum of its elements, as rl.gradient).
 
+Total derivatives, as `torch.autograd.grad(y, [a, b])`: each wrt tensor gets the gradient of y
+at that tensor with every path counted. A wrt tensor computed from another one
+(`b = a * 2.0`) is not cut off as an input of F: the walk goes through it, and F reads it as
+`b + d_b`, `d_b` a parameter of zeros; the gradient with respect to `d_b` is b's, and a's
+counts the path through b (6 and 3 for `y = (b * 3.0).sum()`). A leaf that requires gradients
+and was updated in place under no_grad after a use (`u = w * 2.0; w -= 0.5`) is one tensor
+with its later versions, as in PyTorch: a use of an earlier version adds to the gradient of
+the wrt tensor it became (graph.latest). A gradient program that needs either is wrapped in a
+Function that passes the zeros and adds the versions' gradients, so a repeated step still
+records one call.
+
+Values recorded under `re.no_grad()` are constants of every gradient (graph.no_grad), whether
+or not they were computed inside the region.
+
 What re.grad can see: pending bindings, and bindings recorded with gradients kept (some input
 `requires_grad` and not under `re.no_grad()`). A result that was already run without them
 keeps only its value; asking for its gradient is an error saying so.
@@ -32,7 +46,7 @@ from relayish.eager import graph
 from relayish.eager.checkpoint import through_checkpoints
 from relayish.eager.runner import CLEAR_HOOKS, STATS, Checkpointed, Embedded, collect
 from relayish.eager.tensor import Tensor, handles, wrap
-from relayish.ir.expr import Function
+from relayish.ir.expr import Call, Function, Let, Tuple, TupleGetItem, Var
 from relayish.ir.module import Module
 from relayish.ir.types import FuncType, TensorType, TupleType, type_text
 
@@ -77,35 +91,50 @@ def grad(y, wrt, checkpoint=None):
     for w in wrt:
         if all(w.node is not t for t in targets):
             targets.append(w.node)
-    grads = _gradients(y.node, targets, checkpoint, fast)
+    grads = _gradients(y.node, targets, checkpoint, fast, total=True)
     if len(grads) == len(wrt):
         return grads
     by_node = {id(t): g for t, g in zip(targets, grads)}
     return [by_node[id(w.node)] for w in wrt]
 
 
-def _gradients(y, targets, checkpoint=None, fast=None, stops=()):
+def _gradients(y, targets, checkpoint=None, fast=None, stops=(), total=False):
     """One recorded gradient per target node (the walk also stops at `stops`: values taken
-    as constants). A derivation holding re.checkpoint regions is composed by checkpoint.py."""
-    target_ids = {id(t) for t in targets}
-    prog = collect([y], _boundary(y, target_ids, {id(s) for s in stops}), leading=targets)
+    as constants). `total`: torch.autograd.grad's total derivatives (the module docstring);
+    otherwise each target is an input of F and the walk stops there (checkpoint.py composes
+    with such partial gradients). A derivation holding re.checkpoint regions is composed by
+    checkpoint.py."""
+    is_param, dependent, aliases = _boundary(y, targets, {id(s) for s in stops}, total)
+    roots = [t for t in targets if id(t) not in dependent]
+    prog = collect([y], is_param, leading=roots + [a for a, _ in aliases])
     regions = [n for n in prog.bindings if n.kind == "call" and isinstance(n.op, Checkpointed)]
     if regions:
         if checkpoint is not None:
             raise graph.record_error("re.grad(..., checkpoint=) of a value computed by "
                                      "re.checkpoint regions: use one or the other",
                                      GradientError)
+        if dependent or aliases:
+            raise graph.record_error(
+                "re.grad: with re.checkpoint regions in the derivation, a wrt tensor must not "
+                "be computed from another wrt tensor, nor be a parameter updated in place "
+                "after a use (not supported yet)", GradientError)
         return through_checkpoints(y, targets, regions,
                                    lambda yy, ww, ss: _gradients(yy, ww, stops=ss))
     params = prog.params
-    key = (prog.key, _checkpoint_key(checkpoint))
+    deps = [t for t in targets if id(t) in dependent]
+    # F's layout is part of the key: which targets are its inputs and which are perturbed
+    # bindings, and which versions add to which target (their number fixes the result)
+    layout = (tuple([t.num for t in targets]), tuple([(a.num, targets.index(t))
+                                                      for a, t in aliases]))
+    key = (prog.key, _checkpoint_key(checkpoint), layout)
     cached = _GRAD_CACHE.get(key)
     if cached is None:
         t0 = time.perf_counter()
-        cached = _GRAD_CACHE[key] = _gradient_function(prog, len(targets), checkpoint)
+        cached = _GRAD_CACHE[key] = _gradient_function(prog, targets, roots, deps, aliases,
+                                                       checkpoint)
         STATS["gradient_s"] += time.perf_counter() - t0
-    gfunc, ret_type = cached
-    known = (gfunc, ret_type, None, targets, checkpoint is not None)
+    gfunc, ret_type, value_first = cached
+    known = (gfunc, ret_type, None, targets, value_first)
     if fast is not None:
         refs = [_segment_ref(p) for p in params]
         if None not in refs:
@@ -113,7 +142,7 @@ def _gradients(y, targets, checkpoint=None, fast=None, stops=()):
             if len(_GRAD_FAST) >= 4096:
                 _GRAD_FAST.clear()
             _GRAD_FAST[fast] = (gfunc, ret_type, refs, [_segment_ref(t) for t in targets],
-                                checkpoint is not None)
+                                value_first)
     return _record_gradient(known, params, None)
 
 
@@ -160,9 +189,9 @@ def _segment_node(ref):
 def _record_gradient(known, params, wrt, refs=None):
     """Record the call of the gradient program on F's parameters (`refs`: their positions
     in the segment, when known); one tensor per wrt."""
-    gfunc, ret_type, _, targets, checkpointed = known
+    gfunc, ret_type, _, targets, value_first = known
     call = graph.record_call(gfunc, ret_type, params, refs)
-    if checkpointed:
+    if value_first:
         call = graph.record_proj(call, 1)          # (value, gradients): the gradients
     grads = handles(graph.record_projections(call, len(targets)))
     if wrt is None or len(grads) == len(wrt):
@@ -190,7 +219,9 @@ def _check_grad_arguments(y, wrt):
         if not w.dtype.startswith("float"):
             raise graph.record_error(f"re.grad: wrt tensor of dtype {w.dtype}: gradients are "
                                      f"taken with respect to float tensors", GradientError)
-    if y.node.args is None and y.node.kind != "leaf" and all(w.node is not y.node for w in wrt):
+    computed = y.node.args is None and y.node.kind != "leaf"
+    constant = y.node.leaf and not y.node.requires_grad       # recorded under no_grad
+    if (computed or constant) and all(w.node is not y.node for w in wrt):
         raise graph.record_error(
             "re.grad: this output was already computed without keeping its derivation (none "
             "of its inputs had requires_grad=True, or it was recorded under re.no_grad()); "
@@ -198,35 +229,72 @@ def _check_grad_arguments(y, wrt):
             "before inspecting the output", GradientError)
 
 
-def _boundary(y, target_ids, stop_ids=frozenset()):
-    """The stop rule of the walk from y: the targets, values without a derivation (and the
-    `stop_ids`, taken as such), and recorded values that depend on no target (constants of
-    the differentiation)."""
+def _boundary(y, targets, stop_ids=frozenset(), total=False):
+    """The walk from y: (its stop rule, the ids of the dependent targets, the aliases).
+
+    It stops at values without a derivation, marked leaves and no_grad results (and the
+    `stop_ids`, taken as such), and at recorded values that depend on no target (constants
+    of the differentiation). Partial (`total` False): at every target. Total: at a target
+    computed from no other target (an input of F); a *dependent* target, computed from
+    another, is walked through (F perturbs it: Program.function). Aliases (total only):
+    `(leaf, target)` for a leaf requiring gradients met by the walk whose in-place updates
+    led to a target (graph.latest): its gradient adds to that target's."""
+    target_ids = {id(t) for t in targets}
     reaches = {}
+    aliases = {}
     stack = [(y, False)]
     while stack:                          # post-order over the derivations, explicit stack
         n, ready = stack.pop()
         if id(n) in reaches:
             continue
-        if id(n) in target_ids or n.args is None or n.leaf or id(n) in stop_ids:
-            reaches[id(n)] = id(n) in target_ids
+        if n.args is None or n.leaf or id(n) in stop_ids or \
+                (not total and id(n) in target_ids):
+            hit = id(n) in target_ids
+            if total and not hit and n.requires_grad:
+                owner = _updated_into(n, target_ids)
+                if owner is not None:
+                    aliases[id(n)] = (n, owner)
+                    hit = True
+            reaches[id(n)] = hit
             continue
         if not ready:
             stack.append((n, True))
             stack.extend((a, False) for a in n.args if id(a) not in reaches)
             continue
-        reaches[id(n)] = any(reaches[id(a)] for a in n.args)
-    return lambda n: id(n) in target_ids or n.args is None or n.leaf or \
-        id(n) in stop_ids or not reaches.get(id(n), False)
+        reaches[id(n)] = id(n) in target_ids or any(reaches[id(a)] for a in n.args)
+    dependent = set()
+    if total:
+        for t in targets:
+            if id(t) in reaches and not (t.args is None or t.leaf or id(t) in stop_ids) and \
+                    any(reaches[id(a)] for a in t.args):
+                dependent.add(id(t))
+
+    def is_param(n):
+        if id(n) in target_ids:
+            return id(n) not in dependent
+        return n.args is None or n.leaf or id(n) in stop_ids or not reaches.get(id(n), False)
+    return is_param, dependent, list(aliases.values())
 
 
-def _gradient_function(prog, k, checkpoint):
-    """The recorded gradient program (a Function, or an Embedded Module) and its result type:
-    the k gradients, or with checkpoint= rl.gradient's (value, (every parameter's gradient))."""
+def _updated_into(n, target_ids):
+    """The target that the leaf n became by in-place updates (itself excluded), or None."""
+    nxt = getattr(n, "successor", None)
+    while nxt is not None:
+        if id(nxt) in target_ids:
+            return nxt
+        nxt = getattr(nxt, "successor", None)
+    return None
+
+
+def _gradient_function(prog, targets, roots, deps, aliases, checkpoint):
+    """The recorded gradient program (a Function, or an Embedded Module), its result type,
+    and whether that result is rl.gradient's (value, (every parameter's gradient)), of which
+    the first fields of the second are the targets' (checkpoint=). F's parameters are the
+    roots and aliases (prog.params, leading), after the perturbations of `deps`."""
     from relayish.ad.api import grad as rl_grad
     from relayish.ad.api import gradient as rl_gradient
     from relayish.ops import api
-    program = prog.program(single=True)
+    program = prog.program(single=True, perturb=deps)
     main = program["main"] if isinstance(program, Module) else program
     if prog.outputs[0].type.shape != ():
         main = Function(main.params, api.sum(main.body))
@@ -234,6 +302,7 @@ def _gradient_function(prog, k, checkpoint):
             program["main"] = main
         else:
             program = main
+    k = len(deps) + len(roots) + len(aliases)
     if checkpoint is not None:
         if isinstance(program, Module):
             raise graph.record_error("re.grad(..., checkpoint=): the recorded program embeds a "
@@ -241,11 +310,47 @@ def _gradient_function(prog, k, checkpoint):
         result = rl_gradient(program, checkpoint=checkpoint)
         ret = TupleType([prog.outputs[0].type if prog.outputs[0].type.shape == () else
                          TensorType((), prog.outputs[0].type.dtype),
-                         TupleType([p.type for p in prog.params])])
+                         TupleType([n.type for n in deps] + [p.type for p in prog.params])])
     else:
         result = rl_grad(program, argnums=tuple(range(k)))
-        ret = TupleType([p.type for p in prog.params[:k]])
-    return (Embedded(result) if isinstance(result, Module) else result), ret
+        ret = TupleType([n.type for n in deps] + [p.type for p in prog.params[:k - len(deps)]])
+    if deps or aliases:
+        return _totals(result, prog, targets, roots, deps, aliases, checkpoint is not None)
+    return (Embedded(result) if isinstance(result, Module) else result), ret, \
+        checkpoint is not None
+
+
+def _totals(result, prog, targets, roots, deps, aliases, value_first):
+    """The gradient program wrapped so that it takes prog's parameters and returns one
+    gradient per target: it passes zeros for the perturbations, and adds the gradients of
+    a target's earlier versions (aliases) to its own."""
+    from relayish.ops import api
+    xs = [Var(f"x{i}", p.type) for i, p in enumerate(prog.params)]
+    zeros = [api.zeros(n.type.shape, n.type.dtype) for n in deps]
+    inner = result["main"] if isinstance(result, Module) else result
+    fv, rv = Var("gradient", None), Var("grads", None)
+    grads = TupleGetItem(rv, 1) if value_first else rv
+    field = {id(n): i for i, n in enumerate(deps + roots + [a for a, _ in aliases])}
+    outs = []
+    for t in targets:
+        g = TupleGetItem(grads, field[id(t)])
+        for a, owner in aliases:
+            if owner is t:
+                g = api.add(g, TupleGetItem(grads, field[id(a)]))
+        outs.append(g)
+    body = Let(fv, inner, Let(rv, Call(fv, zeros + xs), Tuple(outs)))
+    func = Function(xs, body)
+    ret = TupleType([t.type for t in targets])
+    if isinstance(result, Module):
+        mod = Module()
+        for gv, f in result.functions.items():
+            if gv.name_hint != "main":
+                mod[gv] = f
+        for data in result.type_definitions.values():
+            mod.add_type(data)
+        mod["main"] = func
+        return Embedded(mod), ret, False
+    return func, ret, False
 
 
 def backward(self, gradient=None, create_graph=False):
@@ -271,7 +376,12 @@ def backward(self, gradient=None, create_graph=False):
             f"backward() of a tensor of shape {y.shape}: the gradient is implicit only for a "
             f"scalar; pass gradient= (a tensor of that shape) or call .sum().backward()",
             GradientError)
-    leaves = _grad_leaves(y.node)
+    leaves = []
+    for n in _grad_leaves(y.node):
+        # a use of a version before an in-place update counts for the tensor it became
+        n = graph.latest(n) if getattr(n, "successor", None) is not None else n
+        if all(n is not m for m in leaves):
+            leaves.append(n)
     if not leaves:
         raise graph.record_error(
             "backward(): this tensor depends on no tensor that requires gradients (make the "

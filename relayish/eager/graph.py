@@ -45,7 +45,7 @@ class Node:
     """One binding of the recorded program (see the module docstring)."""
     __slots__ = ("kind", "op", "attrs", "args", "type", "value", "requires_grad",
                  "shape_key", "mark", "num", "_var", "seg", "idx", "pseg", "pidx", "handles",
-                 "needed", "leaf", "grad", "__weakref__")
+                 "needed", "leaf", "grad", "successor", "__weakref__")
 
     def __init__(self, kind, type_, op, attrs, args, value, requires_grad, shape_key):
         self.kind = kind
@@ -62,11 +62,12 @@ class Node:
         self.pseg = -1       # the segment that reads it as a parameter (`pidx`: its number)
         self.handles = 0     # live Tensor handles on it (Tensor.__init__/__del__)
         self.needed = False  # a kept derivation reads it: an output of its run
-        self.leaf = False    # a result that is a leaf of gradients (mark_leaf)
+        self.leaf = False    # gradients stop here: mark_leaf, or recorded under no_grad
         self.grad = None     # Tensor.grad: what loss.backward() accumulated for this leaf
         # never read before they are written, so not stored here (a store per field is a
         # good part of a node's cost): `num` (runner.Program numbers a program's nodes
-        # before reading them), `pidx` (set with `pseg`), `_var` (see `var`)
+        # before reading them), `pidx` (set with `pseg`), `_var` (see `var`), `successor`
+        # (see `latest`)
 
     @property
     def var(self):
@@ -113,7 +114,7 @@ class _State:
         self.seg_id = next(_SEGMENT_IDS)     # never reused: a node's stamps stay unambiguous
         self.nodes = []
         self.params = []
-        self.state = 0
+        self.state = 0 if self.grad_enabled else grad_mode_state(0, False)
         self.irregular = False
         self.opaque = False
 
@@ -193,6 +194,8 @@ def _appended(st, sid, node, args, state):
         for a in args:
             if a.seg == sid and not a.requires_grad:
                 a.needed = True
+    if not st.grad_enabled:
+        node.leaf = True
     st.state = state
     node.seg = sid
     nodes = st.nodes
@@ -223,24 +226,45 @@ def _new_param(st, sid, a):
         st.irregular = True
     elif a.args is not None:
         st.opaque = True
+    elif a.requires_grad and getattr(a, "successor", None) is not None:
+        st.opaque = True     # updated in place before: which parameter it now is, the key can't say
     known = _TYPE_REFS.get(id(a.type))
     return known[0] if known is not None else _type_ref(a.type)
 
 
 class no_grad:
-    """`with re.no_grad(): ...`: results recorded here never need gradients, so once run
-    nothing of their derivation is kept (the SGD update of a training loop). (A class, not a
-    generator context manager: entered at every step of a loop.)"""
+    """`with re.no_grad(): ...`: results recorded here carry no gradient, as in PyTorch,
+    whenever they are computed: they are leaves of gradients (`leaf`), so `re.grad` and
+    `backward()` take them as constants, and once run nothing of their derivation is kept
+    (the SGD update of a training loop). The mode is part of the segment's key (one table
+    row at each switch), so a step recorded with a term under no_grad and the same step
+    without it never share a cached gradient or list of leaves. (A class, not a generator
+    context manager: entered at every step of a loop.)"""
     __slots__ = ("before",)
 
     def __enter__(self):
-        self.before = STATE.grad_enabled
-        STATE.grad_enabled = False
+        st = STATE
+        self.before = st.grad_enabled
+        if st.grad_enabled:
+            st.grad_enabled = False
+            st.state = grad_mode_state(st.state, False)
         return self
 
     def __exit__(self, *exc):
-        STATE.grad_enabled = self.before
+        st = STATE
+        if self.before and not st.grad_enabled:
+            st.grad_enabled = True
+            st.state = grad_mode_state(st.state, True)
         return False
+
+
+def grad_mode_state(state, enabled):
+    """The segment's state after a switch of the grad mode (a row of the table)."""
+    row = (state, _GRAD_MODE_KEY, enabled)
+    nxt = _TRIE.get(row)
+    if nxt is None:
+        nxt = _TRIE[row] = _new_state(None)
+    return nxt[0]
 
 
 def user_location() -> str:
@@ -321,6 +345,23 @@ def record_op(op, args, attrs, fa=None) -> Node:
         hit = None
         keyed = False
     if hit is None:
+        casts = _promotion(op, args)
+        if casts is not None:            # mixed dtypes: PyTorch's promotion, as casts
+            try:                         # checked first: a refused call records nothing
+                _apply_rule(op, [a.type if d is None else TensorType(a.type.shape, d)
+                                 for a, d in zip(args, casts)], attrs)
+            except BaseException:
+                _forget_params(st, row[3:])
+                raise
+            # the row names the arguments read for the first time by their types: a row of
+            # its own puts them in the key before the casts name them by position
+            pre = (row[0], _PROMOTE_KEY, *row[1:])
+            nxt = _TRIE.get(pre)
+            if nxt is None:
+                nxt = _TRIE[pre] = _new_state(None)
+            st.state = nxt[0]
+            return record_op(op, [a if d is None else record_cast(a, d)
+                                  for a, d in zip(args, casts)], attrs, fa)
         try:
             out = _rule(op, args, attrs, fa)
         except BaseException:
@@ -354,7 +395,7 @@ def record_op(op, args, attrs, fa=None) -> Node:
     node.pseg = -1
     node.handles = 0
     node.needed = False
-    node.leaf = False
+    node.leaf = not st.grad_enabled      # a no_grad result: gradients stop at it
     node.grad = None
     st.state = hit[0]
     nodes.append(node)
@@ -365,6 +406,87 @@ def record_op(op, args, attrs, fa=None) -> Node:
 
 
 _new_object = object.__new__
+
+
+# PyTorch's type promotion for the ops that take operands of one dtype: the positions of
+# the operands it applies to. A repeated step reads the casts' rows and the op's from the
+# table; the row of the unpromoted call is never stored, so it comes back here (a miss).
+_PROMOTING = {name: (0, 1) for name in (
+    "add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "less",
+    "greater", "less_equal", "greater_equal", "equal", "not_equal")}
+_PROMOTING["where"] = (1, 2)
+_CATEGORY = {"bool": 0, "float16": 2, "float32": 2, "float64": 2}    # ints: 1
+_DEFAULT_FLOAT = "float32"       # torch.get_default_dtype(), and relayish's Python floats
+
+
+def category(dtype):
+    """bool 0, ints 1, floats 2 (PyTorch's categories of promotion)."""
+    return _CATEGORY.get(dtype, 1)
+
+
+def _promote_pair(a, b):
+    """torch.promote_types: the higher category's dtype, or within one, the wider (None
+    where torch refuses, as uint64 with a signed int)."""
+    if a == b:
+        return a
+    ca, cb = category(a), category(b)
+    if ca != cb:
+        return a if ca > cb else b
+    import numpy as np
+    name = np.promote_types(a, b).name
+    return name if category(name) == ca else None
+
+
+def _promote_all(dtypes):
+    out = dtypes[0] if dtypes else None
+    for d in dtypes[1:]:
+        out = _promote_pair(out, d) if out is not None else None
+    return out
+
+
+def promoted_dtype(types):
+    """PyTorch's result dtype of operands of these tensor types: the dimensioned operands
+    decide, and a zero-dimensional one (a Python number's leaf, `re.tensor(2.0)`) only when
+    its category (bool < int < float) is higher; a Python float with an int tensor is a
+    float32 leaf, the default dtype."""
+    dim = [t.dtype for t in types if t.shape != ()]
+    zero = [t.dtype for t in types if t.shape == ()]
+    rd, rz = _promote_all(dim), _promote_all(zero)
+    if rd is None:
+        return rz
+    if rz is not None and category(rz) > category(rd):
+        return _promote_pair(rd, rz)
+    return rd
+
+
+def _promotion(op, args):
+    """The dtype each argument is cast to (None: as it is), or None for no cast."""
+    positions = _PROMOTING.get(op.name)
+    if positions is None or len(args) <= max(positions):
+        return None
+    types = [args[i].type for i in positions]
+    if not all(t.__class__ is TensorType for t in types):
+        return None
+    out = promoted_dtype(types)
+    if out is None:
+        return None
+    if op.name == "divide" and category(out) < 2:
+        out = _DEFAULT_FLOAT                         # `/` is true division, as in PyTorch
+    casts = [out if i in positions and args[i].type.dtype != out else None
+             for i in range(len(args))]
+    return casts if any(casts) and not (out == "bool" and op.name not in _COMPARISONS) else None
+
+
+_COMPARISONS = {"less", "greater", "less_equal", "greater_equal", "equal", "not_equal",
+                "where"}
+
+
+def record_cast(node, dtype) -> Node:
+    """Record `cast(node, dtype)`."""
+    from relayish.ir.op import get_op
+    op = get_op("cast")
+    attrs = op.normalize_attrs({"dtype": dtype})
+    return record_op(op, [node], attrs)
 
 
 def _forget_params(st, refs):
@@ -458,7 +580,7 @@ def record_projections(arg, count) -> list:
         node.pseg = -1
         node.handles = 0
         node.needed = False
-        node.leaf = False
+        node.leaf = not st.grad_enabled
         node.grad = None
         nodes.append(node)
         out.append(node)
@@ -501,8 +623,20 @@ def mark_leaf(node) -> None:
 
 
 def is_leaf(node) -> bool:
-    """Where gradients stop: a value without a derivation, or a result marked a leaf."""
+    """Where gradients stop: a value without a derivation, a result marked a leaf, or one
+    recorded under no_grad."""
     return node.args is None or node.leaf
+
+
+def latest(node):
+    """The node a leaf requiring gradients became through in-place updates under no_grad
+    (`w -= lr * g` records a new node and repoints the handle; the old one's `successor` is
+    it): PyTorch's one tensor, whose `.grad` collects the gradients of every version used."""
+    nxt = getattr(node, "successor", None)
+    while nxt is not None:
+        node = nxt
+        nxt = getattr(node, "successor", None)
+    return node
 
 
 def leaf(value, type_, requires_grad=False) -> Node:
@@ -513,3 +647,5 @@ def leaf(value, type_, requires_grad=False) -> Node:
 
 _TUPLE_KEY = ("tuple", None, None)
 _LEAF_KEY = ("leaf", None, None)
+_GRAD_MODE_KEY = ("grad_mode", None, None)
+_PROMOTE_KEY = ("promote", None, None)

@@ -30,6 +30,7 @@ import time
 from relayish.errors import RelayishError
 from relayish.eager.graph import STATE, TRIE_RESET_HOOKS
 from relayish.ir.expr import Call, Function, Let, Tuple, TupleGetItem, Var
+from relayish.ir.op import get_op
 
 STATS = {"runs": 0, "hits": 0, "misses": 0, "compiles": 0, "bindings_run": 0,
          "interpret_s": 0.0, "compile_s": 0.0, "gradient_s": 0.0}
@@ -72,11 +73,19 @@ class Program:
         rows.append(("out", tuple([n.num for n in outputs])))
         self.key = tuple(rows)
 
-    def function(self, single=False) -> Function:
+    def function(self, single=False, perturb=()) -> Function:
         """The program as a relayish Function (result: a tuple of the outputs, or the one
-        output when `single`)."""
+        output when `single`). `perturb`: bindings whose value every later reader sees plus
+        a new parameter (`d_i`, placed first, in this order): differentiating with respect
+        to it gives the gradient at that binding, while the paths through it still reach
+        what computed it (re.grad's total derivatives)."""
         var_of = {}
         params = []
+        offsets = {}
+        for i, n in enumerate(perturb):
+            d = Var(f"d{i}", n.type)
+            offsets[id(n)] = d
+            params.append(d)
         for i, n in enumerate(self.params):
             v = Var(f"x{i}", n.type)
             var_of[id(n)] = v
@@ -100,6 +109,11 @@ class Program:
             v = Var(hint, n.type)
             var_of[id(n)] = v
             lets.append((v, value))
+            d = offsets.get(id(n))
+            if d is not None:
+                seen = Var(hint, n.type)
+                lets.append((seen, Call(get_op("add"), [v, d], {})))
+                var_of[id(n)] = seen
         outs = [var_of[id(n)] for n in self.outputs]
         body = outs[0] if single else Tuple(outs)
         for v, value in reversed(lets):       # built inside out: no recursion down the chain
@@ -107,10 +121,10 @@ class Program:
         return Function(params, body)
 
 
-    def program(self, single=False):
+    def program(self, single=False, perturb=()):
         """`function()`, or a Module whose @main it is when a call embeds a Module's @main
         that calls other globals (their definitions are copied in; see Embedded)."""
-        func = self.function(single)
+        func = self.function(single, perturb)
         embedded = list({id(n.op): n.op for n in self.bindings
                          if n.kind == "call" and isinstance(n.op, Embedded)}.values())
         if not embedded:

@@ -192,13 +192,16 @@ def handles(nodes) -> list:
 
 def tensor(data, dtype=None, requires_grad=False):
     """`re.tensor(np.ones(3))`, `re.tensor(2.0)` (float32, as rl.const), `re.tensor(jax_array)`:
-    a leaf of the recorded program. A recorded tensor gives a detached leaf of its value."""
+    a leaf of the recorded program. A numpy array is copied, as `torch.tensor` copies: the
+    program runs later, so writing into the array afterwards (a batch buffer refilled each
+    step) must not change what was recorded. A jax array is immutable and kept as it is. A
+    recorded tensor gives a detached leaf of its value."""
     if data.__class__ is np.ndarray and dtype is None:
         # an array of a (shape, dtype) seen before: its checks passed then (the data of a
         # loop's step, made every iteration); one type object per pair
         t = _ARRAY_TYPES.get((data.shape, data.dtype))
         if t is not None:
-            return Tensor(leaf(data, t, bool(requires_grad)))
+            return Tensor(leaf(data.copy(), t, bool(requires_grad)))
     if isinstance(data, Tensor):
         data = data.value()
     if type(data).__module__.startswith(("jax", "jaxlib")) and hasattr(data, "shape"):
@@ -210,8 +213,11 @@ def tensor(data, dtype=None, requires_grad=False):
             value = as_expr(data if dtype is None else np.asarray(data, dtype=dtype)).data
         except RelayishError as e:
             raise record_error(f"re.tensor: {e}", RelayishError) from None
+        if isinstance(data, np.ndarray) and np.shares_memory(value, data):
+            value = value.copy()
     t = TensorType(tuple(int(d) for d in value.shape), normalize_dtype(value.dtype))
-    if data.__class__ is np.ndarray and dtype is None and value is data:
+    if data.__class__ is np.ndarray and dtype is None and value.dtype == data.dtype \
+            and value.shape == data.shape:
         if len(_ARRAY_TYPES) >= 1024:
             _ARRAY_TYPES.clear()
         _ARRAY_TYPES[data.shape, data.dtype] = t
@@ -249,7 +255,10 @@ def as_node(value, like=None):
                     _NUMBERS.clear()
                 _NUMBERS[key] = node
         return node
-    if isinstance(value, (np.ndarray, list)):
+    if isinstance(value, np.ndarray):
+        # the caller's array, read when the program runs (later): a copy, as re.tensor's
+        return leaf(*_as_leaf_data(value.copy(), like))
+    if isinstance(value, list):
         return leaf(*_as_leaf_data(value, like))
     raise record_error(f"{describe(value)} is not a tensor, a number or an array",
                        RelayishError)
@@ -366,6 +375,12 @@ def _inplace(py_name):
         # the operator's record, written out: no handle made for the result only to drop it
         y = other.node if other.__class__ is Tensor else _operand(other, node)
         new = record_op(op, [node, y], attrs, fa)
+        if new.type is not node.type and new.type != node.type and \
+                new.type.__class__ is TensorType and new.type.shape == node.type.shape and \
+                graph.category(new.type.dtype) <= graph.category(node.type.dtype):
+            # PyTorch keeps an in-place result in the tensor's dtype where the promoted
+            # one is not of a higher category (`w32 -= g64`)
+            new = graph.record_cast(new, node.type.dtype)
         if new.type is not node.type and new.type != node.type:
             raise record_error(f"an in-place __i{py_name}__ would change the tensor's type from "
                                f"{type_text(node.type)} to {type_text(new.type)}",
@@ -373,6 +388,9 @@ def _inplace(py_name):
         if grad_leaf:
             graph.mark_leaf(new)
             new.grad = node.grad
+            # what was recorded from the old value still sends its gradient to this tensor
+            # (PyTorch: one tensor, one .grad, whichever version a use read)
+            node.successor = new
         new.handles += 1
         node.handles -= 1
         self.node = new
