@@ -168,7 +168,7 @@ class Expr(Node):
             raise RelayishError(
                 f"{_short_text(self)}[...] projects a field of a tuple and takes one int "
                 f"(t[0]), got {what}; to index or slice a tensor use rl.take(x, indices, axis) "
-                "or rl.op.strided_slice(x, begin, end)")
+                "or rl.strided_slice(x, begin, end, strides)")
         return TupleGetItem(self, int(index))
 
     def __call__(self, *args):

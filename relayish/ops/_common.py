@@ -186,6 +186,15 @@ def as_array(xp, value, dtype=None):
     return xp.asarray(value) if dtype is None else xp.asarray(value, dtype=dtype)
 
 
+def check_indices(xp, op, indices, n):
+    """Under numpy, an index outside [-n, n) is an EvaluationError naming it (jax cannot raise:
+    the ops clip or drop there)."""
+    if xp is np and indices.size and (indices.min() < -n or indices.max() >= n):
+        from relayish.errors import EvaluationError
+        bad = indices[(indices < -n) | (indices >= n)].flat[0]
+        raise EvaluationError(f"{op}: index {bad} is out of range for an axis of size {n}")
+
+
 def libm_impl(scalar_fn, jax_name):
     """The impl of a special function numpy lacks: libm's `scalar_fn` (math.erf) elementwise in
     float64 under numpy, `jax.scipy.special.<jax_name>` under jax (the kind of impl that

@@ -140,6 +140,11 @@ def sum(x, axis=None, keepdims=False):
     return _call("sum", x, axis=axis, keepdims=keepdims)
 
 
+def logsumexp(x, axis=None, keepdims=False):
+    """log(sum(exp(x))) over axis, without overflow (its gradient: softmax weights)."""
+    return _call("logsumexp", x, axis=axis, keepdims=keepdims)
+
+
 def mean(x, axis=None, keepdims=False): return _call("mean", x, axis=axis, keepdims=keepdims)
 def max(x, axis=None, keepdims=False): return _call("max", x, axis=axis, keepdims=keepdims)
 def min(x, axis=None, keepdims=False): return _call("min", x, axis=axis, keepdims=keepdims)
@@ -174,9 +179,33 @@ def stack(fields, axis=0):
     return _call("stack", _fields(fields, "stack"), axis=axis)
 
 
+def roll(x, shift, axis=None):
+    """numpy.roll: `roll(x, 1)` (flattened), `roll(x, (1, -2), axis=(0, 1))`."""
+    return _call("roll", x, shift=shift, axis=axis)
+
+
 def take(x, indices, axis=None):
     """numpy.take: integer indices; axis=None indexes the flattened tensor."""
     return _call("take", x, _indices(indices), axis=axis)
+
+
+def einsum(subscripts, *operands):
+    """`einsum("ij,jk->ik", a, b)`: numpy.einsum (no "...", no repeated letter in an operand)."""
+    return _call("einsum", *operands, subscripts=subscripts)
+
+
+def index_update(x, indices, values, axis=0):
+    """`index_update(x, i, v)`: x with v written where `take(x, i, axis)` reads (jax's
+    `x.at[i].set(v)`; v broadcasts to take's shape; a repeated index keeps its last value)."""
+    from relayish.ir.expr import as_expr
+    return _call("index_update", x, _indices(indices), as_expr(values, like=x), axis=axis)
+
+
+def index_add(x, indices, values, axis=0):
+    """`index_add(x, i, v)`: x with v added where `take(x, i, axis)` reads (`x.at[i].add(v)`;
+    repeated indices add up)."""
+    from relayish.ir.expr import as_expr
+    return _call("index_add", x, _indices(indices), as_expr(values, like=x), axis=axis)
 
 
 # ---- nn -------------------------------------------------------------------------------------
@@ -209,14 +238,15 @@ def take_backward(g, indices, like, axis=None):
     return _call("take_backward", g, _indices(indices), like, axis=axis)
 
 
-def strided_slice(x, begin, end):
-    """x[begin[0]:end[0], begin[1]:end[1], ...] (one entry per axis, step 1)."""
-    return _call("strided_slice", x, begin=begin, end=end)
+def strided_slice(x, begin, end, strides=None):
+    """x[begin[0]:end[0]:strides[0], ...] (one entry per axis; strides None: step 1)."""
+    return _call("strided_slice", x, begin=begin, end=end, strides=strides)
 
 
-def slice_scatter(g, like, begin, end):
-    """Zeros shaped like `like` with g written at [begin:end] (the gradient of strided_slice)."""
-    return _call("slice_scatter", g, like, begin=begin, end=end)
+def slice_scatter(g, like, begin, end, strides=None):
+    """Zeros shaped like `like` with g written at [begin:end:strides] (strided_slice's
+    gradient)."""
+    return _call("slice_scatter", g, like, begin=begin, end=end, strides=strides)
 
 
 # ---- Relay's operators (relayish/ops/layers.py, tensor.py): rl.clip ..., rl.nn.conv2d ... -------
@@ -265,6 +295,11 @@ def erf(x): return _call("erf", x)
 def cumsum(x, axis=None, dtype=None, exclusive=False):
     """Cumulative sum along axis (None: of the flattened x); exclusive starts at 0."""
     return _call("cumsum", x, axis=axis, dtype=dtype, exclusive=exclusive)
+
+
+def cumprod(x, axis=None, dtype=None, exclusive=False):
+    """Cumulative product along axis (None: of the flattened x); exclusive starts at 1."""
+    return _call("cumprod", x, axis=axis, dtype=dtype, exclusive=exclusive)
 
 
 def gather(data, axis, indices):

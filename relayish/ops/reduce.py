@@ -139,3 +139,38 @@ register_op("min", 1, attrs=_ATTRS, type_rule=reduce_rule("min", DTYPES, "any", 
             normalize_attrs=_reduce_normalizer("min"), doc="min(x, axis=None, keepdims=False)")
 min_grad = register_gradient("min")(_extremum_grad)
 min_tangent = register_tangent("min")(_extremum_tangent)
+
+
+# ---- logsumexp --------------------------------------------------------------------------------
+
+def logsumexp_impl(xp, x, axis, keepdims):
+    """log(sum(exp(x))) shifted by the max (no overflow); an all -inf slice gives -inf."""
+    m = xp.max(x, axis=axis, keepdims=True) if x.size else xp.zeros((1,) * x.ndim, x.dtype)
+    m = xp.where(xp.isfinite(m), m, xp.zeros_like(m))
+    out = xp.log(xp.sum(xp.exp(x - m), axis=axis, keepdims=True)) + m
+    if not keepdims:
+        out = xp.squeeze(out, axis=tuple(range(x.ndim)) if axis is None else axis)
+    return as_array(xp, out, dtype=x.dtype)
+
+
+register_op("logsumexp", 1, attrs=_ATTRS,
+            type_rule=reduce_rule("logsumexp", FLOAT_DTYPES, "floating-point"),
+            impl=logsumexp_impl, normalize_attrs=_reduce_normalizer("logsumexp"),
+            doc="logsumexp(x, axis=None, keepdims=False): log(sum(exp(x))), without overflow")
+
+
+def _softmax_weights(orig):
+    """exp(x - logsumexp(x)) over the reduced axes: the derivative of logsumexp."""
+    x = orig.args[0]
+    return api.exp(x - api.broadcast_to_like(restore_axes(orig, orig), x))
+
+
+@register_gradient("logsumexp")
+def logsumexp_grad(orig, g):
+    x = orig.args[0]
+    return [api.broadcast_to_like(restore_axes(g, orig), x) * _softmax_weights(orig)]
+
+
+@register_tangent("logsumexp")
+def logsumexp_tangent(orig, ts):
+    return _same_reduction("sum", ts[0] * _softmax_weights(orig), orig)

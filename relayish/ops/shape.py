@@ -4,21 +4,25 @@ ops their gradients need (each a normal registered op with its own gradient):
     collapse_sum_like(x, like)   sum x back to like's shape     <->  broadcast_to_like(x, like)
     reshape_like(x, like)        reshape x to like's shape          (gradient of reshape)
     expand_dims(x, axis)         insert size-1 axes                 (gradient of reductions)
-    strided_slice(x, begin, end) <-> slice_scatter(g, like, begin, end)   (concatenate)
+    strided_slice(x, begin, end, strides) <-> slice_scatter(g, like, begin, end, strides)
     take(x, i, axis)             <-> take_backward(g, i, like, axis)      (scatter-add)
+
+and roll (numpy.roll; its gradient rolls back), index_update / index_add (x.at[i].set(v) and
+.add(v) along an axis, at take's positions).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from relayish.errors import EvaluationError, TypeCheckError
+from relayish.errors import TypeCheckError
 from relayish.ir.expr import Tuple, const
 from relayish.ir.op import FAIL, register_gradient, register_op, register_tangent
 from relayish.ir.types import INT_DTYPES, TensorType
 from relayish.ops import api
 from relayish.ops._common import (as_array, can_broadcast_to, canon_axis, canon_int, canon_ints,
-                                  need_type, norm_axis, normalizer, reshape_fast, same_dtype,
-                                  tensor_arg, tuple_of_tensors, tuple_size)
+                                  check_indices, linear_tangent, need_type, norm_axis,
+                                  normalizer, reshape_fast, same_dtype, tensor_arg,
+                                  tuple_of_tensors, tuple_size)
 
 
 def _size(shape):
@@ -362,48 +366,65 @@ def stack_tangent(orig, ts):
     return api.stack(ts[0], axis=orig.attrs["axis"])
 
 
-def _check_slice(op, x, begin, end):
+def _check_slice(op, x, begin, end, strides):
     if len(begin) != x.ndim or len(end) != x.ndim:
         raise TypeCheckError(f"{op}: begin {begin} and end {end} need one entry per axis of {x}")
     for b, e, d in zip(begin, end, x.shape):
         if not 0 <= b <= e <= d:
             raise TypeCheckError(f"{op}: the range {begin}..{end} does not fit in {x}")
-    return tuple(e - b for b, e in zip(begin, end))
+    if strides is None:
+        return tuple(e - b for b, e in zip(begin, end))
+    if len(strides) != x.ndim or min(strides, default=1) < 1:
+        raise TypeCheckError(f"{op}: strides {strides} need one positive entry per axis of {x}")
+    return tuple(-(-(e - b) // s) for b, e, s in zip(begin, end, strides))
+
+
+def _slice_index(begin, end, strides):
+    steps = strides or (None,) * len(begin)
+    return tuple(slice(b, e, s) for b, e, s in zip(begin, end, steps))
 
 
 def strided_slice_rule(types, attrs):
     x = tensor_arg("strided_slice", types, 0)
-    return TensorType(_check_slice("strided_slice", x, attrs["begin"], attrs["end"]), x.dtype)
+    return TensorType(_check_slice("strided_slice", x, attrs["begin"], attrs["end"],
+                                   attrs["strides"]), x.dtype)
 
 
 def _strided_slice_fast(attrs, out_type):
-    index = tuple(slice(b, e) for b, e in zip(attrs["begin"], attrs["end"]))   # built once
+    index = _slice_index(attrs["begin"], attrs["end"], attrs["strides"])   # built once
     return lambda x: x[index]
 
 
-_slice_attrs = normalizer("strided_slice", begin=canon_ints, end=canon_ints)
-register_op("strided_slice", 1, attrs={"begin": (), "end": ()}, type_rule=strided_slice_rule,
-            impl=lambda xp, x, begin, end: as_array(
-                xp, x[tuple(slice(b, e) for b, e in zip(begin, end))]),
+_slice_attrs = normalizer("strided_slice", begin=canon_ints, end=canon_ints,
+                          strides=lambda o, k, v: canon_ints(o, k, v, allow_none=True))
+register_op("strided_slice", 1, attrs={"begin": (), "end": (), "strides": None},
+            type_rule=strided_slice_rule,
+            impl=lambda xp, x, begin, end, strides: as_array(
+                xp, x[_slice_index(begin, end, strides)]),
             normalize_attrs=_slice_attrs,
             fast_impl=_strided_slice_fast, linear_in=(0,),
-            doc="internal: x[begin:end] per axis, step 1 (the gradient of concatenate)")
+            doc="x[begin:end:strides] per axis (strides None: step 1); the gradient of "
+                "concatenate")
+
+
+def _slice_of(orig):
+    return orig.attrs["begin"], orig.attrs["end"], orig.attrs["strides"]
 
 
 @register_gradient("strided_slice")
 def strided_slice_grad(orig, g):
-    return [api.slice_scatter(g, orig.args[0], orig.attrs["begin"], orig.attrs["end"])]
+    return [api.slice_scatter(g, orig.args[0], *_slice_of(orig))]
 
 
 @register_tangent("strided_slice")
 def strided_slice_tangent(orig, ts):
-    return api.strided_slice(ts[0], orig.attrs["begin"], orig.attrs["end"])
+    return api.strided_slice(ts[0], *_slice_of(orig))
 
 
 def slice_scatter_rule(types, attrs):
     g = tensor_arg("slice_scatter", types, 0)
     like = tensor_arg("slice_scatter", types, 1)
-    shape = _check_slice("slice_scatter", like, attrs["begin"], attrs["end"])
+    shape = _check_slice("slice_scatter", like, attrs["begin"], attrs["end"], attrs["strides"])
     if g.shape != shape:
         raise TypeCheckError(f"slice_scatter: {g} does not fill the range {attrs['begin']}.."
                              f"{attrs['end']} of {like}")
@@ -413,7 +434,7 @@ def slice_scatter_rule(types, attrs):
 def _slice_scatter_fast(attrs, out_type):
     # zeros and one slice assignment: np.pad (the impl) costs ~12 us of Python per call, which
     # the gradient of every strided_slice pays (merge_matmul's slices: notes/treelstm.md)
-    index = tuple(slice(b, e) for b, e in zip(attrs["begin"], attrs["end"]))   # built once
+    index = _slice_index(attrs["begin"], attrs["end"], attrs["strides"])   # built once
 
     def scatter(g, like):
         out = np.zeros(like.shape, dtype=g.dtype)
@@ -422,22 +443,72 @@ def _slice_scatter_fast(attrs, out_type):
     return scatter
 
 
-register_op("slice_scatter", 2, attrs={"begin": (), "end": ()}, type_rule=slice_scatter_rule,
-            impl=lambda xp, g, like, begin, end: as_array(xp, xp.pad(
-                g, [(b, d - e) for b, e, d in zip(begin, end, like.shape)])),
+def slice_scatter_impl(xp, g, like, begin, end, strides):
+    if strides is None or all(s == 1 for s in strides):
+        return as_array(xp, xp.pad(g, [(b, d - e) for b, e, d in zip(begin, end, like.shape)]))
+    index = _slice_index(begin, end, strides)
+    if xp is np:
+        out = np.zeros(like.shape, dtype=g.dtype)
+        out[index] = g
+        return out
+    return xp.zeros(like.shape, dtype=g.dtype).at[index].set(g)
+
+
+register_op("slice_scatter", 2, attrs={"begin": (), "end": (), "strides": None},
+            type_rule=slice_scatter_rule, impl=slice_scatter_impl,
             normalize_attrs=_slice_attrs, fast_impl=_slice_scatter_fast,
-            doc="internal: zeros shaped like `like` with g at [begin:end]")
+            doc="zeros shaped like `like` with g at [begin:end:strides] (the gradient of "
+                "strided_slice)")
 
 
 @register_gradient("slice_scatter")
 def slice_scatter_grad(orig, g):
-    return [api.strided_slice(g, orig.attrs["begin"], orig.attrs["end"]),
-            _zero_for(orig.args[1])]
+    return [api.strided_slice(g, *_slice_of(orig)), _zero_for(orig.args[1])]
 
 
 @register_tangent("slice_scatter")
 def slice_scatter_tangent(orig, ts):
-    return api.slice_scatter(ts[0], orig.args[1], orig.attrs["begin"], orig.attrs["end"])
+    return api.slice_scatter(ts[0], orig.args[1], *_slice_of(orig))
+
+
+# ---- roll -----------------------------------------------------------------------------------
+
+def roll_rule(types, attrs):
+    x = tensor_arg("roll", types, 0)
+    shift, axis = attrs["shift"], attrs["axis"]
+    if axis is None:
+        if len(shift) != 1:
+            raise TypeCheckError(f"roll: axis=None rolls the flattened tensor by one shift, "
+                                 f"got shift={shift}")
+        return x
+    axes = (axis,) if isinstance(axis, int) else axis
+    if len(axes) != len(shift):
+        raise TypeCheckError(f"roll: needs one shift per axis, got shift={shift} and "
+                             f"axis={axis}")
+    for a in axes:
+        norm_axis("roll", a, x.ndim)
+    return x
+
+
+def roll_impl(xp, x, shift, axis):
+    return as_array(xp, xp.roll(x, shift[0] if axis is None else shift, axis=axis))
+
+
+register_op("roll", 1, attrs={"shift": (0,), "axis": None}, type_rule=roll_rule, impl=roll_impl,
+            normalize_attrs=normalizer("roll", shift=lambda o, k, v: canon_ints(
+                o, k, v, allow_negative=True), axis=canon_axis),
+            linear_in=(0,),
+            doc="roll(x, shift, axis=None): numpy.roll (elements shifted off one end come "
+                "back at the other; axis None rolls the flattened x)")
+
+
+@register_gradient("roll")
+def roll_grad(orig, g):
+    back = tuple(-s for s in orig.attrs["shift"])
+    return [api.roll(g, back, axis=orig.attrs["axis"])]
+
+
+linear_tangent("roll")
 
 
 # ---- take -----------------------------------------------------------------------------------
@@ -463,10 +534,8 @@ def take_rule(types, attrs):
 
 def take_impl(xp, x, indices, axis):
     n = x.size if axis is None else x.shape[axis]
+    check_indices(xp, "take", indices, n)
     if xp is np:
-        if indices.size and (indices.min() < -n or indices.max() >= n):
-            bad = indices[(indices < -n) | (indices >= n)].flat[0]
-            raise EvaluationError(f"take: index {bad} is out of range for an axis of size {n}")
         return as_array(xp, np.take(x, indices, axis=axis))
     indices = xp.where(indices < 0, indices + n, indices)
     return as_array(xp, xp.take(x, indices, axis=axis, mode="clip"))
@@ -542,3 +611,105 @@ def take_backward_tangent(orig, ts):
     _, idx, like = orig.args
     return api.take_backward(ts[0], idx, like, axis=orig.attrs["axis"])
 
+
+
+# ---- index_update / index_add: x.at[indices].set(values) / .add(values) along an axis ----------
+
+def index_rule(op):
+    def rule(types, attrs):
+        x = tensor_arg(op, types, 0)
+        idx = tensor_arg(op, types, 1, "the indices")
+        values = tensor_arg(op, types, 2, "the values")
+        if x.dtype == "bool":
+            raise TypeCheckError(f"{op}: expects a numeric tensor, got {x}")
+        same_dtype(op, x, values)
+        shape = _take_shape(op, x, idx, attrs["axis"])
+        if not can_broadcast_to(values.shape, shape):
+            raise TypeCheckError(f"{op}: the values {values} do not broadcast to the shape "
+                                 f"{shape} that take(x, indices, axis={attrs['axis']}) has")
+        return x
+    return rule
+
+
+def _index_positions(xp, op, x, indices, values, axis):
+    """indices made non-negative (checked under numpy) and values broadcast to take's shape."""
+    n = x.shape[axis]
+    check_indices(xp, op, indices, n)
+    shape = x.shape[:axis] + indices.shape + x.shape[axis + 1:]
+    return xp.where(indices < 0, indices + n, indices), _materialize(xp, xp.broadcast_to(
+        values, shape))
+
+
+def index_add_impl(xp, x, indices, values, axis):
+    axis %= x.ndim
+    indices, values = _index_positions(xp, "index_add", x, indices, values, axis)
+    return as_array(xp, x + take_backward_impl(xp, values, indices, x, axis))
+
+
+def index_update_impl(xp, x, indices, values, axis):
+    """Where an index repeats, the last of its values is written, on every backend (a scatter
+    of the values' positions by max picks it; XLA leaves the order of repeated writes open)."""
+    axis %= x.ndim
+    indices, values = _index_positions(xp, "index_update", x, indices, values, axis)
+    flat = xp.reshape(indices, (-1,))
+    order = xp.arange(flat.shape[0])
+    if xp is np:
+        latest = np.full(x.shape[axis], -1)
+        np.maximum.at(latest, flat, order)
+    else:
+        latest = xp.full(x.shape[axis], -1).at[flat].max(order, mode="drop")
+    last = xp.reshape(latest[flat] == order, indices.shape)
+    last = xp.reshape(last, (1,) * axis + indices.shape + (1,) * (x.ndim - axis - 1))
+    kept = xp.where(last, values, xp.zeros_like(values))
+    hit = take_backward_impl(xp, xp.ones_like(values), indices, x, axis) > 0
+    return as_array(xp, xp.where(hit, xp.zeros_like(x), x)
+                    + take_backward_impl(xp, kept, indices, x, axis))
+
+
+_index_attrs = dict(attrs={"axis": 0}, effects={FAIL},      # an index out of range
+                    linear_in=(0, 2))
+register_op("index_add", 3, type_rule=index_rule("index_add"), impl=index_add_impl,
+            normalize_attrs=normalizer("index_add", axis=canon_int), **_index_attrs,
+            doc="index_add(x, indices, values, axis=0): x with values added at the positions "
+                "take(x, indices, axis) reads (repeated indices add up); x.at[i].add(v)")
+register_op("index_update", 3, type_rule=index_rule("index_update"), impl=index_update_impl,
+            normalize_attrs=normalizer("index_update", axis=canon_int), **_index_attrs,
+            doc="index_update(x, indices, values, axis=0): x with values written at the "
+                "positions take(x, indices, axis) reads (a repeated index: its last value); "
+                "x.at[i].set(v)")
+
+
+@register_gradient("index_add")
+def index_add_grad(orig, g):
+    x, idx, values = orig.args
+    d = api.take(g, idx, axis=orig.attrs["axis"])
+    return [g, _zero_for(idx), api.collapse_sum_like(d, values)]
+
+
+def _written(orig):
+    """1 where a value of index_update's call is the one written (the last of a repeated
+    index), else 0: index_update of each value's position, read back and compared."""
+    x, idx, values = orig.args
+    axis = orig.attrs["axis"]
+    xt, it = need_type(x, "index_update gradient"), need_type(idx, "index_update gradient")
+    a = axis % xt.ndim
+    count = _size(it.shape)
+    ids = np.arange(1, count + 1, dtype=xt.dtype).reshape(
+        (1,) * a + it.shape + (1,) * (xt.ndim - a - 1))
+    shape = xt.shape[:a] + it.shape + xt.shape[a + 1:]
+    ids = const(np.broadcast_to(ids, shape).copy())
+    back = api.take(api.index_update(api.zeros_like(x), idx, ids, axis=axis), idx, axis=axis)
+    return api.where(api.equal(back, ids), api.ones_like(ids), api.zeros_like(ids))
+
+
+@register_gradient("index_update")
+def index_update_grad(orig, g):
+    x, idx, values = orig.args
+    axis = orig.attrs["axis"]
+    dx = api.index_update(g, idx, api.zeros_like(values), axis=axis)
+    dv = api.take(g, idx, axis=axis) * _written(orig)
+    return [dx, _zero_for(idx), api.collapse_sum_like(dv, values)]
+
+
+linear_tangent("index_add")
+linear_tangent("index_update")

@@ -1,5 +1,6 @@
 """Relay's tensor operators beyond numpy's basics: clip, split, squeeze, full, one_hot,
-argmax/argmin, erf, cumsum, gather and scatter_add (attribute names and meanings as Relay's).
+argmax/argmin, erf, cumsum, cumprod, gather and scatter_add (attribute names and meanings as
+Relay's).
 
 gather(data, indices, axis) is Relay's (= numpy.take_along_axis with indices no larger than the
 data off the axis); scatter_add(data, indices, updates, axis) adds updates into a copy of data at
@@ -12,15 +13,15 @@ import math
 
 import numpy as np
 
-from relayish.errors import EvaluationError, TypeCheckError
+from relayish.errors import TypeCheckError
 from relayish.ir.expr import const
 from relayish.ir.op import FAIL, attr_dtype, fixed_dtype, register_gradient, register_op, register_tangent
 from relayish.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, TupleType
 from relayish.ops import api
 from relayish.ops._common import (NUMERIC, as_array, canon_axis, canon_bool, canon_dtype,
-                                  canon_float, canon_int, canon_ints, libm_impl, linear_tangent,
-                                  need_type, norm_axes, norm_axis, normalizer, require_dtype,
-                                  tensor_arg)
+                                  canon_float, canon_int, canon_ints, check_indices, libm_impl,
+                                  linear_tangent, need_type, norm_axes, norm_axis, normalizer,
+                                  require_dtype, tensor_arg)
 from relayish.ops.compare import zero_grads, zero_tangent
 from relayish.ops.elementwise import cast_impl, elementwise_derivative, unary_rule
 
@@ -342,38 +343,48 @@ def erf_grad(orig, v):
     return v * two_over_root_pi * api.exp(api.negative(x * x))
 
 
-# ---- cumsum -----------------------------------------------------------------------------------
+# ---- cumsum, cumprod ---------------------------------------------------------------------------
 
-def cumsum_rule(types, attrs):
-    x = tensor_arg("cumsum", types, 0)
-    require_dtype("cumsum", x, NUMERIC, "numeric")
-    dtype = attrs["dtype"] or x.dtype
-    if attrs["axis"] is None:
-        return TensorType((int(np.prod(x.shape, dtype=np.int64)),), dtype)
-    norm_axis("cumsum", attrs["axis"], x.ndim)
-    return TensorType(x.shape, dtype)
-
-
-def cumsum_impl(xp, x, axis, dtype, exclusive):
-    if dtype:
-        x = cast_impl(xp, x, dtype)
-    if axis is None:
-        x, axis = xp.reshape(x, (-1,)), 0
-    axis %= x.ndim
-    with np.errstate(over="ignore"):          # integer sums wrap, as in XLA
-        out = xp.cumsum(x, axis=axis, dtype=x.dtype)
-    if exclusive:        # shift by one along the axis, a zero first (no x subtracted back)
-        first = xp.zeros(x.shape[:axis] + (min(1, x.shape[axis]),) + x.shape[axis + 1:],
-                         dtype=x.dtype)
-        rest = out[(slice(None),) * axis + (slice(0, max(0, x.shape[axis] - 1)),)]
-        out = xp.concatenate([first, rest], axis=axis)
-    return as_array(xp, out)
+def scan_rule(op):
+    def rule(types, attrs):
+        x = tensor_arg(op, types, 0)
+        require_dtype(op, x, NUMERIC, "numeric")
+        dtype = attrs["dtype"] or x.dtype
+        if attrs["axis"] is None:
+            return TensorType((int(np.prod(x.shape, dtype=np.int64)),), dtype)
+        norm_axis(op, attrs["axis"], x.ndim)
+        return TensorType(x.shape, dtype)
+    return rule
 
 
-register_op("cumsum", 1, attrs={"axis": None, "dtype": None, "exclusive": False},
-            type_rule=cumsum_rule, impl=cumsum_impl,
-            normalize_attrs=normalizer("cumsum", axis=_opt(canon_int), dtype=_opt(canon_dtype),
-                                       exclusive=canon_bool),
+def scan_impl(scan, identity):
+    """cumsum / cumprod (`scan` names the numpy function); exclusive shifts `identity` in."""
+    def impl(xp, x, axis, dtype, exclusive):
+        if dtype:
+            x = cast_impl(xp, x, dtype)
+        if axis is None:
+            x, axis = xp.reshape(x, (-1,)), 0
+        axis %= x.ndim
+        with np.errstate(over="ignore"):          # integer sums and products wrap, as in XLA
+            out = getattr(xp, scan)(x, axis=axis, dtype=x.dtype)
+        if exclusive:        # shift by one along the axis, the identity first (nothing undone)
+            first = xp.full(x.shape[:axis] + (min(1, x.shape[axis]),) + x.shape[axis + 1:],
+                            identity, dtype=x.dtype)
+            rest = out[(slice(None),) * axis + (slice(0, max(0, x.shape[axis] - 1)),)]
+            out = xp.concatenate([first, rest], axis=axis)
+        return as_array(xp, out)
+    return impl
+
+
+_SCAN_ATTRS = {"axis": None, "dtype": None, "exclusive": False}
+
+
+def _scan_normalizer(op):
+    return normalizer(op, axis=_opt(canon_int), dtype=_opt(canon_dtype), exclusive=canon_bool)
+
+
+register_op("cumsum", 1, attrs=_SCAN_ATTRS, type_rule=scan_rule("cumsum"),
+            impl=scan_impl("cumsum", 0), normalize_attrs=_scan_normalizer("cumsum"),
             result_dtype=attr_dtype("dtype", otherwise=0), linear_in=(0,),
             doc="cumsum(x, axis=None, dtype=None, exclusive=False); axis None: of the flattened x")
 
@@ -393,6 +404,68 @@ def cumsum_grad(orig, g):
 
 
 linear_tangent("cumsum")
+
+
+register_op("cumprod", 1, attrs=_SCAN_ATTRS, type_rule=scan_rule("cumprod"),
+            impl=scan_impl("cumprod", 1), normalize_attrs=_scan_normalizer("cumprod"),
+            result_dtype=attr_dtype("dtype", otherwise=0),
+            doc="cumprod(x, axis=None, dtype=None, exclusive=False); axis None: of the "
+                "flattened x")
+
+
+def _cumprod_partials(orig):
+    """(x as scanned, its axis, D): D[.., k, i, ..] = d out[i] / d x[k] along the axis, the
+    product of the x[j] that out[i] multiplies except x[k] (0 where out[i] has no x[k]).
+
+    Built as a cumprod of n copies of x, copy k with x[k] replaced by 1: O(n^2) along the
+    axis, but exact where x has zeros (dividing out by x would give nan there)."""
+    x, attrs = orig.args[0], orig.attrs
+    xt = need_type(x, "cumprod gradient")
+    if attrs["dtype"]:
+        x = api.cast(x, attrs["dtype"])
+    axis = attrs["axis"]
+    if axis is None:
+        x, axis, shape = api.reshape(x, (-1,)), 0, (int(np.prod(xt.shape, dtype=np.int64)),)
+    else:
+        axis, shape = axis % xt.ndim, xt.shape
+    n, rest = shape[axis], (1,) * (len(shape) - axis - 1)
+    k, i = np.arange(n)[:, None], np.arange(n)[None, :]
+    dtype = attrs["dtype"] or xt.dtype
+    eye = const((k == i).reshape((n, n) + rest))
+    reached = (k < i) if attrs["exclusive"] else (k <= i)
+    copies = api.where(eye, const(1.0, dtype=dtype), api.expand_dims(x, axis))
+    scanned = api._call("cumprod", copies, axis=axis + 1, exclusive=attrs["exclusive"])
+    return x, axis, scanned * const(reached.reshape((n, n) + rest).astype(dtype))
+
+
+def _back_to_input(d, orig):
+    """A derivative for the scanned x, back in the input's shape and dtype."""
+    x = orig.args[0]
+    if orig.attrs["axis"] is None:
+        d = api.reshape_like(d, x)
+    return api.cast_like(d, x) if orig.attrs["dtype"] else d
+
+
+@register_gradient("cumprod")
+def cumprod_grad(orig, g):
+    x = orig.args[0]
+    if need_type(orig, "cumprod gradient").dtype not in FLOAT_DTYPES:
+        return [api.zeros_like(x)]
+    _, axis, partials = _cumprod_partials(orig)
+    return [_back_to_input(api.sum(partials * api.expand_dims(g, axis), axis=axis + 1), orig)]
+
+
+@register_tangent("cumprod")
+def cumprod_tangent(orig, ts):
+    if need_type(orig, "cumprod tangent").dtype not in FLOAT_DTYPES:
+        return api.zeros_like(orig)
+    t = ts[0]
+    if orig.attrs["dtype"]:
+        t = api.cast(t, orig.attrs["dtype"])
+    if orig.attrs["axis"] is None:
+        t = api.reshape(t, (-1,))
+    _, axis, partials = _cumprod_partials(orig)
+    return api.sum(partials * api.expand_dims(t, axis + 1), axis=axis)
 
 
 # ---- gather / scatter_add ---------------------------------------------------------------------
@@ -422,9 +495,7 @@ def _positions(xp, op, indices, axis, n):
     """The full index tuple for take-along-axis: indices on `axis`, aranges elsewhere.
     Negative indices count from the end; out of range is an EvaluationError under numpy
     (jax cannot raise: it clips for gather and drops for scatter_add)."""
-    if xp is np and indices.size and (indices.min() < -n or indices.max() >= n):
-        bad = indices[(indices < -n) | (indices >= n)].flat[0]
-        raise EvaluationError(f"{op}: index {bad} is out of range for an axis of size {n}")
+    check_indices(xp, op, indices, n)
     indices = xp.where(indices < 0, indices + n, indices)
     grids = [xp.reshape(xp.arange(s), tuple(s if j == k else 1 for j in range(indices.ndim)))
              for k, s in enumerate(indices.shape)]

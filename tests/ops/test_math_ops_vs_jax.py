@@ -44,15 +44,59 @@ def _special_jax(x):
             + jsp.multigammaln(x + 1.0, 3))
 
 
+def _reductions_scans(x):
+    """logsumexp cumsum cumprod roll strided_slice(strides): x of shape (4, 3); x has a zero
+    (cumprod's gradient is exact there)."""
+    return (rl.logsumexp(x, axis=1, keepdims=True) * rl.logsumexp(x)
+            + rl.cumprod(x, axis=0) + rl.cumprod(x, axis=1, exclusive=True)
+            + rl.roll(x, (1, -1), axis=(0, 1)) * rl.cumsum(x, axis=1)
+            + rl.reshape(rl.roll(x, 5), (4, 3))
+            + rl.sum(rl.strided_slice(x, (0, 0), (4, 3), (3, 2)) ** 2.0) * x)
+
+
+def _reductions_scans_jax(x):
+    exclusive = jnp.concatenate([jnp.ones((4, 1)), jnp.cumprod(x, axis=1)[:, :-1]], axis=1)
+    return (jsp.logsumexp(x, axis=1, keepdims=True) * jsp.logsumexp(x)
+            + jnp.cumprod(x, axis=0) + exclusive
+            + jnp.roll(x, (1, -1), axis=(0, 1)) * jnp.cumsum(x, axis=1)
+            + jnp.roll(x, 5)
+            + jnp.sum(x[0:4:3, 0:3:2] ** 2.0) * x)
+
+
+def _einsum_scatter(x, a, idx):
+    """einsum index_update index_add: x of shape (4, 3); idx repeats an index."""
+    y = rl.index_update(x, rl.const(idx), rl.take(x, rl.const(idx), axis=0) * 2.0, axis=0)
+    z = rl.index_add(x * x, rl.const(idx), rl.einsum("ij,jk->ik", rl.take(x, rl.const(idx),
+                                                                            axis=0), _c(a)))
+    return rl.einsum("ij,ij,kl->il", y, z, x) + rl.index_update(x, 1, 0.5, axis=1)
+
+
+def _einsum_scatter_jax(x, a, idx):
+    y = x.at[idx].set(x[idx] * 2.0)
+    z = (x * x).at[idx].add(jnp.einsum("ij,jk->ik", x[idx], a))
+    return jnp.einsum("ij,ij,kl->il", y, z, x) + x.at[:, 1].set(0.5)
+
+
 def _families():
     """family: (x, relayish body of x, jax body of x); the constants closed over."""
     rng = np.random.default_rng(5)
     y = rng.uniform(-1, 1, (3,))
+    a = rng.uniform(-1, 1, (3, 3))
+    idx = np.array([2, 0, 2], "int32")
     return {
         "elementwise": (rng.uniform(-2, 2, (4, 3)), lambda x: _elementwise(x, y),
                         lambda x: _elementwise_jax(x, y)),
         "special": (rng.uniform(0.5, 4.0, (4, 3)), _special, _special_jax),
+        "reductions_scans": (_with_zero(rng.uniform(-1, 1, (4, 3))), _reductions_scans,
+                             _reductions_scans_jax),
+        "einsum_scatter": (rng.uniform(-1, 1, (4, 3)), lambda x: _einsum_scatter(x, a, idx),
+                           lambda x: _einsum_scatter_jax(x, a, idx)),
     }
+
+
+def _with_zero(x):
+    x[1, 1] = 0.0
+    return x
 
 
 FAMILIES = _families()
