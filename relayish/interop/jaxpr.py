@@ -32,6 +32,7 @@ from relayish.ir.op import get_op, make_call
 from relayish.ir.types import TensorType, TupleType
 from relayish.ir.typecheck import infer_type
 from relayish.ops import api as rop
+from relayish.interop.trees import leaf_exprs, rebuild
 
 
 def from_jax(fn, *example_args):
@@ -74,23 +75,6 @@ def _structure_type(value, what):
         return _structure_type(np.asarray(value), what)
     raise CompileError(f"rl.from_jax: {what} is a {type(value).__name__}; relayish takes "
                        "arrays and tuples or lists of them (pass a dict's values as a tuple)")
-
-
-def _leaf_exprs(expr, typ, out):
-    """Projections of expr (of type typ) down to its tensors, in jax's flattening order."""
-    if isinstance(typ, TupleType):
-        for k, t in enumerate(typ.fields):
-            _leaf_exprs(TupleGetItem(expr, k), t, out)
-    else:
-        out.append(expr)
-    return out
-
-
-def _rebuild(typ, leaves):
-    """The inverse of _leaf_exprs: a (nested) Tuple of the leaves in order."""
-    if isinstance(typ, TupleType):
-        return Tuple([_rebuild(t, leaves) for t in typ.fields])
-    return next(leaves)
 
 
 def _param_name(names, k):
@@ -141,7 +125,7 @@ class JaxprReader:
             top_names.append(_param_name(names[offset:offset + 1] or None, 0)
                              if n else f"x{k}")
             offset += n
-        params, leaf_exprs = [], []
+        params, leaves = [], []
         used = set()
         for k, arg in enumerate(example_args):
             typ = _structure_type(arg, f"argument {k}")
@@ -149,11 +133,11 @@ class JaxprReader:
             used.add(name)
             p = Var(name, typ)
             params.append(p)
-            _leaf_exprs(p, typ, leaf_exprs)
+            leaf_exprs(p, typ, leaves)
         scope = _Scope()
-        outs = self.block(scope, self.closed.jaxpr, self.closed.consts, leaf_exprs)
+        outs = self.block(scope, self.closed.jaxpr, self.closed.consts, leaves)
         out_type = _structure_type(out_shape, "the result")
-        body = scope.close(_rebuild(out_type, iter(outs)))
+        body = scope.close(rebuild(out_type, iter(outs)))
         self.mod["main"] = Function(params, body)
         return infer_type(self.mod)
 

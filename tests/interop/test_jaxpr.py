@@ -16,12 +16,6 @@ jnp = jax.numpy
 TOL = dict(rtol=1e-9, atol=1e-9)
 
 
-@pytest.fixture(autouse=True)
-def x64():
-    with jax.enable_x64(True):
-        yield
-
-
 def _rng(seed=0):
     return np.random.default_rng(seed)
 

@@ -159,7 +159,8 @@ class JaxFunction:
         leaves, key, tree, refs = self._flatten_args(args)
         entry = self._entry(key, tree, len(leaves), refs)
         if not entry.traced:
-            run_deep(self._ensure_traced, entry, leaves)
+            # run_deep traces on a thread of its own, which does not see the caller's x64 mode
+            run_deep(self._ensure_traced_in_mode, entry, leaves)
         outcome, flags = entry.jitted(*leaves), None
         if entry.faults:
             outcome, flags = outcome
@@ -200,6 +201,14 @@ class JaxFunction:
     def _trace_then_run(self, entry, leaves):
         self._ensure_traced(entry, leaves)
         return _with_writes(entry, entry.jitted(*leaves))
+
+    def _ensure_traced_in_mode(self, entry, leaves):
+        """_ensure_traced inside jax's 64-bit mode when the program uses 64-bit values."""
+        if self.uses_x64:
+            with load_jax().enable_x64(True):
+                self._ensure_traced(entry, leaves)
+        else:
+            self._ensure_traced(entry, leaves)
 
     def _ensure_traced(self, entry, leaves):
         if entry.traced:
@@ -248,15 +257,7 @@ class JaxFunction:
         _, key, tree, refs = self._flatten_args(leaves)
         entry = self._entry(key, tree, len(leaves), refs)
         if not entry.traced:
-            jax = load_jax()
-
-            def trace():
-                if self.uses_x64:
-                    with jax.enable_x64(True):
-                        self._ensure_traced(entry, leaves)
-                else:
-                    self._ensure_traced(entry, leaves)
-            run_deep(trace)
+            run_deep(self._ensure_traced_in_mode, entry, leaves)
             self._install_fast_path(entry, key)
         if entry.faults:
             raise NotTensorFunction("jax_function() needs a program without run-time checks; "

@@ -1,0 +1,197 @@
+"""rl.to_jax: a relayish program as a jax function. Under jax.jit, vmap, grad, jvp, hessian and
+lax.scan it agrees with relayish's own entry points and with finite differences; its
+derivatives are relayish's programs (the jaxprs show them); a recursive Module's gradient
+through jax.grad equals rl.grad; round trips rl.to_jax(rl.from_jax(f)) equal f."""
+import numpy as np
+import pytest
+
+import relayish as rl
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+
+from test_jaxpr import CORPUS, newton_sqrt  # noqa: E402  (tests/interop/test_jaxpr.py)
+
+TOL = dict(rtol=1e-9, atol=1e-9)
+
+
+def _model():
+    """A relayish program written in text: tuple parameters, a tuple result."""
+    return rl.parse("""
+def @main(%p: (Tensor[(3, 2), float64], Tensor[(2), float64]), %x: Tensor[(4, 3), float64])
+    -> (float64, Tensor[(4, 2), float64]) {
+  let %h = tanh(matmul(%x, %p.0) + %p.1);
+  (sum(%h * %h) + sum(sin(%p.0)), %h)
+}
+""")
+
+
+def _args(seed=0):
+    r = np.random.default_rng(seed)
+    return (r.normal(size=(3, 2)), r.normal(size=2)), r.normal(size=(4, 3))
+
+
+def _loss(mod):
+    jf = rl.to_jax(mod)
+    return lambda p, x: jf(p, x)[0]
+
+
+def test_values_under_jit_and_pytrees_in_and_out():
+    mod, (p, x) = _model(), _args()
+    jf = rl.to_jax(mod)
+    ours = jax.jit(jf)(p, x)
+    theirs = rl.evaluate(mod, p, x)
+    assert isinstance(ours, tuple) and len(ours) == 2
+    np.testing.assert_allclose(ours[0], theirs[0], **TOL)
+    np.testing.assert_allclose(ours[1], theirs[1], **TOL)
+
+
+def test_grad_is_relayish_reverse_mode_and_agrees_with_rl_grad_and_differences():
+    mod, (p, x) = _model(), _args()
+    loss = _loss(mod)
+    g = jax.jit(jax.grad(loss))(p, x)
+    # rl.grad of the scalar part of @main, on the interpreter
+    scalar = rl.parse("""
+def @main(%p: (Tensor[(3, 2), float64], Tensor[(2), float64]), %x: Tensor[(4, 3), float64]) {
+  let %h = tanh(matmul(%x, %p.0) + %p.1);
+  sum(%h * %h) + sum(sin(%p.0))
+}
+""")
+    ref = rl.evaluate(rl.grad(scalar), p, x)
+    for a, b in zip(jax.tree_util.tree_leaves(g), jax.tree_util.tree_leaves(ref)):
+        np.testing.assert_allclose(a, b, **TOL)
+    # finite differences along a random direction (inner-product identity)
+    r = np.random.default_rng(3)
+    d = (r.normal(size=(3, 2)), r.normal(size=2))
+    eps = 1e-6
+    shift = lambda s: tuple(a + s * b for a, b in zip(p, d))
+    fd = (loss(shift(eps), x) - loss(shift(-eps), x)) / (2 * eps)
+    np.testing.assert_allclose(sum(np.vdot(a, b) for a, b in zip(g, d)), fd, rtol=1e-7)
+    # the gradient's jaxpr calls relayish's vjp program, not jax's AD of the lowering
+    text = str(jax.make_jaxpr(jax.grad(loss))(p, x))
+    assert "relayish_call" in text and "vjp(main)" in text
+    assert "tanh" not in text
+
+
+def test_jvp_is_relayish_forward_mode_and_agrees_with_rl_jvp():
+    mod, (p, x) = _model(), _args()
+    jf = rl.to_jax(mod)
+    r = np.random.default_rng(4)
+    dp, dx = (r.normal(size=(3, 2)), r.normal(size=2)), r.normal(size=(4, 3))
+    out, tangent = jax.jit(lambda a, b: jax.jvp(jf, a, b))((p, x), (dp, dx))
+    _, ref = rl.evaluate(rl.jvp(mod), p, x, dp, dx)
+    np.testing.assert_allclose(tangent[0], ref[0], **TOL)
+    np.testing.assert_allclose(tangent[1], ref[1], **TOL)
+    assert "relayish_linear" in str(jax.make_jaxpr(lambda a, b: jax.jvp(jf, a, b))((p, x),
+                                                                                  (dp, dx)))
+
+
+def test_vmap_and_grad_of_vmap():
+    mod, (p, x) = _model(), _args()
+    loss = _loss(mod)
+    xs = np.stack([x, 2 * x, -x])
+    batched = jax.jit(jax.vmap(loss, in_axes=(None, 0)))(p, xs)
+    np.testing.assert_allclose(batched, [loss(p, xi) for xi in xs], **TOL)
+    g = jax.jit(jax.grad(lambda p: jax.vmap(loss, in_axes=(None, 0))(p, xs).sum()))(p)
+    expected = [sum(np.asarray(jax.grad(loss)(p, xi)[k]) for xi in xs) for k in range(2)]
+    for a, b in zip(g, expected):
+        np.testing.assert_allclose(a, b, **TOL)
+
+
+def test_hessian_agrees_with_rl_hessian():
+    f = rl.parse("""
+def @main(%x: Tensor[(3), float64]) -> float64 { sum(sin(%x) * %x * %x) + @exp_half(%x) }
+def @exp_half(%x: Tensor[(3), float64]) -> float64 { sum(exp(%x * 0.5f64)) }
+""")
+    x = np.array([0.3, -1.2, 0.8])
+    h = jax.jit(jax.hessian(rl.to_jax(f)))(x)
+    np.testing.assert_allclose(h, rl.evaluate(rl.hessian(f), x), **TOL)
+
+
+def test_lax_scan_over_the_function_and_its_gradient():
+    mod, (p, x) = _model(), _args()
+    loss = _loss(mod)
+
+    def total(p):
+        def step(c, xi):
+            return c + loss(p, xi), None
+        return jax.lax.scan(step, 0.0, np.stack([x, 0.5 * x]))[0]
+    g = jax.jit(jax.grad(total))(p)
+    expected = [np.asarray(jax.grad(loss)(p, x)[k]) + np.asarray(jax.grad(loss)(p, 0.5 * x)[k])
+                for k in range(2)]
+    for a, b in zip(g, expected):
+        np.testing.assert_allclose(a, b, **TOL)
+
+
+def test_a_recursive_module_has_relayish_gradient_through_jax_grad():
+    a = np.array([2.0, 9.0, 0.25])
+    mod = rl.from_jax(newton_sqrt, a)
+    jf = rl.to_jax(mod)
+    np.testing.assert_allclose(jax.jit(jf)(a), np.sqrt(a).sum(), **TOL)
+    g = jax.jit(jax.grad(jf))(a)
+    np.testing.assert_allclose(g, rl.evaluate(rl.grad(mod), a), **TOL)
+    np.testing.assert_allclose(g, 0.5 / np.sqrt(a), rtol=1e-8)
+
+
+def test_integer_parameters_get_no_tangent():
+    f = rl.parse("""
+def @main(%x: Tensor[(3), float64], %n: int32) -> float64 { sum(%x * %x) * cast(%n, dtype="float64") }
+""")
+    jf = rl.to_jax(f)
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(jax.grad(jf)(x, np.int32(3)), 6 * x, **TOL)
+
+
+def test_bad_arguments_are_relayish_errors():
+    jf = rl.to_jax(_model())
+    p, x = _args()
+    with pytest.raises(rl.CompileError, match="takes 2 argument"):
+        jf(p)
+    with pytest.raises(rl.CompileError, match="shape"):
+        jf(p, x[:2])
+    with pytest.raises(rl.CompileError, match="tuple of 2"):
+        jf(p[0], x)
+
+
+ROUND_TRIP = [c for c in CORPUS if c[0] in ("mlp", "scan_rnn")]
+ROUND_TRIP_SLOW = [c for c in CORPUS if c not in ROUND_TRIP]
+
+
+def _round_trip(fn, args, argnums):
+    jf = rl.to_jax(rl.from_jax(fn, *args))
+    np.testing.assert_allclose(jax.jit(jf)(*args), jax.jit(fn)(*args), **TOL)
+    ours = jax.jit(jax.grad(jf, argnums=argnums))(*args)
+    theirs = jax.jit(jax.grad(fn, argnums=argnums))(*args)
+    for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(theirs)):
+        np.testing.assert_allclose(a, b, **TOL)
+
+
+@pytest.mark.parametrize("name,fn,args,argnums", ROUND_TRIP, ids=[c[0] for c in ROUND_TRIP])
+def test_round_trip_equals_the_jax_function(name, fn, args, argnums):
+    _round_trip(fn, args, argnums)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,fn,args,argnums", ROUND_TRIP_SLOW,
+                         ids=[c[0] for c in ROUND_TRIP_SLOW])
+def test_round_trip_equals_the_jax_function_rest_of_corpus(name, fn, args, argnums):
+    _round_trip(fn, args, argnums)
+
+
+def test_an_optax_training_loop():
+    optax = pytest.importorskip("optax")
+    mod, (p, x) = _model(), _args()
+    loss = _loss(mod)
+    opt = optax.adam(0.05)
+
+    @jax.jit
+    def step(p, state):
+        value, g = jax.value_and_grad(loss)(p, x)
+        updates, state = opt.update(g, state, p)
+        return optax.apply_updates(p, updates), state, value
+    state = opt.init(p)
+    values = []
+    for _ in range(30):
+        p, state, value = step(p, state)
+        values.append(float(value))
+    assert values[-1] < values[0] - 0.5
