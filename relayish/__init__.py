@@ -40,6 +40,6 @@ from relayish.debug.dot import to_dot
 from relayish.ir.passes import FunctionPass, Pass, Sequential, optimize
 from relayish.ir.passes import api as passes
 from relayish import eager  # define-by-run: `from relayish import eager as re`
-from relayish.interop import from_jax, to_jax  # jax and PyTorch in and out (docs/interop.md)
+from relayish.interop import from_jax, from_torch, to_jax  # jax and PyTorch in and out (docs/interop.md)
 
 __version__ = "0.1.0"

@@ -26,13 +26,13 @@ import itertools
 import numpy as np
 
 from relayish.errors import CompileError
-from relayish.ir.expr import Call, Constant, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
+from relayish.ir.expr import Call, Constant, Function, GlobalVar, If, Tuple, TupleGetItem, Var
 from relayish.ir.module import Module
 from relayish.ir.op import get_op, make_call
 from relayish.ir.types import TensorType, TupleType
 from relayish.ir.typecheck import infer_type
 from relayish.ops import api as rop
-from relayish.interop.trees import leaf_exprs, rebuild
+from relayish.interop.trees import LetChain, leaf_exprs, rebuild, rule_registrar
 
 
 def from_jax(fn, *example_args):
@@ -84,26 +84,6 @@ def _param_name(names, k):
     return name if name.isidentifier() else f"x{k}"
 
 
-class _Scope:
-    """The let-bindings of one block (a jaxpr body, a branch, a loop step), in order."""
-
-    def __init__(self):
-        self.bindings = []
-
-    def bind(self, name, value):
-        if isinstance(value, (Var, Constant)):
-            return value
-        v = Var(name)
-        self.bindings.append((v, value))
-        return v
-
-    def close(self, result):
-        body = result
-        for v, value in reversed(self.bindings):
-            body = Let(v, value, body)
-        return body
-
-
 class JaxprReader:
     """Reads one closed jaxpr (and the jaxprs nested in it) into relayish expressions."""
 
@@ -134,7 +114,7 @@ class JaxprReader:
             p = Var(name, typ)
             params.append(p)
             leaf_exprs(p, typ, leaves)
-        scope = _Scope()
+        scope = LetChain()
         outs = self.block(scope, self.closed.jaxpr, self.closed.consts, leaves)
         out_type = _structure_type(out_shape, "the result")
         body = scope.close(rebuild(out_type, iter(outs)))
@@ -187,7 +167,7 @@ class JaxprReader:
 
     def expression(self, sub, args):
         """A nested jaxpr as one expression (its own let-chain) returning a tuple."""
-        scope = _Scope()
+        scope = LetChain()
         outs = self.sub_block(scope, sub, args)
         return scope.close(Tuple(outs))
 
@@ -247,12 +227,7 @@ for _jax, _relay in {
     RULES[_jax] = _op(_relay)
 
 
-def _rule(*names):
-    def register(fn):
-        for name in names:
-            RULES[name] = fn
-        return fn
-    return register
+_rule = rule_registrar(RULES)
 
 
 def _is_float(dtype):
@@ -665,9 +640,9 @@ def _while(reader, scope, eqn, args):
     params = _typed_params([f"c{k}" for k in range(cn)] + [f"b{k}" for k in range(bn)]
                            + [f"carry{k}" for k in range(len(init))], avals)
     pc, pb, carry = params[:cn], params[cn:cn + bn], params[cn + bn:]
-    body = _Scope()
+    body = LetChain()
     (pred,) = reader.sub_block(body, p["cond_jaxpr"], pc + carry)
-    step = _Scope()
+    step = LetChain()
     new = _fresh(reader.sub_block(step, p["body_jaxpr"], pb + carry), carry, params)
     again = step.close(Call(gv, pc + pb + new))
     body_expr = body.close(If(pred, again, Tuple(list(carry))))
@@ -692,7 +667,7 @@ def _scan(reader, scope, eqn, args):
     pk = _typed_params([f"carry{k}" for k in range(nk)], in_avals[nc:nc + nk])
     px = _typed_params([f"xs{k}" for k in range(len(xs))], in_avals[nc + nk:])
     py = _typed_params([f"ys{k}" for k in range(len(y_avals))], y_avals)
-    step = _Scope()
+    step = LetChain()
     at = step.bind("t", rop.subtract(_scalar(length - 1, "int32"), i) if reverse else i)
     x_t = [step.bind("x", rop.take(x, at, axis=0)) for x in px]
     outs = reader.sub_block(step, body_jaxpr, ps + pk + x_t)
