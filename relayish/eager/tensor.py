@@ -74,8 +74,9 @@ class Tensor:
 
     @property
     def is_leaf(self) -> bool:
-        """A leaf of gradients: made by re.tensor, or updated in place under re.no_grad()."""
-        return graph.is_leaf(self.node)
+        """A leaf of gradients, as PyTorch's: made by re.tensor, updated in place under
+        re.no_grad(), or not requiring gradients (by convention, whether or not it has run)."""
+        return not self.node.requires_grad or graph.is_leaf(self.node)
 
     @property
     def grad(self):
@@ -385,9 +386,9 @@ def _inplace(py_name):
             raise record_error(f"an in-place __i{py_name}__ would change the tensor's type from "
                                f"{type_text(node.type)} to {type_text(new.type)}",
                                RelayishError)
+        new.grad = node.grad         # .grad is the tensor's (a leaf's), whatever its flag
         if grad_leaf:
             graph.mark_leaf(new)
-            new.grad = node.grad
             # what was recorded from the old value still sends its gradient to this tensor
             # (PyTorch: one tensor, one .grad, whichever version a use read)
             node.successor = new

@@ -170,3 +170,17 @@ def test_promotion_gradients_and_in_place():
     n = re.tensor(np.ones(2, "int32"))
     with pytest.raises(rl.RelayishError, match="type"):
         n += 0.5                          # a float result into an int tensor: refused
+
+
+def test_in_place_keeps_grad_and_is_leaf_as_torch():
+    # found by tests/fuzz/test_eager_vs_torch.py: .grad stays with a tensor updated in
+    # place after requires_grad_(False); a tensor not requiring gradients is a leaf
+    w = re.tensor(np.ones(2), requires_grad=True)
+    (w * 3.0).sum().backward()
+    float(w.grad.sum())
+    w.requires_grad_(False)
+    with re.no_grad():
+        w *= 0.5
+    np.testing.assert_allclose(_np(w.grad), [3.0, 3.0])
+    x = re.tensor(np.ones(2))
+    assert (x * 2.0).is_leaf and not (w * 2.0).requires_grad
