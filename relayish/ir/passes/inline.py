@@ -54,9 +54,10 @@ from relayish.ir.analysis import CallGraph, FreeVars, use_counts, walk
 from relayish.ir.expr import Call, Constant, Function, GlobalVar, Let, PatternVar, Var
 from relayish.ir.passes.base import TYPED, Pass
 from relayish.ir.passes.uses import reference_counts
+from relayish.ir.types import substitute
 from relayish.ir.visitor import ExprMutator, no_gc, run_deep
 
-__all__ = ["Inline", "inline_module", "SMALL", "COPY_GROWTH", "GROWTH_BOUND"]
+__all__ = ["Inline", "inline_module", "instantiate", "SMALL", "COPY_GROWTH", "GROWTH_BOUND"]
 
 SMALL = 24          # a callee body of at most this many nodes is copied in at every call
 # a global called once is copied if, inlined, it is at most this times its own size; the large
@@ -94,6 +95,18 @@ def _binders(expr) -> list:
         elif isinstance(node, PatternVar):
             found.append(node.var)
     return found
+
+
+def instantiate(func, type_args: dict) -> Function:
+    """A monomorphic copy of the polymorphic Function `func`: every binder a fresh Var whose
+    annotation has `type_args` (TypeVar -> Type) substituted, as have the result type; no type
+    parameters. partial_eval specialises a call of a polymorphic global through it, so what it
+    evaluates carries the call's own types. The copy is not type-checked here."""
+    subst = {id(v): Var(v.name_hint, None if v.type_annotation is None
+                        else substitute(v.type_annotation, type_args))
+             for v in list(func.params) + _binders(func.body)}
+    ret = None if func.ret_type is None else substitute(func.ret_type, type_args)
+    return Function([subst[id(p)] for p in func.params], _Copy(subst).visit(func.body), ret, [])
 
 
 def _copy(func, args):

@@ -47,10 +47,15 @@ constants).
 
 Fuel (recursion is never unrolled without bound). A known closure is inlined while its Function
 has fewer than UNROLL activations on the stack of inlined calls, and while the pass's budget of
-inlined calls (INLINE_BUDGET, plus 4 per node of the program) lasts; past either, the call is
-residual (the closure is filled in and called), which counts as an unknown call. Globals are
-not inlined here (that is rl.passes.inline). Polymorphic Function literals (type parameters) are
-never inlined. A match whose static value no clause matches stays residual (it fails at run time).
+inlined calls (INLINE_BUDGET, plus 4 per node of the program) lasts. Past UNROLL, and for every
+call of a global, the call is specialised to its static arguments as Relay's PartialEvaluate
+does (`specialise`): when its arguments are all static, or partly and the callee is small, its
+body is evaluated in place as an attempt that an `if`/`match` on a dynamic value or the end of
+the fuel abandons, putting the state back (so `@nat_double(S(S(Z)))` is the constant nat and a
+recursion on constants runs to its end; a polymorphic global runs as its instance at the call's
+types). Otherwise the call is residual (the closure is filled in and called), which counts as an
+unknown call. Polymorphic Function literals (type parameters) are never inlined. A match whose
+static value no clause matches stays residual (it fails at run time).
 
 Binders: every let, parameter and pattern variable of the output is a fresh Var with the
 original's name and annotation, so a body inlined twice binds distinct Vars. Types: the output
@@ -64,26 +69,34 @@ import numpy as np
 
 from relayish.errors import RelayishError
 from relayish.ir.analysis import FreeVars, walk
-from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Function, If, Let,
-                              Match, PatternConstructor, PatternTuple, PatternVar, PatternWildcard,
+from relayish.ir.expr import (Call, Clause, Constant, Constructor, Expr, Function, GlobalVar, If,
+                              Let, Match, PatternConstructor, PatternTuple, PatternVar, PatternWildcard,
                               RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var, describe)
 from relayish.ir.module import Module
 from relayish.ir.op import Op
 from relayish.ir.passes.anf import to_anf_expr
 from relayish.ir.passes.base import TYPED, Pass, keep_position, keep_type, typed_let_chain
 from relayish.ir.passes.effects import Effects
+from relayish.ir.passes.fold_constant import FOLD_LIMIT, fold_call
+from relayish.ir.passes.inline import SMALL, instantiate
 from relayish.ir.typecheck import infer_type
-from relayish.ir.types import TensorType, TupleType
+from relayish.ir.types import (FuncType, TensorType, TupleType, TypeVar, free_type_vars,
+                               type_components)
 from relayish.ir.visitor import no_gc, run_deep
 
 __all__ = ["PartialEval", "partially_evaluate", "FOLD_LIMIT", "UNROLL", "INLINE_BUDGET"]
 
-FOLD_LIMIT = 16          # a folded constant has at most this many elements (printed in full)
 UNROLL = 8               # activations of one Function on the stack of inlined calls
 INLINE_BUDGET = 10_000   # inlined calls per pass run, plus 4 per node of the program
 
 # kinds of partially static values
-_CONST, _TUPLE, _CTOR, _CLOSURE, _REF, _DYN = range(6)
+_CONST, _TUPLE, _CTOR, _CLOSURE, _REF, _DYN, _GLOBAL = range(7)
+STATIC_DEPTH = 10_000    # nested inlined calls of one specialisation (Python's stack bounds it)
+
+
+class _Dynamic(Exception):
+    """Raised inside a specialisation when control depends on a dynamic value: the call is
+    left a call (the evaluator's state is put back as it was before the attempt)."""
 
 
 class _Slot:
@@ -162,8 +175,18 @@ def _hinted(hint, fallback, like):
     return _fresh(hint) if hint is not None else keep_type(Var(fallback, None), like)
 
 
+class _Shared:
+    """What the evaluators of one pass run share: the monomorphic instances of polymorphic
+    globals made so far, and the calls whose specialisation failed (per callee and shape of
+    the arguments: not tried again)."""
+    def __init__(self):
+        self.instances: dict = {}
+        self.failed: set = set()
+        self.sizes: dict = {}          # id(Function) -> nodes of its body
+
+
 class _PartialEvaluator:
-    def __init__(self, mod):
+    def __init__(self, mod, shared):
         self.local: dict = {}          # id(Var) -> _PV: parameters and lets of the current body
         self.captured: dict = {}       # id(Var) -> _PV: the current closure's free variables
         self.store: dict = {}          # ref key -> (_PV, time written)
@@ -179,6 +202,11 @@ class _PartialEvaluator:
         self.active: dict = {}         # id(Function) -> activations on the inline stack
         self.budget = INLINE_BUDGET
         self.mod = mod                 # its size extends the budget once, when it runs out
+        self.module = mod
+        self.globals = mod.functions   # GlobalVar -> Function (A-normal form, typed)
+        self.shared = shared           # across the globals' runs: instances, failed attempts
+        self.trial = 0                 # > 0 while specialising a call (_Dynamic ends it)
+        self.depth = 0                 # nested inlined calls inside the specialisation
 
     # ---- environment, clock and store -------------------------------------------------------
     def lookup(self, var):
@@ -319,6 +347,8 @@ class _PartialEvaluator:
             return self.eval_scope(e)
         method = getattr(self, "eval_" + cls.__name__, None)
         if method is None:          # GlobalVar, Op, Constructor: atoms known by name
+            if cls is GlobalVar and e in self.globals:
+                return _PV(_GLOBAL, e, atom=e)      # a known function (callable in place)
             return _PV(_DYN, atom=e)
         return method(e, hint)
 
@@ -375,6 +405,8 @@ class _PartialEvaluator:
         cond = self.eval(e.cond, None)
         if cond.kind == _CONST:
             return self.eval_scope(e.true_branch if bool(cond.data) else e.false_branch)
+        if self.trial:
+            raise _Dynamic
         c = self.atom(cond)
         then = self.in_scope(e.true_branch, dict(self.store))
         other = self.in_scope(e.false_branch, dict(self.store))
@@ -392,6 +424,8 @@ class _PartialEvaluator:
                 for var, pv in bound:
                     self.local[id(var)] = pv
                 return self.eval_scope(clause.rhs)
+        if self.trial:
+            raise _Dynamic
         d = self.atom(data)
         arms = []
         for clause in e.clauses:
@@ -423,6 +457,10 @@ class _PartialEvaluator:
             return self.lazy(_CTOR, (op, args), hint, op.name_hint.lower(), e)
         if callee.kind == _CLOSURE and self.can_inline(callee.data[0]):
             return self.inline(callee, args)
+        if callee.kind in (_CLOSURE, _GLOBAL):
+            known = self.specialise(callee, e, args)
+            if known is not None:
+                return known
         f = self.atom(callee)
         result = self.emit(Call(f, [self.atom(a) for a in args]), hint, "call", e)
         self.unknown_code_runs()
@@ -456,15 +494,95 @@ class _PartialEvaluator:
 
     # ---- inlining known closures ------------------------------------------------------------
     def can_inline(self, func):
+        return (not func.type_params and self.fuel_left()
+                and (self.trial or self.active.get(id(func), 0) < UNROLL))
+
+    def fuel_left(self) -> bool:
         if self.budget <= 0 and self.mod is not None:
             self.budget += 4 * _size(self.mod)    # counted only when needed: a walk of it all
             self.mod = None
-        return (not func.type_params and self.budget > 0
-                and self.active.get(id(func), 0) < UNROLL)
+        return self.budget > 0
+
+    # ---- specialising calls to their static arguments ---------------------------------------
+    def specialise(self, callee, call, args):
+        """A call of a global, or of a closure past UNROLL activations, evaluated in place
+        when its arguments are partly static (or it takes none) and its control flow then
+        depends on nothing dynamic: `@nat_double(S(S(Z)))` is a constant, `@hd(Cons(%x, Nil))`
+        is %x, a recursion on a constant runs to its end. Only where that cannot grow AD
+        output: every argument fully static (_fully_static), or the callee small (SMALL nodes)
+        and some argument not dynamic. It is attempted: an `if` or `match` on a dynamic value,
+        or running out of fuel (the pass's budget, STATIC_DEPTH nested calls) ends the attempt
+        and puts the state back. Effects are residual code emitted in order, as anywhere. A
+        failed attempt is remembered per callee and shape of the arguments. None: leave the
+        call."""
+        if self.trial and (not self.fuel_left() or self.depth >= STATIC_DEPTH):
+            raise _Dynamic        # out of fuel: the attempt ends, the call stays as written
+        if args and all(a.kind == _DYN for a in args) or not self.fuel_left():
+            return None
+        func = callee.data[0] if callee.kind == _CLOSURE else self.function_of(callee.data, call)
+        if func is None or func.type_params or \
+                not self.trial and not _fully_static(args) and self.size(func) > SMALL:
+            return None
+        closure = callee if callee.kind == _CLOSURE else _PV(_CLOSURE, (func, {}))
+        if self.trial:            # inside an attempt: one attempt, one state to put back
+            return self.inline(closure, args)
+        key = (id(func), _shape(args))
+        if key in self.shared.failed:
+            return None
+        saved = self.save()
+        self.trial = 1
+        try:
+            return self.inline(closure, args)
+        except _Dynamic:
+            self.restore(saved)
+            self.shared.failed.add(key)
+            return None
+        finally:
+            self.trial = 0
+
+    def size(self, func) -> int:
+        known = self.shared.sizes.get(id(func))
+        if known is None:
+            known = self.shared.sizes[id(func)] = sum(1 for _ in walk(func.body))
+        return known
+
+    def save(self):
+        return (self.scope, len(self.scope.slots), dict(self.store), dict(self.escaped),
+                {k: list(v) for k, v in self.lost.items()}, len(self.pending), self.last_unknown)
+
+    def restore(self, saved):
+        scope, slots, store, escaped, lost, pending, self.last_unknown = saved
+        self.scope = scope
+        del scope.slots[slots:]
+        for now, before in ((self.store, store), (self.escaped, escaped), (self.lost, lost)):
+            now.clear()
+            now.update(before)
+        del self.pending[pending:]
+
+    def function_of(self, gv, call):
+        """The Function to evaluate for a call of `gv`: the global, or for a polymorphic one its
+        instance at the call's types (made and type-checked once per types); None when those
+        are not all known."""
+        func = self.globals[gv]
+        if not func.type_params:
+            return func
+        type_args = _type_args(func, call)
+        if type_args is None:
+            return None
+        key = (gv.name_hint, tuple((p.name, type_args[p]) for p in func.type_params))
+        if key not in self.shared.instances:
+            instance = instantiate(func, type_args)
+            try:
+                infer_type(instance, self.module)
+            except RelayishError:
+                instance = None
+            self.shared.instances[key] = instance
+        return self.shared.instances[key]
 
     def inline(self, closure, args):
         func, captured = closure.data
         self.budget -= 1
+        self.depth += 1
         self.active[id(func)] = self.active.get(id(func), 0) + 1
         saved = self.local, self.captured
         self.local = {id(p): a for p, a in zip(func.params, args)}
@@ -474,19 +592,21 @@ class _PartialEvaluator:
         finally:
             self.local, self.captured = saved
             self.active[id(func)] -= 1
+            self.depth -= 1
 
     def residual_function(self, closure):
         """A thunk building the Function a closure residualizes to: its body evaluated now with
         its parameters dynamic and an empty store (it may be called at any time)."""
         func, captured = closure.data
         params = [_fresh(p) for p in func.params]
-        saved = self.local, self.captured
-        self.local, self.captured = {}, captured
+        saved = self.local, self.captured, self.trial, self.depth
+        # its body runs when the residual code calls it: not part of a specialisation
+        self.local, self.captured, self.trial, self.depth = {}, captured, 0, 0
         try:
             scope, result, _ = self.in_scope(
                 func.body, {}, [(p, _PV(_DYN, atom=q)) for p, q in zip(func.params, params)])
         finally:
-            self.local, self.captured = saved
+            self.local, self.captured, self.trial, self.depth = saved
         return lambda: Function(params, scope.build(result), func.ret_type, func.type_params)
 
     # ---- the end: writes to escaped references ----------------------------------------------
@@ -554,6 +674,76 @@ def _match(pattern, pv):
     return bound
 
 
+def _shape(args) -> tuple:
+    """What a specialisation's outcome depends on in its arguments: each one's kind and
+    structure, the bytes of small constants, the Function of a closure, a global's name."""
+    out, stack = [], list(reversed(args))
+    while stack:
+        pv = stack.pop()
+        kind = pv.kind
+        if kind == _CONST:
+            data = pv.data
+            out.append((kind, data.dtype.str, data.shape,
+                        data.tobytes() if data.size <= FOLD_LIMIT else id(data)))
+        elif kind == _TUPLE:
+            out.append((kind, len(pv.data)))
+            stack.extend(reversed(pv.data))
+        elif kind == _CTOR:
+            out.append((kind, id(pv.data[0])))
+            stack.extend(reversed(pv.data[1]))
+        elif kind == _CLOSURE:
+            out.append((kind, id(pv.data[0])))
+        elif kind == _GLOBAL:
+            out.append((kind, pv.data.name_hint))
+        else:
+            out.append((kind,))
+    return tuple(out)
+
+
+def _fully_static(args) -> bool:
+    """Nothing dynamic in the values: constants, known functions, and tuples and ADT values of
+    them (a reference holds state, so it is not)."""
+    stack = list(args)
+    while stack:
+        pv = stack.pop()
+        if pv.kind == _TUPLE:
+            stack.extend(pv.data)
+        elif pv.kind == _CTOR:
+            stack.extend(pv.data[1])
+        elif pv.kind not in (_CONST, _CLOSURE, _GLOBAL):
+            return False
+    return True
+
+
+def _type_args(func, call):
+    """TypeVar -> Type for the polymorphic global `func` at `call` (its argument and result
+    types matched against the global's), or None unless every type parameter is bound to a
+    type without type variables."""
+    ftype = getattr(func, "_checked_type", None)
+    out_type = getattr(call, "_checked_type", None)
+    actual = [getattr(a, "_checked_type", None) for a in call.args]
+    if not isinstance(ftype, FuncType) or out_type is None or None in actual:
+        return None
+    params, bound = set(ftype.type_params), {}
+    stack = list(zip(ftype.arg_types, actual)) + [(ftype.ret_type, out_type)]
+    while stack:
+        pattern, t = stack.pop()
+        if isinstance(pattern, TypeVar) and pattern in params:
+            if bound.setdefault(pattern, t) != t:
+                return None
+            continue
+        if isinstance(t, FuncType) and t.type_params:
+            continue        # a polymorphic function passed in (@map(@id, ..)) binds nothing
+        inner, given = type_components(pattern), type_components(t)
+        if type(pattern) is not type(t) or len(inner) != len(given) or \
+                not inner and pattern != t:
+            return None
+        stack.extend(zip(inner, given))
+    if set(bound) != params or any(free_type_vars(t) for t in bound.values()):
+        return None
+    return bound
+
+
 def _fresh_pattern(pattern):
     """A copy of `pattern` binding fresh Vars, and (old Var, dynamic value) for each."""
     bind = []
@@ -592,14 +782,7 @@ def _fold(call, args):
                 any(not isinstance(d, int) for d in t.shape):
             return None
         arrays.append(np.zeros(t.shape, t.dtype))       # only its shape and dtype count
-    try:
-        with np.errstate(all="ignore"):     # IEEE values, as the interpreter computes them
-            value = np.asarray(op.impl(np, *arrays, **call.attrs))
-    except Exception:  # noqa: BLE001 - it fails (or cannot run) now: left to run time
-        return None
-    if value.shape != tuple(out_type.shape) or value.dtype != np.dtype(out_type.dtype):
-        return None
-    return value
+    return fold_call(op, call.attrs, arrays, out_type)
 
 
 def _size(mod) -> int:
@@ -608,6 +791,7 @@ def _size(mod) -> int:
 
 def partially_evaluate(mod: Module) -> Module:
     """`mod` partially evaluated: every global (the module text); a new Module."""
+    shared = _Shared()
     effects = Effects(mod)
     anf = mod.copy()
     for gv, func in mod.functions.items():
@@ -620,7 +804,7 @@ def partially_evaluate(mod: Module) -> Module:
     def run():
         out = mod.copy()
         for gv, func in anf.functions.items():
-            out[gv] = _PartialEvaluator(anf).run(func)
+            out[gv] = _PartialEvaluator(anf, shared).run(func)
         return out
     with no_gc():
         return run_deep(run)

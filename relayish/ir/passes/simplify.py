@@ -74,13 +74,13 @@ from relayish.ir.expr import (Call, Constant, Function, Let, RefCreate, RefRead,
                               Tuple, TupleGetItem, Var)
 from relayish.ir.op import Op
 from relayish.ir.passes.base import TYPED, Pass, keep_type, typed_let_chain
+from relayish.ir.passes.fold_constant import FOLD_LIMIT, fold_call, is_pure
 from relayish.ir.passes.uses import operands
 from relayish.ir.types import TensorType
 from relayish.ir.visitor import ExprMutator, no_gc, run_deep
 
 __all__ = ["Simplify", "simplify_expr", "FOLD_LIMIT"]
 
-FOLD_LIMIT = 16          # a folded Constant has at most this many elements (printed in full)
 _PROBE_LIMIT = 1 << 20   # a fill is learned by computing the op at most this large
 
 
@@ -258,14 +258,7 @@ class _Simplify(ExprMutator):
         key = tuple(key)
         if key in self.fills:
             return self.fills[key]
-        try:
-            with np.errstate(all="ignore"):     # IEEE values, as the interpreter computes them
-                value = np.asarray(op.impl(np, *args, **call.attrs))
-        except Exception:  # noqa: BLE001 - an op that cannot run now is simply not folded
-            value = None
-        if value is not None and (value.shape != tuple(out_type.shape)
-                                  or value.dtype != np.dtype(out_type.dtype)):
-            value = None
+        value = fold_call(op, call.attrs, args, out_type)
         self.fills[key] = value
         return value
 
@@ -296,7 +289,7 @@ class _Simplify(ExprMutator):
             zero = self.zero_adjoint(args[op.linear_in[0]])
         else:
             return None
-        if zero is None or not all(_pure(a) for a in args):
+        if zero is None or not all(is_pure(a) for a in args):
             return None
         out = Call(zero.op, [], {"shape": tuple(out_type.shape), "dtype": out_type.dtype})
         out._checked_type = out_type
@@ -367,21 +360,6 @@ class _Simplify(ExprMutator):
                 chain.append((var, value))
             e = e.body
         return typed_let_chain(chain, self.visit(e))
-
-
-def _pure(e) -> bool:
-    """Whether leaving `e` out changes nothing: atoms and effect-free op calls of them (a
-    conservative test; anything else is kept, and the product with it too)."""
-    stack = [e]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, (Var, Constant)):
-            continue
-        if isinstance(e, Call) and isinstance(e.op, Op) and not e.op.effects:
-            stack.extend(e.args)
-            continue
-        return False
-    return True
 
 
 def _frozen(attrs):

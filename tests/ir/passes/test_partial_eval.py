@@ -112,16 +112,30 @@ def test_an_op_that_fails_at_fold_time_stays_and_fails_at_run_time():
     assert _count(g, Call) == 0 and rl.evaluate(g) == np.float32(1.0)
 
 
-def test_recursion_is_unrolled_a_bounded_number_of_times():
+def test_static_recursion_folds_to_its_end_under_the_fuel_bound():
+    # Relay's PartialEvaluate: a recursion on constants runs to its end (the triangle number)
+    f, g = _pe("""fn () {
+        let %f = fn (%n: int32) -> int32 { if (%n > 0) { %f(%n - 1) + %n } else { 0 } };
+        %f(10) }""", passes=[rl.passes.partial_eval])
+    rl.assert_structural_equal(g, rl.parse_expr("fn () { 55 }"))
     f, g = _pe("""fn () {
         let %f = fn (%n: int32) -> int32 { if (%n > 0) { %f(%n - 1) + 1 } else { 0 } };
         %f(1000) }""", passes=[rl.passes.partial_eval])
-    assert rl.evaluate(g) == rl.evaluate(f) == np.int32(1000)
-    assert _count(g, Function) >= 2 and _count(g, rl.If) >= 1       # a residual call remains
+    rl.assert_structural_equal(g, rl.parse_expr("fn () { 1000 }"))
+    # one that never ends stays a call once the fuel is spent, and the pass ends
     f, g = _pe("""fn () {
+        let %f = fn (%n: int32) -> int32 { if (%n > 0) { %f(%n + 1) } else { 0 } };
+        %f(1) }""", passes=[rl.passes.partial_eval])
+    assert _count(g, Function) >= 1 and any(isinstance(n, Call) and not isinstance(n.op, rl.Op)
+                                            for n in walk(g))
+
+
+def test_recursion_on_a_dynamic_value_is_unrolled_a_bounded_number_of_times():
+    f, g = _pe("""fn (%m: int32) {
         let %f = fn (%n: int32) -> int32 { if (%n > 0) { %f(%n - 1) + 1 } else { 0 } };
-        %f(%d) }""".replace("%d", str(UNROLL - 2)), passes=[rl.passes.partial_eval])
-    rl.assert_structural_equal(g, rl.parse_expr(f"fn () {{ {UNROLL - 2} }}"))
+        %f(%m) }""", passes=[rl.passes.partial_eval])
+    assert rl.evaluate(g, np.int32(30)) == rl.evaluate(f, np.int32(30)) == np.int32(30)
+    assert _count(g, rl.If) == UNROLL + 1            # UNROLL levels and the residual closure's
 
 
 def _y5_derivative(order):
