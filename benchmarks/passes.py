@@ -187,7 +187,7 @@ def pipeline_table(max_order):
           " simplify, dead_code")
     print(f"{'program':>15} {'lets':>11} {'operations':>13} {'lines':>13} {'jaxpr eqns':>11} "
           f"{'pass CPU s':>10} {'pe':>5} {'pe+cse+simp':>11}")
-    passes = [rl.passes.cse, rl.passes.simplify, rl.passes.dead_code]
+    passes = [rl.passes.CSE(bind=True), rl.passes.simplify, rl.passes.dead_code]
     cases = list(_power_grads(max_order)) + [_mlp2(), _mlp20()]
     for name, g, args, eqns in cases:
         t, out = _cpu(rl.optimize, g, passes)
@@ -205,7 +205,7 @@ def pe_table(max_order):
     """Sections 4 and 5: the same programs through inline, partial_eval and dead_code, then also
     cse, simplify and dead_code (issue 13)."""
     pe = [rl.passes.inline, rl.passes.partial_eval, rl.passes.dead_code]
-    every = pe + [rl.passes.cse, rl.passes.simplify, rl.passes.dead_code]
+    every = pe + [rl.passes.CSE(bind=True), rl.passes.simplify, rl.passes.dead_code]
     for number, title, passes in (("4", "dead_code(partial_eval(inline(...)))", pe),
                                   ("5", "those, then cse, simplify, dead_code", every)):
         print(f"\n{number}. AD output before and after {title}: lets, operations, lines")

@@ -406,8 +406,9 @@ def optimized(func):
     forward values a gradient program recomputes with the recorded ones; `zeros + g` of the
     gradient's accumulators simplified; what is left unused removed. (Measured on the large
     MLP of benchmarks/eager.py: the compiled step went from 1.9x to about 1x jax.jit's.)"""
-    from relayish.ir.passes.api import cse, dead_code, inline, partial_eval, simplify
-    return dead_code(simplify(cse(partial_eval(inline(func)))))
+    from relayish.ir.passes.api import CSE, dead_code, inline, partial_eval, simplify
+    # merged values bound by lets (the default pipeline's cse): computed once on any backend
+    return dead_code(simplify(CSE(bind=True)(partial_eval(inline(func)))))
 
 
 STATE.auto_run = run_pending

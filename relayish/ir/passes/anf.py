@@ -51,6 +51,7 @@ from relayish.ir.visitor import ExprFunctor, ExprMutator, no_gc, run_deep
 __all__ = ["ToANF", "FromANF", "to_anf_expr", "from_anf_expr", "is_atom"]
 
 _ATOMS = (Var, GlobalVar, Constant, Op, Constructor)
+_VAR_ATOMS = (Var, GlobalVar, Op, Constructor)      # Relay's atoms: a constant is bound too
 
 
 def is_atom(expr) -> bool:
@@ -66,16 +67,19 @@ def _hint(expr) -> str:
             return getattr(op, "name", None) or op.name_hint
         return "call"
     return {Tuple: "tup", TupleGetItem: "proj", Function: "fn", If: "if", Match: "match",
-            RefCreate: "ref", RefRead: "read", RefWrite: "write"}.get(type(expr), "t")
+            RefCreate: "ref", RefRead: "read", RefWrite: "write",
+            Constant: "c"}.get(type(expr), "t")
 
 
 class _ToANF(ExprFunctor):
     """`scope(e)` is e in A-normal form; `visit(e)` emits e's bindings into the open scope and
     returns e as a simple expression; `atom(e)` binds that if it is not an atom."""
 
-    def __init__(self, effects):
+    def __init__(self, effects, atoms=_ATOMS, bind_result=False):
         super().__init__()
         self.effects = effects
+        self.atoms = atoms                  # what stays an operand unbound
+        self.bind_result = bind_result      # each scope ends in a variable (Relay's form)
         self.bindings: list = []            # the open scope's (var, simple) pairs
         self.bound: dict[int, Var] = {}     # id(pure node) -> its var, while its scope is open
         self.opened: list = [[]]            # per open scope: the ids it added to `bound`
@@ -92,7 +96,7 @@ class _ToANF(ExprFunctor):
         saved = self.bindings
         self.bindings = []
         self.opened.append([])
-        tail = self.visit(expr)
+        tail = self.visit(expr) if not self.bind_result else self.atom(expr)
         for key in self.opened.pop():
             del self.bound[key]
         out = _same_chain(expr, self.bindings, tail)
@@ -103,20 +107,20 @@ class _ToANF(ExprFunctor):
 
     def remember(self, expr, var):
         """Later occurrences of the pure node `expr` in this scope read `var`."""
-        if self.replaying or isinstance(expr, _ATOMS) or self.effects.mask(expr) != 0:
+        if self.replaying or isinstance(expr, self.atoms) or self.effects.mask(expr) != 0:
             return
         self.bound[id(expr)] = var
         self.opened[-1].append(id(expr))
         self._keep.append(expr)
 
     def atom(self, expr):
-        if isinstance(expr, _ATOMS):
+        if isinstance(expr, self.atoms):
             return self.visit(expr)
         var = None if self.replaying else self.bound.get(id(expr))
         if var is not None:
             return var
         simple = self.visit(expr)
-        if isinstance(simple, _ATOMS):      # a let-chain ending in an atom
+        if isinstance(simple, self.atoms):  # a let-chain ending in an atom
             return simple
         var = keep_type(Var(_hint(simple), None), simple)
         self.bindings.append((var, simple))
@@ -220,24 +224,31 @@ def _same_chain(expr, bindings, tail):
     return expr if node is tail else None
 
 
-def to_anf_expr(expr, effects=None):
+def to_anf_expr(expr, effects=None, relay=False):
     """`expr` in A-normal form (the module text). `effects`: an Effects analysis covering `expr`
-    (and the module it calls into), made here when not given."""
+    (and the module it calls into), made here when not given. `relay=True`: Relay's
+    ToANormalForm, where constants are bound too and every scope ends in a variable
+    (`let %a = 1; let %b = %a + %x; %b`); the passes that work on A-normal form (partial_eval,
+    cse, checkpointing) take the form without those lets, which costs a binding less per
+    constant and scope."""
     if effects is None:
         effects = Effects(expr)
-    convert = _ToANF(effects)
+    convert = _ToANF(effects, _VAR_ATOMS, True) if relay else _ToANF(effects)
+    # a global's Function is converted itself (its body is the scope), not bound
+    top = convert.visit if relay and isinstance(expr, Function) else convert.scope
     with no_gc():       # millions of new nodes that all stay alive: nothing for gc to free
-        return run_deep(convert.scope, expr)
+        return run_deep(top, expr)
 
 
 # ---- back: put single-use pure bindings in place ---------------------------------------------
 
-def _movable_uses(expr) -> set:
-    """The ids of the let-bound Vars of `expr` used exactly once, in the function that binds
-    them (not inside a closure) and not under a node that occurs at two places (a shared node is
-    evaluated at each: a value put there would be computed twice)."""
+def _movable_uses(expr, share=frozenset()) -> set:
+    """The ids of the let-bound Vars of `expr` used exactly once (or, for those in `share`, any
+    number of times), in the function that binds them (not inside a closure) and not under a
+    node that occurs at two places (a shared node is evaluated at each: a value put there would
+    be computed twice)."""
     counts = reference_counts(expr)      # a Var's count is its uses
-    use_depth: dict[int, int] = {}       # id(Var) -> closure depth of (its last) use
+    use_depth: dict[int, int] = {}       # id(Var) -> closure depth of its uses (-1: several)
     bind_depth: dict[int, int] = {}      # id(let-bound Var) -> closure depth of its let
     shared_uses: set[int] = set()
     work, seen = [(expr, 0, False)], {id(expr)}
@@ -248,14 +259,16 @@ def _movable_uses(expr) -> set:
             bind_depth[id(node.var)] = depth
         for child in operands(node):
             if isinstance(child, Var):
-                use_depth[id(child)] = inner
+                key = id(child)
+                use_depth[key] = inner if use_depth.get(key, inner) == inner else -1
                 if shared:
                     shared_uses.add(id(child))
             elif id(child) not in seen:
                 seen.add(id(child))
                 work.append((child, inner, shared or counts[id(child)] > 1))
     return {key for key, depth in bind_depth.items()
-            if counts.get(key) == 1 and use_depth[key] == depth and key not in shared_uses}
+            if (counts.get(key) == 1 or key in share and key in counts)
+            and use_depth[key] == depth and key not in shared_uses}
 
 
 class _FromANF(ExprMutator):
@@ -288,14 +301,16 @@ class _FromANF(ExprMutator):
         return typed_let_chain(chain, self.visit(e))
 
 
-def from_anf_expr(expr, effects=None):
+def from_anf_expr(expr, effects=None, share=frozenset()):
     """Put back in place the bindings of `expr` that A-normal form introduced and that are safe
-    to move (the module text): atoms everywhere, pure single-use values at their one use."""
+    to move (the module text): atoms everywhere, pure single-use values at their one use.
+    `share`: ids of let-bound Vars whose pure values go to every use instead, as one node shared
+    by those uses (a DAG, Relay's graph form; cse's text)."""
     if effects is None:
         effects = Effects(expr)
 
     def run():
-        return _FromANF(effects, _movable_uses(expr)).visit(expr)
+        return _FromANF(effects, _movable_uses(expr, share)).visit(expr)
     with no_gc():
         return run_deep(run)
 
@@ -303,13 +318,17 @@ def from_anf_expr(expr, effects=None):
 # ---- the passes ----------------------------------------------------------------------------
 
 class ToANF(Pass):
-    """`rl.passes.to_anf`: every global in A-normal form (provides "anf").
+    """`rl.passes.to_anf`: every global in A-normal form as Relay's ToANormalForm makes it:
+    every compound operand and constant bound by a `let`, and every scope's result
+    (provides "anf").
 
         >>> print(rl.passes.to_anf(rl.parse_expr("fn (%x: float32) { exp(%x) * %x + 1f }")))
         fn (%x: float32) {
           let %exp = exp(%x);
           let %multiply = %exp * %x;
-          %multiply + 1f
+          let %c = 1f;
+          let %add = %multiply + %c;
+          %add
         }
     """
 
@@ -321,7 +340,7 @@ class ToANF(Pass):
         effects = Effects(mod)
         out = mod.copy()
         for gv, func in mod.functions.items():
-            out[gv] = to_anf_expr(func, effects)
+            out[gv] = to_anf_expr(func, effects, relay=True)
         return out
 
 

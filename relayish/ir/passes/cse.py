@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from relayish.ir.analysis import walk
 from relayish.ir.expr import (Call, Constant, Constructor, Function, GlobalVar, Let, Tuple,
                               TupleGetItem, Var)
 from relayish.ir.op import Op
@@ -199,9 +200,18 @@ def eliminate_common(expr, effects=None, mod=None):
 
 class CSE(Pass):
     """`rl.passes.cse`: common-subexpression elimination of pure values (cse.py's text).
+    As Relay's EliminateCommonSubexpr, a merged value that the program did not bind itself is
+    one node shared by its uses (printed `%0 = exp(%x);`); `CSE(bind=True)`, which the default
+    pipeline runs, binds it by a `let` instead, so that the interpreter, which evaluates a
+    shared node at each use, computes it once.
 
         >>> f = rl.parse_expr("fn (%x: float32) { exp(%x) * exp(%x) }")
         >>> print(rl.passes.cse(f))
+        fn (%x: float32) {
+          %0 = exp(%x);
+          %0 * %0
+        }
+        >>> print(rl.passes.CSE(bind=True)(f))
         fn (%x: float32) {
           let %exp = exp(%x);
           %exp * %exp
@@ -211,6 +221,10 @@ class CSE(Pass):
     name = "cse"
     requires = frozenset([TYPED])   # a match the checker passed is exhaustive; ADT types known
     preserves = frozenset([TYPED])  # every node it builds has the type of the one it replaces
+
+    def __init__(self, bind=False):
+        super().__init__()
+        self.bind = bind
 
     def run(self, mod):
         out = mod.copy()
@@ -223,5 +237,13 @@ class CSE(Pass):
             # and the module's analysis answers for it
             anf_effects = effects if anf is func else Effects(anf, mod)
             merged = eliminate_common(anf, anf_effects, mod)
-            out[gv] = from_anf_expr(merged, anf_effects)
+            share = frozenset() if self.bind else _introduced_lets(merged, func)
+            out[gv] = from_anf_expr(merged, anf_effects, share)
         return out
+
+
+def _introduced_lets(anf, func) -> frozenset:
+    """The ids of the let-bound Vars of `anf` that `func` does not bind: A-normal form's own."""
+    def lets(expr):
+        return {id(node.var) for node in walk(expr) if isinstance(node, Let)}
+    return frozenset(lets(anf) - lets(func))

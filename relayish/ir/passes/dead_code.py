@@ -23,8 +23,9 @@ releases its value: the value's count drops, and a node whose count reaches zero
 own children in turn (a loop with a stack), so the Vars it used lose those uses. A binding
 earlier in the chain (or in an enclosing chain, decided later) then sees every use that the
 removals took away. A node shared with code that stays keeps a count above zero, so nothing it
-uses is released. A let-bound function that calls only itself stays (a count never reaches zero
-around a cycle).
+uses is released. A let-bound function used only by itself goes too, as in Relay's DCE (its
+count never reaches zero around the cycle, so the first walk also counts each let-bound
+Function's uses of its own Var, and a let whose every use is such goes).
 """
 from __future__ import annotations
 
@@ -39,11 +40,12 @@ __all__ = ["DeadCode", "eliminate"]
 
 
 class _DeadCode(ExprMutator):
-    def __init__(self, effects, counts, calls):
+    def __init__(self, effects, counts, calls, self_uses):
         super().__init__()
         self.effects = effects
         self.counts = counts
         self.calls = calls              # id(Var) -> the distinct Call nodes that call it
+        self.self_uses = self_uses      # id(let-bound Var) -> its uses in its own Function
         self.narrowed: dict = {}        # id(let-bound Var) -> (its new Var, parameters kept)
 
     def visit(self, expr):
@@ -101,8 +103,10 @@ class _DeadCode(ExprMutator):
         kept = []
         for let in reversed(chain):
             narrowed = self.narrowed.get(id(let.var))
-            if self.counts.get(id(let.var), 0) == 0 and self.effects.droppable(let.value):
-                self.release(let.value)
+            uses = self.counts.get(id(let.var), 0)
+            if (uses == 0 or uses == self.self_uses.get(id(let.var))) and \
+                    self.effects.droppable(let.value):
+                self.release(let.value)     # unused, or used only by itself (recursion)
             elif narrowed is not None:
                 var, keep = narrowed
                 func = let.value
@@ -126,20 +130,33 @@ def _narrowed(t, keep):
     return t
 
 
-def _calls_of_vars(expr) -> dict:
-    """id(Var) -> the distinct Call nodes of `expr` that call it (a loop over the uses: calls
-    are reached through operands, so binders and patterns need no visit)."""
+def _calls_and_self_uses(expr, counts):
+    """(id(Var) -> the distinct Call nodes of `expr` that call it; id(let-bound Var of a
+    Function) -> its uses inside that Function). One loop over the uses (calls are reached
+    through operands, so binders and patterns need no visit), carrying the let-bound Functions
+    a node is inside. A node shared at two places (count above one) counts as inside none:
+    released with the Function, it would still be used elsewhere."""
     calls: dict = {}
-    seen, work = {id(expr)}, [expr]
+    self_uses: dict = {}
+    seen, work = {id(expr)}, [(expr, ())]
     while work:
-        node = work.pop()
+        node, inside = work.pop()
         if isinstance(node, Call) and isinstance(node.op, Var):
             calls.setdefault(id(node.op), []).append(node)
+        if isinstance(node, Let) and isinstance(node.value, Function):
+            value = node.value
+            if id(value) not in seen and counts.get(id(value)) == 1:
+                seen.add(id(value))
+                work.append((value, inside + (id(node.var),)))
         for child in operands(node):
-            if id(child) not in seen and not isinstance(child, Var):
-                seen.add(id(child))
-                work.append(child)
-    return calls
+            key = id(child)
+            if isinstance(child, Var):
+                if key in inside:
+                    self_uses[key] = self_uses.get(key, 0) + 1
+            elif key not in seen:
+                seen.add(key)
+                work.append((child, inside if counts.get(key) == 1 else ()))
+    return calls, self_uses
 
 
 def eliminate(func, effects=None):
@@ -149,7 +166,8 @@ def eliminate(func, effects=None):
         effects = Effects(func)
 
     def run():
-        return _DeadCode(effects, reference_counts(func), _calls_of_vars(func)).visit(func)
+        counts = reference_counts(func)
+        return _DeadCode(effects, counts, *_calls_and_self_uses(func, counts)).visit(func)
     with no_gc():       # the new chain's nodes all stay alive: nothing for gc to free
         return run_deep(run)
 

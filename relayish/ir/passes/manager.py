@@ -37,7 +37,8 @@ from relayish.ir.passes.dead_code import DeadCode
 from relayish.ir.passes.partial_eval import PartialEval
 from relayish.ir.passes.simplify import Simplify
 
-DEFAULT_PASSES: tuple = (PartialEval(), DeadCode(), CSE(), Simplify(), DeadCode())
+# cse binds what it merges (CSE(bind=True)): the interpreter evaluates a shared node at each use
+DEFAULT_PASSES: tuple = (PartialEval(), DeadCode(), CSE(bind=True), Simplify(), DeadCode())
 
 # Past this many nodes (the whole module's expressions, each shared node once) the default
 # pipeline runs only these: nested closures and ifs are large without being long let-chains

@@ -36,6 +36,9 @@ def test_operands_become_atoms_in_evaluation_order():
     g = rl.passes.to_anf(f)
     assert_anf(g.body)
     rl.assert_structural_equal(g, rl.parse_expr("""fn (%x: float32) {
+        let %e = exp(%x); let %m = %e * %x; let %c = 1f; let %a = %m + %c; %a }"""))
+    # the form the passes working on A-normal form take leaves constants and results alone
+    rl.assert_structural_equal(to_anf_expr(f), rl.parse_expr("""fn (%x: float32) {
         let %e = exp(%x); let %m = %e * %x; %m + 1f }"""))
 
 

@@ -13,8 +13,11 @@ from strategies import programs
 from tests.ir.passes.test_properties import _check, assert_same_value
 
 
+BIND = rl.passes.CSE(bind=True)       # the default pipeline's: merged values let-bound
+
+
 def cse(text):
-    return rl.passes.cse(rl.parse_expr(text))
+    return BIND(rl.parse_expr(text))
 
 
 def lets(program):
@@ -68,8 +71,8 @@ def test_no_merge_where_the_first_does_not_dominate():
          "(%a, exp(%x)) }", 3),
     ]:
         f = rl.parse_expr(text)
-        assert lets(rl.passes.cse(f)) >= lets(rl.passes.from_anf(rl.passes.to_anf(f)))
-        got = rl.passes.cse(f)
+        assert lets(BIND(f)) >= lets(rl.passes.from_anf(rl.passes.to_anf(f)))
+        got = BIND(f)
         assert rl.astext(got).count("exp(%x)") == count
 
 
@@ -79,7 +82,7 @@ def test_effects_never_merge():
             "let %a = !%r; let %w = %r := %a + 1f; let %b = !%r; let %c = %h(%x); let %d = %h(%x); "
             "(%s, %a, %b, %c, %d, %r) }")
     f = rl.parse_expr(text)
-    got = rl.passes.cse(f)
+    got = BIND(f)
     out = rl.astext(got)
     assert out.count("ref(%x)") == 2 and out.count("!%r") == 2 and out.count("%h(%x)") == 2
     def h(v):
@@ -96,9 +99,9 @@ def test_a_function_that_writes_is_not_merged_but_a_pure_one_is():
           let %r = ref(%x);
           (@pure(%x), @pure(%x), @bump(%r), @bump(%r))
         }""")
-    out = rl.astext(rl.passes.cse(mod)["main"])
+    out = rl.astext(BIND(mod)["main"])
     assert out.count("@pure(%x)") == 1 and out.count("@bump(%r)") == 2
-    assert_same_value(rl.evaluate(rl.passes.cse(mod), np.float32(0.5)),
+    assert_same_value(rl.evaluate(BIND(mod), np.float32(0.5)),
                       rl.evaluate(mod, np.float32(0.5)))
 
 
@@ -106,7 +109,7 @@ def test_a_failing_op_merges_only_under_its_first_occurrence():
     # take may fail: the second take runs only if the first succeeded, with the same result
     f = rl.parse_expr("fn (%x: Tensor[(3), float32], %i: int32) { let %a = take(%x, %i); "
                       "let %b = take(%x, %i); %a + %b }")
-    got = rl.passes.cse(f)
+    got = BIND(f)
     assert rl.astext(got).count("take(") == 1
     x = np.arange(3, dtype="float32")
     assert_same_value(rl.evaluate(got, x, np.int32(2)), rl.evaluate(f, x, np.int32(2)))
@@ -115,7 +118,7 @@ def test_a_failing_op_merges_only_under_its_first_occurrence():
     # in a branch it stays in the branch: nothing is hoisted in front of the condition
     f = rl.parse_expr("fn (%x: Tensor[(3), float32], %i: int32, %c: bool) { if (%c) "
                       "{ take(%x, %i) } else { 0f } }")
-    got = rl.passes.cse(f)
+    got = BIND(f)
     assert_same_value(rl.evaluate(got, x, np.int32(7), np.bool_(False)), np.float32(0.0))
 
 
@@ -127,14 +130,14 @@ def test_constructors_whose_type_the_context_chooses_stay_apart():
           let %m: List[int32] = Nil();
           (Cons(1f, %l), Cons(1, %m))
         }""")
-    out = rl.optimize(mod, passes=[rl.passes.cse], check=True)
+    out = rl.optimize(mod, passes=[BIND], check=True)
     assert rl.astext(out["main"]).count("Nil()") == 2
 
 
 def test_a_module_and_a_function_give_back_their_kind():
     f = rl.parse_expr("fn (%x: float32) { exp(%x) + exp(%x) }")
-    assert isinstance(rl.passes.cse(f), rl.Function)
-    assert isinstance(rl.passes.cse(rl.Module.from_expr(f)), rl.Module)
+    assert isinstance(BIND(f), rl.Function)
+    assert isinstance(BIND(rl.Module.from_expr(f)), rl.Module)
 
 
 def _chain(n):
@@ -151,7 +154,7 @@ def _chain(n):
 def test_long_chains(n):
     f = _chain(n)
     t = time.process_time()
-    out = rl.passes.cse(f)
+    out = BIND(f)
     elapsed = time.process_time() - t
     assert rl.astext(out).count("tanh(") == n      # one tanh per step instead of two
     assert_same_value(rl.evaluate(out, np.float64(0.3)), rl.evaluate(f, np.float64(0.3)))
@@ -160,15 +163,15 @@ def test_long_chains(n):
 
 @given(programs(max_depth=4))
 def test_cse_keeps_the_values_of_random_programs(prog):
-    _check(prog.mod, prog.args, [rl.passes.cse])
-    _check(prog.mod, prog.args, [rl.passes.cse, rl.passes.simplify, rl.passes.dead_code])
+    _check(prog.mod, prog.args, [BIND])
+    _check(prog.mod, prog.args, [BIND, rl.passes.simplify, rl.passes.dead_code])
 
 
 @settings(max_examples=10)
 @given(programs(differentiable=True))
 def test_cse_output_differentiates_to_the_same_gradient(prog):
     want = rl.evaluate(rl.gradient(prog.mod, optimize=False), *prog.args)
-    out = _check(prog.mod, prog.args, [rl.passes.cse, rl.passes.simplify, rl.passes.dead_code])
+    out = _check(prog.mod, prog.args, [BIND, rl.passes.simplify, rl.passes.dead_code])
     assert_same_value(rl.evaluate(rl.gradient(out, optimize=False), *prog.args), want)
 
 
@@ -178,7 +181,7 @@ def test_the_second_backward_pass_reuses_the_first():
     x = rl.var("x", shape=(3,), dtype="float64")
     h = rl.hessian(rl.Function([x], rl.sum(rl.tanh(x) * rl.tanh(x))), optimize=False)
     before = rl.passes.dead_code(h)
-    after = rl.optimize(h, passes=[rl.passes.cse, rl.passes.dead_code], check=True)
+    after = rl.optimize(h, passes=[BIND, rl.passes.dead_code], check=True)
     ops = [rl.astext(rl.passes.to_anf(p)).count("let %") for p in (before, after)]
     assert ops[1] <= ops[0] - 20
     arg = np.array([0.3, -1.2, 2.0])

@@ -107,7 +107,7 @@ def test_ad_output_shrinks_and_keeps_its_values():
     g = rl.Function([y], y ** rl.const(5.0, "float64"))
     for order in range(1, 4):
         g = rl.grad(g, optimize=False)
-        out = rl.optimize(g, passes=[rl.passes.cse, rl.passes.simplify, rl.passes.dead_code],
+        out = rl.optimize(g, passes=[rl.passes.CSE(bind=True), rl.passes.simplify, rl.passes.dead_code],
                           check=True)
         assert operations(out) < operations(g)
         assert_same_value(rl.evaluate(out, np.float64(0.7)), rl.evaluate(g, np.float64(0.7)))

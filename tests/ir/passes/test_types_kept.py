@@ -14,7 +14,7 @@ from strategies import programs
 
 F = "float64"
 
-KEEPING = ["dead_code", "to_anf", "from_anf", "cse", "simplify", "partial_eval"]
+KEEPING = ["dead_code", "to_anf", "from_anf", "cse", "simplify", "partial_eval", "fold_constant"]
 
 
 def _assert_types_kept(mod, name):
