@@ -59,7 +59,7 @@ from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, Glo
                               PatternWildcard, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem,
                               Var, _short_text)
 from relayish.ir.analysis import walk
-from relayish.ir.module import Module
+from relayish.ir.module import Module, fresh_name
 from relayish.ir.op import Op, gradient_rule, make_call
 from relayish.ir.types import is_tensor_tree
 from relayish.ad.lifted import (BP_TYPE, const_type, lifted_types, param_type, type_of,
@@ -68,7 +68,7 @@ from relayish.ad.origins import origin_of
 from relayish.ad.reverse_scopes import Deferred, ScopedEmitter
 from relayish.ad.rewrite import replace_node, with_checked_type
 from relayish.ad.structure import has_float, is_float_tensor, map_structure
-from relayish.ad.twins import adt_definitions, fresh_name
+from relayish.ad.twins import adt_definitions
 
 
 def _text(node, limit=200):

@@ -5,6 +5,9 @@
     value_and_grad:  fn(T1..Tn) -> (R, grads)
     vjp:             fn(T1..Tn) -> (R, fn(R) -> (T1..Tn))   the backpropagator may run many times
 
+argnums (every mode; None: all parameters, as a tuple) selects the gradients: an int gives that
+one, a tuple a tuple of them; the parameters outside it are constants of the program.
+
 `build_entry` makes that function around the lifted body (reverse.py's ReverseAD): it creates
 `bp := fn () { () }`, lifts the inputs (`lift_input`: fresh zero references), runs the lifted
 body, seeds the output's reference (`seed`: ones, or the user's cotangent), calls `(!bp)()` and
@@ -24,12 +27,12 @@ from relayish.ir.analysis import FreeVars
 from relayish.ir.expr import (Call, Clause, Function, GlobalVar, Match, PatternConstructor,
                               PatternVar, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var,
                               _short_text)
+from relayish.ir.module import fresh_name
 from relayish.ir.op import make_call
 from relayish.ir.types import TupleType, TypeCall, is_tensor_tree, substitute
 from relayish.ad.lifted import ones_of, param_type, type_of, zeros_of
 from relayish.ad.reverse import ReverseAD
 from relayish.ad.structure import is_float_tensor, map_structure
-from relayish.ad.twins import fresh_name
 
 __all__ = ["MODES", "build_entry"]
 
@@ -230,19 +233,23 @@ def build_entry(ad: ReverseAD, func: Function, mode: str, argnums=None) -> Funct
                                                  f"parameter %{func.params[i].name_hint}")
             return grads
 
+        def picked(grads):
+            """All gradients as a tuple (argnums None), one (an int), or a tuple of some."""
+            if argnums is None:
+                return Tuple(list(grads.values()))
+            return grads[argnums] if isinstance(argnums, int) else \
+                Tuple([grads[i] for i in argnums])
+
         if mode == "vjp":
             ct = Var("ct", out_t)
-            back = Function([ct], ad.in_scope(lambda: Tuple(list(backward(ct).values()))))
+            back = Function([ct], ad.in_scope(lambda: picked(backward(ct))))
             value = convert.primal(out, out_t, "the output")
             return Tuple([value, back])
         value = convert.primal(out, out_t, "the output")
         grads = backward()
-        if mode == "gradient":
-            return Tuple([value, Tuple(list(grads.values()))])
-        picked = grads[argnums] if isinstance(argnums, int) else Tuple([grads[i] for i in argnums])
         if mode == "grad":
-            return picked
-        return Tuple([value, picked])
+            return picked(grads)
+        return Tuple([value, picked(grads)])
 
     return Function(params, ad.in_scope(body, bp=None))
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from relayish.errors import GradientError, RelayishError
 from relayish.ir.analysis import walk
 from relayish.ir.expr import Constructor, PatternConstructor, TypeData
+from relayish.ir.module import fresh_name
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, TypeCall,
                                TypeVar, map_type, substitute, walk_type)
 
@@ -225,11 +226,3 @@ def _type_calls(t):
             if isinstance(s, (TypeCall, GlobalTypeVar))]
 
 
-def fresh_name(name, taken):
-    """`name`, or `name1`, `name2`, ... : the first not in `taken`."""
-    if name not in taken:
-        return name
-    i = 1
-    while f"{name}{i}" in taken:
-        i += 1
-    return f"{name}{i}"

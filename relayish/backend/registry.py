@@ -26,6 +26,9 @@ import attrs
 import numpy as np
 
 from relayish.errors import RelayishError
+from relayish.ir.expr import Function
+from relayish.ir.link import link_program
+from relayish.ir.module import Module
 
 
 @attrs.frozen
@@ -130,6 +133,8 @@ def compile_with(backend, f_or_mod, device=None, limits=None, capacity=None):
                             f"{backend.name} takes none")
     compile_fn = backend.load()
     _USED.add(backend.name)
+    if isinstance(f_or_mod, (Function, Module)):
+        f_or_mod = link_program(f_or_mod)        # called Modules' globals merged
     return compile_fn(f_or_mod, device=backend.devices[0] if device is None else device,
                       limits=limits, **extra)
 

@@ -554,9 +554,13 @@ class Var(Expr):
 
 @define(eq=False, repr=False)
 class GlobalVar(Expr):
-    """A module-level function name (`@f`); any str (the text format quotes odd names)."""
+    """A module-level function name (`@f`); any str (the text format quotes odd names).
+
+    `linked`: the Module whose @main this names, for the callee of `rl.Call(module, args)`
+    (Module.as_callee; ir/link.py merges that module into the caller's before it runs)."""
     name_hint: str = node_field(DATA, validator=_is(str, "a str"))
     _checked_type: Type | None = field(default=None, init=False)
+    linked: object = field(default=None, init=False)
 
 
 @define(eq=False, repr=False)
@@ -591,15 +595,22 @@ class Function(Expr):
 
 @define(eq=False, repr=False)
 class Call(Expr):
-    """`op(args)`; op is an Op, a Constructor, or any expression of function type.
+    """`op(args)`; op is an Op, a Constructor, any expression of function type, or a Module
+    (its @main, with its globals: see ir/link.py).
 
     `attrs` holds an Op's keyword attributes (axis=, keepdims=, ...), empty otherwise.
     """
-    op: Expr = node_field(EXPR, validator=_EXPR)
+    op: Expr = node_field(EXPR, converter=lambda op: _callee(op), validator=_EXPR)
     args: list = node_field(EXPRS, converter=_list_of(Expr, "expressions", constants=True))
     attrs: dict = node_field(DATA, factory=dict, converter=Converter(
         lambda d, call, _: _call_attrs(call, d), takes_self=True, takes_field=True))
     _checked_type: Type | None = field(default=None, init=False)
+
+
+def _callee(op):
+    """A Module as a callee is its @main, linked (rl.Call(rl.grad(mod), [x]))."""
+    as_callee = getattr(op, "as_callee", None)
+    return as_callee() if as_callee is not None and not isinstance(op, Expr) else op
 
 
 @define(eq=False, repr=False)

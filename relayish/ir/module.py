@@ -15,6 +15,16 @@ from relayish.ir.types import GlobalTypeVar
 _STAMPS = itertools.count(1)
 
 
+def fresh_name(name, taken, sep=""):
+    """`name`, or `name<sep>1`, `name<sep>2`, ... : the first not in `taken`."""
+    if name not in taken:
+        return name
+    i = 1
+    while f"{name}{sep}{i}" in taken:
+        i += 1
+    return f"{name}{sep}{i}"
+
+
 class FunctionTable(dict):
     """A Module's table of functions (a dict) with a stamp, new on each change, unique across
     tables: a cache of what was compiled from a module compares one integer instead of the
@@ -150,6 +160,16 @@ class Module:
             expr = Function([], expr)
         mod["main"] = expr
         return mod
+
+    def as_callee(self) -> GlobalVar:
+        """This module's @main as the callee of a call in another program (`rl.Call(mod, args)`):
+        a GlobalVar linked to the module; ir/link.py merges the module's globals into the
+        caller's (renamed where they clash) before the program runs or is differentiated."""
+        if "main" not in self:
+            raise RelayishError("a Module called from another program needs a @main function")
+        gv = GlobalVar("main")
+        gv.linked = self
+        return gv
 
     def copy(self) -> "Module":
         """A shallow copy: the same functions and types, in a new table."""

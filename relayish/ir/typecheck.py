@@ -425,6 +425,11 @@ class TypeChecker(ExprFunctor):
     def visit_GlobalVar(self, e):
         t = self.global_types.get(e.name_hint)
         if t is None:
+            if e.linked is not None:
+                raise TypeCheckError(
+                    f"{_text(e)} is a called Module (rl.Call(module, args)): rl.evaluate, "
+                    "rl.compile and the AD entry points merge its globals first; to type-check "
+                    "the program alone, merge them with relayish.ir.link.link_program(f)")
             if self.mod is None:
                 raise TypeCheckError(f"unknown global {_text(e)}: no module was given to resolve it "
                                      "(pass the module that defines it, e.g. rl.evaluate(f, *args, "

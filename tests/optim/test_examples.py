@@ -32,6 +32,27 @@ def test_logistic_regression_example(capsys):
     assert "training accuracy" in capsys.readouterr().out
 
 
+def test_logistic_regression_gradient_at_zero_matches_jax():
+    """The starting point w = 0 is where a softplus written with relu and abs had the wrong
+    derivative (theirs is 0 at 0): rl.softplus's gradient there is jax's (issue 29)."""
+    import jax
+    import jax.numpy as jnp
+    import relayish as rl
+    X, y = logistic_regression.make_data(40, 6)
+    f = logistic_regression.make_objective(40, 6)
+    w0 = np.zeros(6)
+
+    def loss(w):
+        z = X @ w
+        return jnp.mean(jax.nn.softplus(z) - y * z) + 1e-2 / 2 * jnp.sum(w * w)
+    with jax.enable_x64(True):
+        want = np.asarray(jax.jit(jax.grad(loss))(w0))
+    got = rl.evaluate(rl.grad(f), w0, X, y)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(got, logistic_regression.numpy_objective(X, y)[1](w0), rtol=1e-12)
+    assert np.linalg.norm(got) > 0.01
+
+
 def test_tree_network_example(capsys):
     import tree_network
     total_W = tree_network.main(["--trees", "3", "--hidden", "3"])

@@ -15,6 +15,7 @@ import weakref
 
 from relayish.errors import EvaluationError, RelayishError
 from relayish.ir.expr import Expr, Function
+from relayish.ir.link import link
 from relayish.ir.module import Module
 from relayish.ir.visitor import no_gc, run_deep
 from relayish.backend.batching import Batched
@@ -48,7 +49,7 @@ def _compile_module(mod, options=None):
     """The closure of a Module's @main, compiled again when the module's functions change
     (`options`: a debug mode's Program arguments; not cached)."""
     if options:
-        mod, _ = checked(mod)
+        mod, _ = checked(link(mod)[0])
         return _compile_quietly(_compile_program, Program(mod, **options))
     # The table's stamp changes with any change to it (ir/module.py): the hit costs O(1), not
     # a walk over the globals. A table replaced by a plain dict is never cached.
@@ -56,8 +57,7 @@ def _compile_module(mod, options=None):
     state = _MODULE_CACHE.get(mod)
     if state is not None and stamp is not None and state[0] == stamp:
         return state[1]
-    mod, _ = checked(mod)
-    program = Program(mod)
+    program = Program(checked(link(mod)[0])[0])    # called Modules merged (ir/link.py)
     main = _compile_quietly(_compile_program, program)
     _MODULE_CACHE[mod] = (stamp, main)
     return main
@@ -77,6 +77,7 @@ def _compile_closed(func, mod=None, cache=True, options=None):
         code = _FUNCTION_CACHE.get(func)
         if code is not None:
             return code
+    func, mod = link(func, mod)          # called Modules' globals merged (ir/link.py)
     mod, func = checked(func, mod)
     program = Program(mod, **(options or {}))
 
