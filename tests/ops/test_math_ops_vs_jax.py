@@ -160,6 +160,15 @@ def test_ops_parse_print_and_record_eagerly():
         want = np.asarray(jax.jit(lambda v: jax.nn.softplus(v) + jsp.polygamma(2, v)
                                   + jsp.multigammaln(v, 2) + jnp.logaddexp(v, v))(x))
     np.testing.assert_allclose(rl.evaluate(f, x), want, rtol=1e-12)
+    text2 = ("fn (%x: Tensor[(2, 3), float64], %i: Tensor[(2), int32]) { "
+             "einsum(%x, %x, subscripts=\"ij,kj->ik\") + logsumexp(%x, axis=1, keepdims=True) "
+             "+ sum(index_update(roll(%x, shift=[1, -1], axis=[0, 1]), %i, %x, axis=1)) "
+             "+ sum(index_add(cumprod(%x, axis=1), %i, %x, axis=1)) "
+             "+ sum(strided_slice(%x, begin=[0, 0], end=[2, 3], strides=[1, 2])) }")
+    g = rl.parse_expr(text2)
+    rl.assert_structural_equal(rl.parse_expr(rl.astext(g)), g)
+    assert 'subscripts="ij,kj->ik"' in rl.astext(g)
+    assert rl.astext(rl.parse_expr(text2.replace('"ij,kj->ik"', '"ij,kj"'))) == rl.astext(g)
     t = re.tensor(x, requires_grad=True)
     (g,) = re.grad(re.softplus(t).sum(), wrt=[t])
     np.testing.assert_allclose(np.asarray(g), 1 / (1 + np.exp(-x)), rtol=1e-12)
@@ -176,3 +185,16 @@ def test_type_errors_name_the_problem():
         with pytest.raises(rl.TypeCheckError, match=match):
             rl.infer_type(rl.Function([i, x], bad))
     assert rl.typeof(rl.infer_type(rl.Function([i], rl.sign(i))).body).dtype == "int32"
+    m = rl.var("m", shape=(2, 3), dtype="float64")
+    for bad, match in [(lambda: rl.einsum("i...,i", x, x), "'...' in the subscripts"),
+                       (lambda: rl.einsum("ii->i", m), "repeat a letter"),
+                       (lambda: rl.einsum("ij->k", m), "appears in no operand")]:
+        with pytest.raises(rl.RelayishError, match=match):
+            bad()
+    for bad, match in [(rl.einsum("ij,j->i", m, m), "name 1 axes, the operand"),
+                       (rl.einsum("ij,i->j", m, x), "axis 'i' has size 2"),
+                       (rl.index_update(m, rl.const(np.array([0], "int32")), x, axis=1),
+                        "do not broadcast"),
+                       (rl.roll(m, (1, 2), axis=0), "one shift per axis")]:
+        with pytest.raises(rl.TypeCheckError, match=match):
+            rl.infer_type(rl.Function([m, x], bad))
