@@ -92,17 +92,26 @@ def steady_steps(rounds, calls):
         fn, params, x, y = case(rng)
         params, x, y = _f32(params), _f32(x), _f32(y)
         theirs = _sgd_step(fn)
-        ours = _sgd_step(rl.to_jax(rl.from_jax(fn, params, x, y)))
-        for step in (theirs, ours):          # compile and warm
+        mod = rl.from_jax(fn, params, x, y)
+        # the RNN's gradient loop records rows: its buffers at the default capacity (1,024
+        # steps) and at one near the scan's 20 steps
+        variants = {"relayish": _sgd_step(rl.to_jax(mod)),
+                    "relayish capacity 32": _sgd_step(rl.to_jax(mod, capacity={"steps": 32}))}
+        if fn is mlp:
+            del variants["relayish capacity 32"]
+        for step in (theirs, *variants.values()):      # compile and warm
             _time(step, params, x, y, 3)
-        t_jax, t_rl = [], []
-        for _ in range(rounds):              # interleaved, so the load hits both alike
-            t_jax.append(_time(theirs, params, x, y, calls))
-            t_rl.append(_time(ours, params, x, y, calls))
-        a, b = statistics.median(t_jax), statistics.median(t_rl)
-        rows.append((name, a, b))
-        print(f"  {name:38s} jax {a * 1e6:8.1f} us   relayish {b * 1e6:8.1f} us   "
-              f"ratio {b / a:5.2f}", flush=True)
+        times = {"jax": []} | {k: [] for k in variants}
+        for _ in range(rounds):              # interleaved, so the load hits all alike
+            times["jax"].append(_time(theirs, params, x, y, calls))
+            for k, step in variants.items():
+                times[k].append(_time(step, params, x, y, calls))
+        a = statistics.median(times["jax"])
+        print(f"  {name}: jax {a * 1e6:.1f} us", flush=True)
+        for k in variants:
+            b = statistics.median(times[k])
+            rows.append((name, k, a, b))
+            print(f"    {k:24s} {b * 1e6:8.1f} us   ratio to jax {b / a:5.2f}", flush=True)
     return rows
 
 
@@ -117,12 +126,15 @@ def _chain(n):
 def import_times(sizes):
     x = np.ones(8, np.float32)
     for n in sizes:
+        start = time.perf_counter()
         jaxpr_eqns = len(jax.make_jaxpr(_chain(n))(x).jaxpr.eqns)
+        trace = time.perf_counter() - start
         start = time.perf_counter()
         rl.from_jax(_chain(n), x)
         total = time.perf_counter() - start
-        print(f"  chain of {jaxpr_eqns:6d} equations: {total:7.3f} s, "
-              f"{total / jaxpr_eqns * 1000:6.3f} s per 1,000 (make_jaxpr included)", flush=True)
+        print(f"  chain of {jaxpr_eqns:6d} equations: rl.from_jax {total:7.3f} s "
+              f"({total / jaxpr_eqns * 1000:.3f} s per 1,000; jax.make_jaxpr alone "
+              f"{trace / jaxpr_eqns * 1000:.3f} s per 1,000)", flush=True)
     rng = np.random.default_rng(0)
     for name, case in (("MLP", _mlp_case), ("scan RNN", _rnn_case)):
         fn, params, x, y = case(rng)

@@ -44,8 +44,13 @@ from relayish.ops import api as rop
 from relayish.interop.trees import leaf_exprs, rebuild
 
 
-def to_jax(f_or_mod):
+def to_jax(f_or_mod, capacity=None):
     """A jax function computing the relayish Function or Module `f_or_mod` (its @main).
+
+    `capacity` is rl.compile's, for the program and each of its derivative programs:
+    `{"steps": S}` bounds the iterations of a loop that records rows for a backward pass
+    (1,024 by default), whose buffers each gradient call fills; a bound near the real trip
+    count (a scan's length) makes the gradient's loop cheaper.
 
     Parameters and results are tensors and (nested) tuples of them, which the jax function
     takes and returns as tuples of arrays. Its jax.grad/vjp is relayish's reverse mode, its
@@ -55,7 +60,7 @@ def to_jax(f_or_mod):
     >>> jf = rl.to_jax(rl.from_jax(lambda x: jnp.sum(jnp.sin(x)), np.ones(3)))
     >>> jax.grad(jf)(jnp.zeros(3))                      # relayish's gradient program
     """
-    program = _Program.of(f_or_mod)
+    program = _Program.of(f_or_mod, capacity)
     _primitives()
 
     def fn(*args):
@@ -133,7 +138,8 @@ class _Program:
 
     _lock = threading.Lock()
 
-    def __init__(self, flat, user=None, in_types=None, out_type=None, name="main"):
+    def __init__(self, flat, user=None, in_types=None, out_type=None, name="main",
+                 capacity=None):
         self.flat = infer_type(flat)
         entry, _ = _entry(self.flat)
         ftype = entry.checked_type
@@ -143,19 +149,21 @@ class _Program:
         self.user_in_types = in_types
         self.user_out_type = out_type
         self.name = name
+        self.capacity = capacity
         self._run = None
         self._tangent = None
         self._vjp = None
 
     @classmethod
-    def of(cls, f_or_mod):
+    def of(cls, f_or_mod, capacity=None):
         checked = infer_type(f_or_mod)
         entry, _ = _entry(checked)
         ftype = entry.checked_type
         in_types, out_type = list(ftype.arg_types), ftype.ret_type
         for t in in_types + [out_type]:
             _leaf_types(t, [])
-        return cls(_flat(checked, in_types, out_type), checked, in_types, out_type)
+        return cls(_flat(checked, in_types, out_type), checked, in_types, out_type,
+                   capacity=capacity)
 
     def __repr__(self):
         return f"<relayish program {self.name}>"
@@ -206,7 +214,7 @@ class _Program:
         with self._lock:
             if self._run is None:
                 from relayish.backend.api import compile as rl_compile
-                self._run = rl_compile(self.flat, backend="jax")
+                self._run = rl_compile(self.flat, backend="jax", capacity=self.capacity)
             return self._run
 
     def jax_call(self, *leaves):
@@ -246,7 +254,7 @@ class _Program:
                                Tuple([TupleGetItem(TupleGetItem(r, 1), j) for j in fo]))
                     return Function(xs + [vs[k] for k in fi], body)
                 self._tangent = _Program(_around(jvp(self.flat), build),
-                                         name=f"jvp({self.name})")
+                                         name=f"jvp({self.name})", capacity=self.capacity)
             return self._tangent
 
     def vjp(self):
@@ -268,7 +276,7 @@ class _Program:
                                    Tuple([TupleGetItem(g, k) for k in fi])))
                     return Function(xs + [cts[j] for j in fo], body)
                 self._vjp = _Program(_around(vjp(self.flat), build),
-                                     name=f"vjp({self.name})")
+                                     name=f"vjp({self.name})", capacity=self.capacity)
             return self._vjp
 
 

@@ -195,3 +195,13 @@ def test_an_optax_training_loop():
         p, state, value = step(p, state)
         values.append(float(value))
     assert values[-1] < values[0] - 0.5
+
+
+def test_a_loop_past_its_capacity_gives_nan_not_a_wrong_value():
+    a = np.array([2.0, 9.0, 0.25])
+    mod = rl.from_jax(newton_sqrt, a)          # about 8 iterations from these starts
+    short = rl.to_jax(mod, capacity={"steps": 3})
+    g = jax.jit(jax.grad(short))(a)
+    assert np.all(np.isnan(g))
+    with pytest.raises(rl.EvaluationError, match="iterations"):
+        rl.compile(rl.grad(mod), backend="jax", capacity={"steps": 3})(a)
