@@ -27,20 +27,25 @@ end unless a breakpoint inside it hits), `step_in()` to the next pause point any
 `step_out()` until this call returns, `cont()` until a breakpoint or the end.
 
 Stepping back. Each command first takes a snapshot: the positions of the active frames, a
-copy of the innermost frame's slots, and the length of the log of reference writes (the
-debugger logs each write's old value). `step_back()` restores the latest snapshot whose frames
-are all still active (so it rewinds within the current call, and out of calls entered since),
-undoing the reference writes made after it. Cost: one copy of the innermost frame's slots per
-command (O(its bindings)), and one log entry per reference write while the debugger runs,
-which keeps the old values alive. Python callbacks' own effects are not undone.
+copy of their slots (a frame below the top shares the copy of the previous snapshot while it
+has not moved, so a command copies the innermost frame's slots only), the length of the log
+of reference writes (the debugger logs each write's old value) and the count of units run.
+`step_back()` goes back one pause point: it restores the latest snapshot taken before the
+current pause point (undoing the reference writes made after it), replays from there to
+find the last pause point before the current one, restores again and replays to it. So
+it lands on the step just before, even after a `cont()` that ran many, and it steps back
+into a call that has returned. Cost: a step back replays the command it undoes twice, unit
+by unit; one log entry per reference write while the debugger runs keeps the old values
+alive. Python callbacks' own effects are not undone, and a replay runs them again.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from relayish.errors import RelayishError
+from relayish.errors import ParseError, RelayishError, did_you_mean
 from relayish.ir.expr import Function, Var
 from relayish.ir.module import Module
 from relayish.ir.visitor import no_gc, run_deep
@@ -54,6 +59,8 @@ from relayish.debug.positions import SourceMap, origin
 from relayish.backend.runtime.summary import summarize, type_summary
 
 __all__ = ["Debugger", "Position", "Frame", "Breakpoint", "DebuggerError"]
+
+_UNBOUND = re.compile(r"unbound variable %([A-Za-z0-9_]+)")    # the parser's words
 
 
 class DebuggerError(RelayishError):
@@ -95,11 +102,14 @@ class Position:
 @dataclass(frozen=True)
 class Frame:
     """One active IR call: `function` (the Code's name), `line`, `column` and the `position`
-    it is paused at."""
+    it is paused at; `tail_call`: for a frame a tail call made, the Position of that tail
+    call in the function whose frame it replaced (`@main`'s `@cost(%y)` as its last
+    expression), else None."""
     function: str
     line: int | None
     column: int | None = None
     position: Position | None = field(default=None, compare=False)
+    tail_call: Position | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -148,6 +158,7 @@ class Debugger:
         self._slot_vars = program.slot_vars
         self._names = {}               # id(code) -> per slot, its name in the text (or None)
         self.history = []
+        self._reusable = None          # the snapshot whose frame copies the next one may share
         self._breakpoints = []
         self._vars = None
         self._types = {}               # id(code) -> {slot: type}
@@ -158,6 +169,7 @@ class Debugger:
         breakpoints stay; the step-back history goes)."""
         frame = self.code.params.convert(args) + list(self.code.rest)
         self.history.clear()
+        self._reusable = None
         self.machine.reset(self.code, frame)
         return self.where()
 
@@ -175,18 +187,20 @@ class Debugger:
         return self.source_map.filename
 
     def _position(self, frame):
-        block, index = frame.block, frame.index
+        return self._position_of(frame.code, frame.block, frame.index)
+
+    def _position_of(self, code, block, index):
         if index < len(block.info):
             info = block.info[index]
-            node, kind, binding = info.node, "step", self._slot_names(frame.code)[info.slot]
+            node, kind, binding = info.node, "step", self._slot_names(code)[info.slot]
         else:
             node, kind = block.node, _KINDS.get(block.kind, "step")
-            binding = (self._slot_names(frame.code)[block.dst]
+            binding = (self._slot_names(code)[block.dst]
                        if block.kind is CALL and block.dst is not None else None)
         pos = self._position_at(block, index)
         line, col = pos if pos else (None, None)
         org = _origin_at(block, index)
-        return Position(line, col, self.source_map.line_text(line).strip(), frame.code.name,
+        return Position(line, col, self.source_map.line_text(line).strip(), code.name,
                         binding, kind, node_text(node, 80), org and org[:3], org and org[3])
 
     def where(self):
@@ -200,7 +214,8 @@ class Debugger:
         out = []
         for f in reversed(self.machine.frames):
             pos = self._position(f)
-            out.append(Frame(f.code.name, pos.line, pos.column, pos))
+            tail = f.tail_from and self._position_of(*f.tail_from)
+            out.append(Frame(f.code.name, pos.line, pos.column, pos, tail))
         return out
 
     # ---- stepping -------------------------------------------------------------------------------
@@ -208,7 +223,8 @@ class Debugger:
         m = self.machine
         if m.finished:
             return self.where()
-        self.history.append(Snapshot(m))
+        self.history.append(Snapshot(m, self._reusable))
+        self._reusable = self.history[-1]
         m.run(stop)
         return self.where()
 
@@ -235,22 +251,22 @@ class Debugger:
         return self._go(lambda m: False)
 
     def step_back(self):
-        """Rewind to the pause point before the last command that is still within the current
-        call (see the module docstring for what is restored and what it costs)."""
+        """Rewind to the pause point before the current one, wherever it is: earlier in
+        this call, in a call that has returned since, or in the caller (see the module
+        docstring for how, and what it costs)."""
         m = self.machine
-        while self.history:
-            snap = self.history.pop()
-            if self._restorable(snap):
-                snap.restore(m)
-                return self.where()
-        raise DebuggerError("nothing to step back to in the current call (step_back rewinds "
-                            "the commands run since this call was entered)")
-
-    def _restorable(self, snap):
-        cur = self.machine.frames
-        if self.machine.finished:
-            return len(snap.frames) == 1
-        return len(snap.frames) <= len(cur) and all(a is b for a, b in zip(snap.frames, cur))
+        now = m.units
+        while self.history and self.history[-1].units >= now:
+            self.history.pop()
+        if not self.history:
+            raise DebuggerError("nothing to step back to (the history starts where the "
+                                "program started, or was restarted)")
+        snap = self.history[-1]
+        snap.restore(m)
+        target = m.last_pause_before(now)
+        snap.restore(m)
+        m.replay(snap.units if target is None else target)
+        return self.where()
 
     @property
     def finished(self):
@@ -390,6 +406,7 @@ class Debugger:
         new = value if checker.conforms(value, t) else checker.to_value(
             value, t, f"the value set for %{name}")
         frame.slots[slot] = new
+        self._reusable = None          # a caller's slots changed in place: copy them anew
         return new
 
     def evaluate(self, text, depth=0):
@@ -407,12 +424,25 @@ class Debugger:
                           for name in self._slot_names(code) if name is not None}
         return self._vars
 
-    def _parse(self, text, env, what):
+    def _parse(self, text, env, what, scope=None):
+        """The expression of `text` over the variables `env`; a variable it names that is not
+        there is a DebuggerError listing the ones that are (`scope`: those bound in the
+        frame, for `p` and `set`; None: every variable of the program, for a condition)."""
         from relayish.ir.text.parser import parse_expr
         if not isinstance(text, str):
             raise DebuggerError(f"the {what} must be text, got {type(text).__name__}")
         try:
             return parse_expr(text, mod=self.mod, free_vars=env)
+        except ParseError as exc:
+            unbound = _UNBOUND.match(exc.message)
+            if unbound is None:
+                raise DebuggerError(f"cannot read the {what} {text!r}: {exc}") from None
+            name = unbound.group(1)
+            names = sorted(env if scope is None else scope)
+            where = "in the program" if scope is None else "in scope"
+            listed = ", ".join("%" + n for n in names) if names else "none"
+            raise DebuggerError(f"no variable %{name} {where} (for {text!r}; the variables "
+                                f"{where}: {listed}){did_you_mean(name, names, '%')}") from None
         except RelayishError as exc:
             raise DebuggerError(f"cannot read the {what} {text!r}: {exc}") from None
 
@@ -434,7 +464,7 @@ class Debugger:
                     t = self._slot_type(frame.code, i, name)
                     if t is not None:
                         env[name] = Var(name, t)
-            expr = self._parse(text, env, what)
+            expr = self._parse(text, env, what, self._named_slots(frame))
             params = list(free_vars(expr))
             compiled = self._exprs[key] = (Function(params, expr), params)
         func, params = compiled

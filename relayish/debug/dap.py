@@ -39,14 +39,19 @@ the server goes on; an error of the debugged program (a failed op, a failed matc
 `output` event on stderr and a `stopped` event (reason "exception") at the binding that
 failed, whose inputs can then be inspected; moving on ends the run (`exited` with code 1,
 `terminated`). Nothing the client sends crashes the server: only a broken framing (no
-Content-Length) ends it, with a message on stderr. One thread: requests are answered in
-order, each request's events after its response; there is no `pause`.
+Content-Length) ends it, with a message on stderr. Requests are answered in order, each
+request's events after its response. A request that runs the program forward (continue, next,
+stepIn, stepOut, configurationDone, restart) runs it on a thread of its own after its response, so
+requests keep being read: `pause` stops it at the next pause point (`stopped` reason
+"pause"); while it runs, requests other than pause, threads, terminate and disconnect are
+refused. `restart` runs the program again from its start, breakpoints kept.
 """
 from __future__ import annotations
 
 import json
 import os
 import sys
+import threading
 import weakref
 
 import numpy as np
@@ -74,7 +79,7 @@ CAPABILITIES = {
     "supportsEvaluateForHovers": True,
     "supportsTerminateRequest": True,
     "supportsLoadedSourcesRequest": False,
-    "supportsRestartRequest": False,
+    "supportsRestartRequest": True,
     "supportsExceptionInfoRequest": False,
 }
 
@@ -269,6 +274,10 @@ class Session:
         self.failed = False             # paused at a binding that failed
         self.events = []                # events to send after the current response
         self.done = False               # `disconnect` received
+        self.lock = threading.Lock()    # one message written at a time
+        self.pending = None             # (move, reason): a run to start after the response
+        self.worker = None              # the thread running the program, while it runs
+        self.worker_events = []         # the events it queues, sent when it stops
 
     # ---- dispatch ----------------------------------------------------------------------------
     def handle(self, message):
@@ -285,6 +294,8 @@ class Session:
         try:
             if method is None:
                 raise RequestError(f"unsupported request {command!r}")
+            if self._running() and command not in WHILE_RUNNING:
+                raise RequestError(f"{command}: the program is running (send pause first)")
             arguments = message.get("arguments") or {}
             if not isinstance(arguments, dict):
                 raise RequestError(f"{command}: arguments must be a JSON object")
@@ -299,7 +310,47 @@ class Session:
         else:
             self._respond(message, True, body=body)
         self._flush_events()
+        if self.pending is not None:
+            move, reason = self.pending
+            self.pending = None
+            self.worker = threading.Thread(target=self._background, args=(move, reason),
+                                           daemon=True)
+            self.worker.start()
 
+    def _running(self):
+        return self.worker is not None
+
+    def _background(self, move, reason):
+        """The worker thread: run the program, then send what it queued (`stopped`, or the
+        end). It is no longer running by the time its events go out, so the request a
+        client sends on `stopped` is answered."""
+        try:
+            self._run(move, reason)
+        except DebuggerError as e:       # refused before anything ran (nothing to step back)
+            self._event("output", category="stderr", output=f"relayish dap: {e}\n")
+            self._stopped("step")
+        except Exception as e:  # noqa: BLE001 - a bug must not end the user's session
+            self._event("output", category="stderr",
+                        output=f"relayish dap: internal error ({type(e).__name__}: {e}); "
+                               "this is a bug in relayish\n")
+            self._stopped("exception", str(e))
+        finally:
+            with self.lock:
+                events, self.worker_events = self.worker_events, []
+                self.worker = None
+            for e in events:
+                self._send(e)
+
+    def _start(self, move, reason):
+        """Run `move` on the worker thread once this request's response is sent."""
+        self.pending = (move, reason)
+
+    def _stop_worker(self):
+        """Pause a running program and wait for its thread (terminate, disconnect)."""
+        worker = self.worker
+        if worker is not None:
+            self.dbg.machine.interrupted = True
+            worker.join(timeout=30)
     def _respond(self, request, success, body=None, message=None):
         response = {"type": "response", "request_seq": request.get("seq", 0),
                     "success": success, "command": request.get("command", "")}
@@ -311,7 +362,9 @@ class Session:
         self._send(response)
 
     def _event(self, event, **body):
-        self.events.append({"type": "event", "event": event, "body": body})
+        queue = (self.worker_events if threading.current_thread() is self.worker
+                 else self.events)
+        queue.append({"type": "event", "event": event, "body": body})
 
     def _flush_events(self):
         events, self.events = self.events, []
@@ -319,9 +372,10 @@ class Session:
             self._send(e)
 
     def _send(self, message):
-        self.seq += 1
-        message["seq"] = self.seq
-        self.send(message)
+        with self.lock:
+            self.seq += 1
+            message["seq"] = self.seq
+            self.send(message)
 
     def _debugger(self):
         if self.dbg is None:
@@ -449,15 +503,38 @@ class Session:
         if self.no_debug:
             self.line_breaks, self.function_breaks = {}, []
             self.dbg.clear_breaks()
-            self._run(lambda dbg: dbg.cont(), "breakpoint")
-        elif self.stop_on_entry:
+            self._start(lambda dbg: dbg.cont(), "breakpoint")
+        else:
+            self._start_at_entry()
+        return None
+
+    def _start_at_entry(self):
+        if self.stop_on_entry:
             self._stopped("entry")
         elif self._at_breakpoint(self.dbg):
             # the debugger runs at least one step before it checks breakpoints: one on the
             # first binding is checked here
             self._stopped("breakpoint")
         else:
-            self._run(lambda dbg: dbg.cont(), "breakpoint")
+            self._start(lambda dbg: dbg.cont(), "breakpoint")
+
+    def pause(self, args):
+        self._debugger()
+        if self._running():
+            self.dbg.machine.interrupted = True     # the worker sends `stopped` "pause"
+        elif not self.ended:
+            self._stopped("pause")                  # paused already: say so, as DAP asks
+        return None
+
+    def restart(self, args):
+        """Run the program again from its start (same arguments, breakpoints kept)."""
+        dbg = self._debugger()
+        if not self.configured:
+            raise RequestError("the program has not started: send `configurationDone` first")
+        self.refs.clear()
+        dbg.restart(*self.target.values)
+        self.ended = self.failed = False
+        self._start_at_entry()
         return None
 
     def threads(self, args):
@@ -473,8 +550,12 @@ class Session:
     def step_out(self, args):
         return self._motion(lambda dbg: dbg.step_out(), "step")
 
+    # going back replays what already ran (Debugger.step_back): it runs in the request, so
+    # that nothing to go back to is the request's error
     def step_back(self, args):
-        return self._motion(_back_by_line(args), "step")
+        self._paused()
+        self._run(_back_by_line(args), "step")
+        return None
 
     def reverse_continue(self, args):
         self._paused()
@@ -518,7 +599,7 @@ class Session:
 
     def _motion(self, move, reason):
         self._paused()
-        self._run(move, reason)
+        self._start(move, reason)
         return None
 
     def _run(self, move, reason):
@@ -529,7 +610,7 @@ class Session:
         try:
             move(dbg)
         except DebuggerError:
-            raise                   # a command the debugger refused: the request fails
+            raise                   # a command the debugger refused: nothing ran
         except RelayishError as e:
             # the program failed: pause at the binding that failed, so that its inputs can
             # be looked at (continuing runs it again and ends the session)
@@ -541,6 +622,9 @@ class Session:
                 self._stopped("exception", str(e))
             return
         self.failed = False
+        if dbg.machine.interrupted:      # `pause` stopped it
+            dbg.machine.interrupted = False
+            reason = "pause"
         if dbg.finished:
             self._end(f"@main returned {self.target.result_text(dbg.result)}\n", "stdout", 0)
         else:
@@ -629,7 +713,8 @@ class Session:
         text = args.get("value")
         if not isinstance(text, str):
             raise RequestError("setVariable: `value` must be a string")
-        value = self.target.parse_value(text, entry[2][name])
+        value = self.target.parse_value(text, entry[2][name],
+                                        f"%{name} in {dbg.where().function}")
         if value is None:
             value = dbg.evaluate(text)
         dbg.set(name, value)
@@ -674,12 +759,14 @@ class Session:
 
     # ---- requests: ending ----------------------------------------------------------------------
     def terminate(self, args):
+        self._stop_worker()
         if not self.ended:
             self.ended = True
             self._event("terminated")
         return None
 
     def disconnect(self, args):
+        self._stop_worker()
         self.done = True
         return None
 
@@ -693,8 +780,10 @@ REQUESTS = {
     "next": "next", "stepIn": "step_in", "stepOut": "step_out", "stepBack": "step_back",
     "reverseContinue": "reverse_continue", "continue": "continue_",
     "setVariable": "set_variable", "evaluate": "evaluate", "source": "source",
-    "terminate": "terminate", "disconnect": "disconnect",
+    "terminate": "terminate", "disconnect": "disconnect", "pause": "pause",
+    "restart": "restart",
 }
+WHILE_RUNNING = ("pause", "threads", "terminate", "disconnect")
 
 
 def _by_line(args, move):

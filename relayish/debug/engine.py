@@ -44,13 +44,16 @@ __all__ = ["Machine", "StackFrame", "Snapshot"]
 class StackFrame:
     """One active IR call: its Code, its slots, the block and the step index about to run
     (index == len(block.steps): the terminator). `serial` tells frames apart (a tail call
-    makes a new one)."""
+    makes a new one). `tail_from`: for a frame a tail call made, (code, block, index) of the
+    tail call that began the chain of tail calls (the frame it replaced is gone, but `bt`
+    shows where it was: @main's tail call stays on the stack as its caller would see it)."""
 
-    __slots__ = ("code", "slots", "block", "index", "serial")
+    __slots__ = ("code", "slots", "block", "index", "serial", "tail_from")
 
-    def __init__(self, code, slots, serial):
+    def __init__(self, code, slots, serial, tail_from=None):
         self.code, self.slots, self.block, self.index, self.serial = (
             code, slots, code.entry, 0, serial)
+        self.tail_from = tail_from
 
     def at_terminator(self):
         return self.index >= len(self.block.steps)
@@ -64,26 +67,43 @@ class StackFrame:
 
 
 class Snapshot:
-    """What step_back restores: the frames (each with block, index, serial), the top frame's
-    slots (a copy) and the length of the reference-write log."""
+    """What step_back restores: the frames (each with block, index, serial), a copy of every
+    frame's slots, the length of the reference-write log and the machine's unit count.
 
-    __slots__ = ("frames", "states", "slots", "log_len")
+    A frame below the top does not run, and its blocks form no loop (a loop is a tail call,
+    which makes a new frame), so a frame's (block, index, serial) tells its slots: a
+    snapshot shares the copy `previous` made of a frame still in the same state. Each
+    command then copies the innermost frame's slots only, however deep the stack."""
 
-    def __init__(self, machine):
+    __slots__ = ("frames", "states", "slots", "log_len", "units")
+
+    def __init__(self, machine, previous=None):
         self.frames = list(machine.frames)
         self.states = [(f.block, f.index, f.serial) for f in self.frames]
-        self.slots = list(self.frames[-1].slots) if self.frames else None
+        known = {}
+        if previous is not None:
+            known = {id(f): (state, slots) for f, state, slots
+                     in zip(previous.frames, previous.states, previous.slots)}
+        top = len(self.frames) - 1
+        copies = []
+        for k, (f, state) in enumerate(zip(self.frames, self.states)):
+            old = known.get(id(f))          # previous holds its frames: an id is not reused
+            copies.append(old[1] if k < top and old is not None and old[0] == state
+                          else tuple(f.slots))
+        self.slots = copies
         self.log_len = len(machine.ref_log)
+        self.units = machine.units
 
     def restore(self, machine):
-        for f, (block, index, serial) in zip(self.frames, self.states):
+        for f, (block, index, serial), slots in zip(self.frames, self.states, self.slots):
             f.block, f.index, f.serial = block, index, serial
+            f.slots[:] = slots
         machine.frames[:] = self.frames
-        self.frames[-1].slots[:] = self.slots
         log = machine.ref_log
         while len(log) > self.log_len:
             ref, old = log.pop()
             ref.value = old
+        machine.units = self.units
         machine.finished = False
         machine.result = None
 
@@ -96,6 +116,9 @@ class Machine:
 
     def __init__(self, code, slots, codes, position, ref_log):
         self.serial = 0
+        self.units = 0                  # units run so far: where a pause point is in time
+        self.interrupted = False        # set by another thread (DAP's pause): stop at the next
+        #                                 pause point; the one who set it clears it
         self.frames = [StackFrame(code, slots, self._next_serial())]
         self.finished = False
         self.result = None
@@ -111,6 +134,7 @@ class Machine:
         and the breakpoints stay)."""
         self.frames[:] = [StackFrame(code, slots, self._next_serial())]
         self.finished, self.result = False, None
+        self.units = 0
         del self.ref_log[:]            # the logging steps hold this very list
         self._skip_to_pause()
 
@@ -176,7 +200,7 @@ class Machine:
         breaks = self.breaks
         while not self.finished:
             frame = frames[-1]
-            if stop(self) or self._break_hit(frame):
+            if stop(self) or self._break_hit(frame) or self.interrupted:
                 return
             block = frame.block
             steps = block.steps
@@ -184,13 +208,16 @@ class Machine:
                 # nothing can stop inside this block: its steps run as in the interpreter
                 slots = frame.slots
                 i = frame.index
+                start = i
                 try:
                     for i in range(i, len(steps)):
                         steps[i](slots)
                 except BaseException:
                     frame.index = i
+                    self.units += i - start
                     raise
                 frame.index = len(steps)
+                self.units += len(steps) - start
                 if is_pause(block, frame.index):
                     continue
             self._advance()
@@ -211,6 +238,7 @@ class Machine:
         if frame.index < len(block.steps):
             block.steps[frame.index](frame.slots)
             frame.index += 1
+            self.units += 1
             return
         try:
             self._terminator(frame, block)
@@ -219,6 +247,31 @@ class Machine:
         except Exception as exc:  # noqa: BLE001 - only an ill-typed program faults here
             raise EvaluationError(f"{type(exc).__name__}: {exc} in {node_text(block.node)}") \
                 from exc
+        self.units += 1
+
+    # ---- replaying (stepping back) ---------------------------------------------------------------
+    def last_pause_before(self, end):
+        """Run forward unit by unit, from a restored snapshot, to unit count `end` (or the
+        end of the program); the unit count of the last pause point passed before `end`
+        (None: none). Breakpoints are not looked at: this replays what already ran."""
+        last = None
+        with np.errstate(all="ignore"):
+            while not self.finished and self.units < end:
+                frame = self.frames[-1]
+                if is_pause(frame.block, frame.index):
+                    last = self.units
+                self._advance()
+        return last
+
+    def replay(self, target):
+        """Run forward from a restored snapshot to unit count `target`, ignoring breakpoints."""
+        try:
+            with np.errstate(all="ignore"):
+                while not self.finished and self.units < target:
+                    self._advance()
+        finally:
+            if pending():
+                settle_all()
 
     def _terminator(self, frame, block):
         kind = block.kind
@@ -239,7 +292,8 @@ class Machine:
                                               f"(unbounded recursion?) at {node_text(block.node)}")
                     self.frames.append(StackFrame(callee, new, self._next_serial()))
                 else:
-                    self.frames[-1] = StackFrame(callee, new, self._next_serial())
+                    origin = frame.tail_from or (frame.code, block, frame.index)
+                    self.frames[-1] = StackFrame(callee, new, self._next_serial(), origin)
                 return
             value = call_foreign(fn, [slots[i] for i in block.args], block.node)
             if kind is CALL:

@@ -247,7 +247,9 @@ class Shell:
             self.write("no variables in scope\n")
         width = max((len(name) for name, _, _ in items), default=0) + 1
         for name, type_text, summary in items:
-            self.write(f"%{name:<{width}} {type_text}: {summary}\n")
+            # a tensor's summary starts with its type (float64[2] min ..): say it once
+            shown = summary if summary.startswith(type_text) else f"{type_text}: {summary}"
+            self.write(f"%{name:<{width}} {shown}\n")
 
     def do_where(self, arg):
         self._paused("bt")
@@ -255,6 +257,10 @@ class Shell:
         pos = self.dbg.where()
         for k in reversed(range(len(frames))):
             frame = frames[k]
+            tail = frame.tail_call
+            if tail is not None:         # the frame a tail call replaced, where it made it
+                self.write(f"  {self._place()}:{tail.line or '?'} in {_function(tail)} "
+                           f"(tail call){origin_note(tail)}\n")
             line = pos.line if k == 0 else getattr(frame, "line", None)
             mark = ">" if k == 0 else " "
             self.write(f"{mark} {self._place()}:{line or '?'} in {_function(frame)}"
@@ -280,7 +286,8 @@ class Shell:
         scope = dict(self.dbg.locals())
         if name not in scope:
             raise UsageError(f"there is no variable %{name} in scope")
-        value = self.target.parse_value(text, scope[name])
+        value = self.target.parse_value(text, scope[name],
+                                        f"%{name} in {self.dbg.where().function}")
         if value is None:
             value = self.dbg.evaluate(text)
         self.dbg.set(name, value)

@@ -464,6 +464,67 @@ def test_mistakes_get_error_responses_and_the_server_goes_on(program, tmp_path, 
     assert c.proc.wait(timeout=TIMEOUT) == 0
 
 
+LONG_LOOP = """\
+def @count(%i: int64, %acc: float64) -> float64 {
+  if (%i > 0i64) {
+    let %next = %acc + 1f64;
+    @count(%i - 1i64, %next)
+  } else {
+    %acc
+  }
+}
+
+def @main(%x: float64) -> float64 {
+  let %n = 100000000i64;
+  @count(%n, %x)
+}
+"""
+
+
+def test_pause_stops_a_running_program_and_restart_runs_it_again(tmp_path, client):
+    path = tmp_path / "loop.rly"
+    path.write_text(LONG_LOOP)
+    c = client()
+    c.ok("initialize", adapterID="relayish")
+    c.ok("launch", program=str(path), args=[0.5], stopOnEntry=True)
+    c.ok("configurationDone")
+    assert c.event("stopped")["reason"] == "entry"
+    c.ok("continue", threadId=1)            # 10^8 trips: it runs until paused
+    assert "running" in c.fails("stackTrace", threadId=1)
+    c.ok("pause", threadId=1)
+    assert c.event("stopped")["reason"] == "pause"
+    frames = c.ok("stackTrace", threadId=1)["stackFrames"]
+    assert frames[0]["name"] == "@count"
+    _, names = c.locals()
+    assert 0 < float(names["%acc"]["value"].split()[0]) - 0.5 < 1e8
+    c.ok("restart")
+    assert c.event("stopped")["reason"] == "entry"
+    assert c.top()["line"] == LONG_LOOP.splitlines().index("  @count(%n, %x)") + 1
+    assert [f["name"] for f in c.ok("stackTrace", threadId=1)["stackFrames"]] == ["@main"]
+    _, names = c.locals()
+    assert "%acc" not in names and names["%x"]["value"] == "0.5 (float64)"
+    c.ok("disconnect")
+    assert c.proc.wait(timeout=TIMEOUT) == 0
+
+
+def test_step_back_into_a_call_that_has_returned(program, client):
+    c = client()
+    launch(c, program, stop_on_entry=False, breakpoints=[{"line": line_of("%scale(!%r) + %s")}])
+    assert c.event("stopped")["reason"] == "breakpoint"
+    assert [f["name"] for f in c.ok("stackTrace", threadId=1)["stackFrames"]] == ["@main"]
+    c.ok("stepBack", threadId=1)            # back into @sum_list, which has returned
+    c.event("stopped")
+    names = [f["name"] for f in c.ok("stackTrace", threadId=1)["stackFrames"]]
+    assert names[0] == "@sum_list" and names[-1] == "@main"
+    c.ok("next", threadId=1)
+    c.event("stopped")
+    c.ok("continue", threadId=1)            # to the breakpoint again, then to the end
+    assert c.event("stopped")["reason"] == "breakpoint"
+    c.ok("continue", threadId=1)
+    assert c.event("output")["output"] == "@main returned 7.75\n"
+    c.ok("disconnect")
+
+
 def test_a_broken_framing_ends_the_server_with_a_message(client):
     c = client()
     c.send_raw(b"Content-Lenght: 10\r\nhello\r\n\r\n")

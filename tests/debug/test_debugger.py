@@ -187,11 +187,58 @@ def test_step_back_out_of_a_call_and_after_the_end(mod):
     d.step_back()
     assert len(d.frames()) == 1 and d.where().line == 25
     assert d.cont().kind == "finished"
-    assert d.step_back().kind == "call"            # the end is undone too
+    last = d.step_back()                           # the end is undone too: the last step ran
+    assert (last.line, last.function, len(d.frames())) == (21, "%scale", 2)
+    assert last.text == "%v * %c"
     assert not d.finished and d.cont().kind == "finished" and d.result == 12.0
     d = Debugger(mod, 1.0)
     with pytest.raises(DebuggerError, match="nothing to step back to"):
         d.step_back()
+
+
+THREE_LETS = """\
+def @main(%x: float64) -> float64 {
+  let %a0 = %x + 1f64;
+  let %a1 = %a0 * 2f64;
+  let %a2 = %a1 - 3f64;
+  let %a3 = %a2 * %a2;
+  let %a4 = %a3 + %x;
+  let %b = %a4 * 2f64;
+  let %c = %b + 1f64;
+  let %d = %c * %c;
+  %d
+}
+"""
+
+
+def test_finding_10_step_back_after_break_and_cont_lands_one_step_back():
+    # issue 25, finding 10: lines 7-9 are three lets; break at 9, cont, step_back: line 8
+    d = Debugger(rl.parse(THREE_LETS, filename="lets.rly"), 1.0)
+    d.break_at(line=9)
+    assert d.cont().line == 9
+    back = d.step_back()
+    assert (back.line, back.binding) == (8, "c")
+    assert set(d.locals()) == {"x", "a0", "a1", "a2", "a3", "a4", "b"}
+    assert d.step_back().line == 7
+    assert d.step().line == 8 and d.step().line == 9
+    assert d.cont().kind == "finished" and d.result == 25.0
+    back = d.step_back()                  # from the end: the last binding
+    assert back.line == 9 and d.cont().kind == "finished"
+
+
+def test_step_back_into_a_call_that_has_returned(mod):
+    d = Debugger(mod, 1.0)
+    d.break_at(line=26)                   # let %y = %scale(%s), after @size has returned
+    d.cont()
+    assert len(d.frames()) == 1
+    back = d.step_back()                  # the last step of the @size call that returned
+    assert len(d.frames()) >= 2 and back.function == "@size"
+    assert "sb" in d.locals() or "v" in d.locals()
+    assert "s" not in d.locals(depth=len(d.frames()) - 1)   # @main has not bound %s yet
+    assert d.step_out().function is not None
+    while d.where().line != 26:
+        d.step()
+    assert d.cont().kind == "finished" and d.result == 12.0
 
 
 def test_set_is_type_checked(mod):
