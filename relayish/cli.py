@@ -27,13 +27,14 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 import time
 
 import numpy as np
 
-from relayish.errors import ParseError, RelayishError
+from relayish.errors import ParseError, RelayishError, did_you_mean
 from relayish.ir.text.parser import source_position
 
 EXIT_OK = 0
@@ -50,6 +51,19 @@ class CommandError(Exception):
 
 
 # ---- the argument parser --------------------------------------------------------------------
+
+# argparse reads `-1e-3` as an option (its own test for a negative number knows no exponent):
+# every word that is a JSON number, or JSON's -Infinity, is an argument
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-Infinity$")
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, reading negative numbers in exponent form as arguments."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_NUMBER
+
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Descriptions and epilogs (examples, exit codes) printed as written; each option's help
@@ -98,13 +112,13 @@ def _backend_help(names):
 
 
 def _parser():
-    p = argparse.ArgumentParser(
+    p = _ArgumentParser(
         prog="relayish", formatter_class=_HelpFormatter,
         description="Run, check, format, differentiate and optimize relayish programs.",
         epilog="Each command has its own help: relayish COMMAND --help.\n\n" + EXIT_CODES)
     from relayish import __version__
     p.add_argument("--version", action="version", version=f"relayish {__version__}")
-    sub = p.add_subparsers(dest="command",
+    sub = p.add_subparsers(dest="command", parser_class=_ArgumentParser,
                            metavar="{run,check,fmt,grad,opt,minimize,debug,dap}")
     sub.required = True
 
@@ -137,9 +151,13 @@ def _parser():
     sp.add_argument("--backend", choices=registry.names(), default="interpreter",
                     help=_backend_help(registry.names()))
     device_option(sp)
+    sp.add_argument("--capacity", type=_capacity, metavar="JSON",
+                    help="with --backend jax: the sizes of the loops over dynamic structure, "
+                         "rl.compile's capacity=, e.g. '{\"nodes\": 64}' (rows of a tree's "
+                         "node table) or '{\"steps\": 1000}' (trips of a loop)")
 
     sp = command("check", "type-check and print each global with its type",
-                 "relayish check prog.rly")
+                 "relayish check prog.rly   (FILE - reads the program from stdin)")
     sp.add_argument("file", metavar="FILE")
 
     sp = command("fmt", "print the program in canonical text form, or check or rewrite files",
@@ -155,7 +173,7 @@ def _parser():
                  "relayish grad prog.rly --order 2 > hessian.rly",
                  description="Print a relayish program derived from @main.\n\n" + GRAD_HELP)
     sp.add_argument("file", metavar="FILE")
-    sp.add_argument("--order", type=int, default=1, metavar="N",
+    sp.add_argument("--order", type=_at_least(1), default=1, metavar="N",
                     help="1: value and gradient; N >= 2: the N-th derivative tensor")
     sp.add_argument("--raw", action="store_true",
                     help="print the transform as built, without the optimizing passes")
@@ -193,8 +211,9 @@ def _parser():
                     choices=("newton", "newton-cg", "trust-ncg", "bfgs", "gd"),
                     help="newton: exact Hessian and line search; newton-cg, trust-ncg: "
                          "Hessian-vector products; bfgs; gd: gradient descent")
-    sp.add_argument("--tol", type=float, default=1e-8, help="gradient-norm tolerance")
-    sp.add_argument("--max-iter", type=int, default=100, metavar="N", help="iteration limit")
+    sp.add_argument("--tol", type=_tolerance, default=1e-8, help="gradient-norm tolerance")
+    sp.add_argument("--max-iter", type=_at_least(0), default=100, metavar="N",
+                    help="iteration limit")
     sp.add_argument("--backend", choices=backend_choices(), default=AUTO,
                     help=_backend_help(backend_choices()))
     device_option(sp)
@@ -235,6 +254,43 @@ def _parser():
     return p
 
 
+def _at_least(low):
+    """An argparse type: an int >= low (anything else is a usage error, exit 2)."""
+    def convert(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+    convert.__name__ = "integer"
+    return convert
+
+
+def _tolerance(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def _capacity(text):
+    """--capacity: a JSON object of positive integers (rl.compile's capacity=)."""
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        value = None
+    if not (isinstance(value, dict) and value and all(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value.values())):
+        raise argparse.ArgumentTypeError(f"expected a JSON object of positive integers such as "
+                                         f"'{{\"nodes\": 64}}', got {text!r}")
+    return value
+
+
 # ---- entry point and error reporting --------------------------------------------------------
 
 def main(argv=None):
@@ -266,7 +322,7 @@ def _guarded(file, action):
             print(snippet, file=sys.stderr)
     except RelayishError as e:
         line, column = getattr(e, "line", None), getattr(e, "column", None)
-        where = source_position(getattr(e, "node", None)) if line is None else None
+        where = _error_position(getattr(e, "node", None)) if line is None else None
         if where is not None:
             _, line, column = where
         _report(file, str(e), line, column)
@@ -282,7 +338,28 @@ def _guarded(file, action):
     return EXIT_ERROR
 
 
+def _error_position(node):
+    """(file, line, column) of the expression an error names, or of the nearest parsed one:
+    a function's result for a function (a return-type mismatch), the last binding with a
+    place in the text for a variable (variables are shared nodes, without one)."""
+    from relayish.ir.expr import Function, Let
+    where = source_position(node)
+    if where is not None or not isinstance(node, (Function, Let)):
+        return where
+    body = node.body if isinstance(node, Function) else node
+    lets = []
+    while isinstance(body, Let):            # a loop: let-chains are long
+        lets.append(body)
+        body = body.body
+    for candidate in [body] + [part for let in reversed(lets) for part in (let.value, let)]:
+        where = source_position(candidate)
+        if where is not None:
+            return where
+    return None
+
+
 def _report(file, message, line=None, column=None):
+    file = "<stdin>" if file == STDIN else file
     where = f"{file}:{line}:{column}" if line else file
     print(f"{where}: {_excerpt(message)}", file=sys.stderr)
 
@@ -305,10 +382,16 @@ def _usage(args, message):
 
 # ---- reading files and arguments ------------------------------------------------------------
 
+STDIN = "-"            # FILE - reads the program from standard input
+
+
 def _read_text(path):
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        if path == STDIN:
+            data = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read()
     except OSError as e:
         raise CommandError(f"cannot read the file: {e.strerror or e}") from None
     try:
@@ -320,7 +403,7 @@ def _read_text(path):
 
 def _load(path):
     from relayish.ir.text.parser import parse
-    return parse(_read_text(path), filename=path)
+    return parse(_read_text(path), filename="<stdin>" if path == STDIN else path)
 
 
 def _main_function(mod):
@@ -333,9 +416,9 @@ def _main_function(mod):
 
 
 def _json_arg(args, text, what):
-    """A command-line JSON value (a number, true/false or a nested list of them); malformed
-    JSON is a usage error."""
-    return _json_scalars(args, _json_loads(args, text, what), what)
+    """A command-line JSON value; malformed JSON is a usage error. What it must hold is the
+    parameter's type's business (json_value: an input error)."""
+    return _json_loads(args, text, what)
 
 
 def _json_loads(args, text, what):
@@ -345,13 +428,6 @@ def _json_loads(args, text, what):
         _usage(args, f"{what} is not valid JSON ({e.msg}): {_excerpt(text)!r}")
     except RecursionError:
         _usage(args, f"{what} is nested too deeply")
-
-
-def _json_scalars(args, value, what):
-    if any(not isinstance(v, (bool, int, float)) for v in _leaves(value)):
-        _usage(args, f"{what} must be a JSON number, true/false or a nested list of them: "
-                     f"{_excerpt(json.dumps(value))}")
-    return value
 
 
 def _leaves(value):
@@ -368,13 +444,23 @@ def _leaves(value):
 KIND_WORDS = {"f": "numbers", "i": "integers", "u": "non-negative integers", "b": "true or false"}
 
 
-def tensor_value(data, t, what):
+NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def tensor_value(data, t, what, expects="@main expects"):
     """JSON data as a value of tensor type t, converting nothing silently: a float tensor takes
-    numbers (not true/false), an integer tensor integers in its range (not 10.5, not 10.0),
-    a bool tensor true/false; the shape must be t's."""
+    numbers (not true/false; NaN and infinities as the strings "NaN", "Infinity",
+    "-Infinity" the command prints, or Python's bare NaN/Infinity), an integer tensor
+    integers in its range (not 10.5, not 10.0), a bool tensor true/false; the shape must be
+    t's (`expects` says whose type it is in the message)."""
     dtype = np.dtype(t.dtype)
     kind = dtype.kind
+    if kind == "f":
+        data = _non_finite_read(data)
     for v in _leaves(data):
+        if isinstance(v, dict):
+            raise CommandError(f"{what}: {t} takes {KIND_WORDS[kind]} in nested lists, got "
+                               f"the object {_excerpt(json.dumps(v))}")
         if kind == "b":
             ok = isinstance(v, bool)
         elif kind in "iu":
@@ -397,19 +483,87 @@ def tensor_value(data, t, what):
         if (np.isinf(arr) & np.isfinite(wide)).any():
             raise CommandError(f"{what}: a value is out of the range of {t.dtype}")
     if arr.shape != tuple(t.shape):
-        raise CommandError(f"{what}: has shape {arr.shape}, @main expects {t}")
+        raise CommandError(f"{what}: has shape {arr.shape}, {expects} {t}")
     return arr
+
+
+def _non_finite_read(data):
+    """Nested lists with the strings "NaN", "Infinity" and "-Infinity" read as those floats."""
+    if isinstance(data, str):
+        return NON_FINITE.get(data, data)
+    if not isinstance(data, list):
+        return data
+    out = []
+    stack = [(data, out)]
+    while stack:
+        items, into = stack.pop()
+        for v in items:
+            if isinstance(v, list):
+                inner = []
+                into.append(inner)
+                stack.append((v, inner))
+            else:
+                into.append(NON_FINITE.get(v, v) if isinstance(v, str) else v)
+    return out
+
+
+def json_value(data, t, mod, what):
+    """JSON data as a value of type t, as the command prints values (to_json): a tensor as
+    a number or nested lists (tensor_value), a tuple as a list of its fields, an ADT value as
+    {"Ctor": [fields]} (a prelude List too: {"Cons": [1.0, {"Nil": []}]}). A loop over an
+    explicit stack: a list of 10^4 elements nests as deep."""
+    from relayish.backend.values import ConstructorValue
+    from relayish.ir.types import GlobalTypeVar, TensorType, TupleType, TypeCall, substitute
+    todo, out = [(data, t, what)], []
+    while todo:
+        item = todo.pop()
+        if item[0] is _BUILD:
+            _, count, ctor = item
+            fields = out[len(out) - count:]
+            del out[len(out) - count:]
+            out.append(tuple(fields) if ctor is None else ConstructorValue(ctor, fields))
+            continue
+        data, t, what = item
+        if isinstance(t, TensorType):
+            out.append(tensor_value(data, t, what))
+        elif isinstance(t, TupleType):
+            if not isinstance(data, list) or len(data) != len(t.fields):
+                raise CommandError(f"{what}: a tuple {t} is a JSON list of its "
+                                   f"{len(t.fields)} field(s), got {_excerpt(json.dumps(data))}")
+            todo.append((_BUILD, len(data), None))
+            todo.extend((data[k], t.fields[k], f"{what} field {k}")
+                        for k in reversed(range(len(data))))
+        elif isinstance(t, (GlobalTypeVar, TypeCall)):
+            head, type_args = (t.func, t.args) if isinstance(t, TypeCall) else (t, [])
+            type_data = mod.get_type_data(head)
+            names = [c.name_hint for c in type_data.constructors]
+            if not (isinstance(data, dict) and len(data) == 1):
+                raise CommandError(f"{what}: a {t} value is a JSON object {{\"Ctor\": "
+                                   f"[fields]}} with Ctor one of {', '.join(names)}; got "
+                                   f"{_excerpt(json.dumps(data))}")
+            (name, fields), = data.items()
+            ctor = next((c for c in type_data.constructors if c.name_hint == name), None)
+            if ctor is None:
+                raise CommandError(f"{what}: {t} has no constructor {name!r} (it has "
+                                   f"{', '.join(names)}){did_you_mean(name, names)}")
+            if not isinstance(fields, list) or len(fields) != len(ctor.inputs):
+                raise CommandError(f"{what}: {name} takes a JSON list of {len(ctor.inputs)} "
+                                   f"field(s), got {_excerpt(json.dumps(fields))}")
+            subst = dict(zip(type_data.type_vars, type_args))
+            todo.append((_BUILD, len(fields), ctor))
+            todo.extend((fields[k], substitute(ctor.inputs[k], subst), f"{what}: {name} field {k}")
+                        for k in reversed(range(len(fields))))
+        else:
+            raise CommandError(f"{what}: the command line passes tensors, tuples and ADT "
+                               f"values, not a value of type {t}")
+    return out[0]
+
+
+_BUILD = object()        # json_value's marker: build a tuple or ADT value from its fields
 
 
 def _param_text(param, t):
     return f"%{param.name_hint}: {t}"
-
-
-def _check_tensor_param(param, t, what):
-    from relayish.ir.types import TensorType
-    if not isinstance(t, TensorType):
-        raise CommandError(f"{what} ({_param_text(param, t)}): the command line passes tensors "
-                           "only")
 
 
 def _npz_value(arr, param, t, what):
@@ -440,11 +594,16 @@ def to_json(value):
         return repr(value)
     if arr.dtype == object:
         return repr(value)
+    if arr.dtype.kind == "f" and arr.dtype.itemsize < 8:
+        # each element at its own dtype's length: float32's 0.1 prints 0.1, not
+        # 0.10000000149011612 (numpy's shortest text that reads back as the same float32)
+        return np.array([float(str(v)) for v in arr.reshape(-1)]).reshape(arr.shape).tolist()
     return arr.tolist()
 
 
 def strict_json(data):
-    """json.dumps that `json.loads` in strict mode and jq accept: NaN and +-inf become null."""
+    """json.dumps that `json.loads` in strict mode and jq accept: NaN and +-inf print as the
+    strings "NaN", "Infinity" and "-Infinity", which the command reads back as floats."""
     return json.dumps(_finite(data), allow_nan=False)
 
 
@@ -456,14 +615,28 @@ def _finite(data):
     if isinstance(data, np.generic):
         data = data.item()
     if isinstance(data, float) and not math.isfinite(data):
-        return None
+        return "NaN" if math.isnan(data) else ("Infinity" if data > 0 else "-Infinity")
     return data
 
 
 # ---- commands -------------------------------------------------------------------------------
 
 def cmd_run(args):
+    _check_device(args)
+    if args.capacity is not None and args.backend != "jax":
+        _usage(args, "--capacity sizes the jax backend's loops: it goes with --backend jax")
     return _guarded(args.file, lambda: _run(args))
+
+
+def _check_device(args):
+    """--device against --backend: a combination no machine runs is a usage error (a gpu
+    that this machine lacks is rl.compile's error, exit 1)."""
+    from relayish.backend import registry
+    if args.backend in registry.names():
+        try:
+            registry.check_device(registry.get(args.backend), args.device)
+        except RelayishError as e:            # rl.compile's own words
+            _usage(args, f"--backend {args.backend} --device {args.device}: {e}")
 
 
 def _run(args):
@@ -473,14 +646,11 @@ def _run(args):
     if len(args.args) != len(ftype.arg_types):
         raise CommandError(f"@main takes {len(ftype.arg_types)} argument(s), "
                            f"{len(args.args)} given")
-    values = []
-    for k, (text, param, t) in enumerate(zip(args.args, main.params, ftype.arg_types)):
-        what = f"argument {k + 1}"
-        data = _json_arg(args, text, what)
-        _check_tensor_param(param, t, what)
-        values.append(tensor_value(data, t, f"{what} ({_param_text(param, t)})"))
+    values = [json_value(_json_arg(args, text, f"argument {k + 1}"), t, mod,
+                         f"argument {k + 1} ({_param_text(param, t)})")
+              for k, (text, param, t) in enumerate(zip(args.args, main.params, ftype.arg_types))]
     # rl.compile checks the device against the backend (the interpreter runs on the cpu only)
-    run = rl_compile(mod, backend=args.backend, device=args.device)
+    run = rl_compile(mod, backend=args.backend, device=args.device, capacity=args.capacity)
     print(strict_json(to_json(run(*values))))
     return EXIT_OK
 
@@ -508,6 +678,8 @@ def format_source(text, filename=None):
 def cmd_fmt(args):
     if not (args.check or args.write) and len(args.files) > 1:
         _usage(args, "printing takes one FILE; use --check or --write for several")
+    if args.write and STDIN in args.files:
+        _usage(args, "--write rewrites files in place; - (stdin) has none")
     status = EXIT_OK
     for path in args.files:
         status = max(status, _guarded(path, lambda: _fmt_one(args, path)))
@@ -550,8 +722,6 @@ def _replace_file(path, text):
 
 
 def cmd_grad(args):
-    if args.order < 1:
-        _usage(args, f"--order must be at least 1, got {args.order}")
     return _guarded(args.file, lambda: _grad(args))
 
 
@@ -605,6 +775,7 @@ def _opt(args, passes):
 
 
 def cmd_minimize(args):
+    _check_device(args)
     if args.history and not args.json:
         _usage(args, "--history goes with --json (the progress lines show the history)")
     x0_data = _json_arg(args, args.x0, "--x0")
@@ -617,12 +788,10 @@ def _json_arg_list(args):
     if not isinstance(value, list):
         _usage(args, f"--args must be a JSON list with one value per parameter after the "
                      f"first, e.g. '[[1, 2], 3]'; got {_excerpt(args.args)!r}")
-    for k, v in enumerate(value):
-        _json_scalars(args, v, f"--args value {k + 1}")
     return value
 
 
-def _fixed_args(args, main, args_data):
+def _fixed_args(args, mod, main, args_data):
     """The values of @main's parameters after the first, from --args or --args-npz."""
     params, types = main.params[1:], main.checked_type.arg_types[1:]
     if args.args_npz is not None:
@@ -633,21 +802,21 @@ def _fixed_args(args, main, args_data):
         raise CommandError(f"@main takes {len(params)} parameter(s) after the first ({names}); "
                            f"{len(given)} given" + ("" if args_data is not None else
                                                     " (pass them with --args or --args-npz)"))
-    values = []
-    for k, (data, param, t) in enumerate(zip(given, params, types)):
-        what = f"--args value {k + 1}"
-        _check_tensor_param(param, t, what)
-        values.append(tensor_value(data, t, f"{what} ({_param_text(param, t)})"))
-    return tuple(values)
+    return tuple(json_value(data, t, mod, f"--args value {k + 1} ({_param_text(param, t)})")
+                 for k, (data, param, t) in enumerate(zip(given, params, types)))
 
 
 def _npz_args(path, params, types):
     import zipfile
     try:
+        if os.path.isfile(path) and not zipfile.is_zipfile(path):
+            raise CommandError(f"--args-npz {path}: not a .npz file (np.savez writes one: a "
+                               f"zip archive of .npy arrays)")
         with np.load(path, allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in npz.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-        raise CommandError(f"--args-npz {path}: cannot read the arrays: {e}") from None
+        raise CommandError(f"--args-npz {path}: cannot read the arrays: "
+                           f"{getattr(e, 'strerror', None) or e}") from None
     names = [p.name_hint for p in params]
     positional = [f"arr_{k}" for k in range(len(arrays))]
     if arrays and sorted(arrays) == sorted(positional) and not set(arrays) & set(names):
@@ -671,17 +840,14 @@ def _npz_args(path, params, types):
 
 
 def _minimize(args, x0_data, args_data):
-    from relayish.ir.types import TensorType
     from relayish.optim.minimize import minimize, progress_printer
     plt = _pyplot() if args.plot else None
     mod, main = _main_function(_load(args.file))
     if not main.params:
         raise CommandError("@main takes no parameter to minimize over")
     x_t = main.checked_type.arg_types[0]
-    x0 = x0_data
-    if isinstance(x_t, TensorType):
-        x0 = tensor_value(x0_data, x_t, f"--x0 ({_param_text(main.params[0], x_t)})")
-    fixed = _fixed_args(args, main, args_data)
+    x0 = json_value(x0_data, x_t, mod, f"--x0 ({_param_text(main.params[0], x_t)})")
+    fixed = _fixed_args(args, mod, main, args_data)
     stream = sys.stderr if args.json else sys.stdout
     callback = None if args.quiet else progress_printer(stream)
     start = time.perf_counter()
@@ -791,10 +957,11 @@ class DebugTarget:
     def result_text(self, value):
         return strict_json(to_json(value))
 
-    def parse_value(self, text, old):
+    def parse_value(self, text, old, variable="the variable"):
         """A value for a tensor variable from JSON text, of the old value's dtype and shape
         (nothing converted silently, as for `relayish run`); None when the text is not JSON
-        (the caller then evaluates it as an expression)."""
+        (the caller then evaluates it as an expression). `variable` names it in messages
+        ("%w in @cost")."""
         from relayish.ir.types import TensorType
         try:
             data = json.loads(text)
@@ -803,13 +970,11 @@ class DebugTarget:
         if not isinstance(old, (np.ndarray, np.generic)):
             raise RelayishError(f"a JSON value sets a tensor; this variable holds "
                                f"{type(old).__name__} (give an expression instead)")
-        if any(not isinstance(v, (bool, int, float)) for v in _leaves(data)):
-            raise RelayishError(f"the value must be a JSON number, true/false or a nested list "
-                               f"of them: {_excerpt(text)}")
         old = np.asarray(old)
         t = TensorType(tuple(old.shape), str(old.dtype))
         try:
-            return tensor_value(data, t, "the new value")
+            return tensor_value(data, t, f"the new value of {variable}",
+                                expects=f"{variable} is a")
         except CommandError as e:
             raise RelayishError(str(e)) from None
 
@@ -830,14 +995,8 @@ def _debug_target(path, data, grad, raw=False):
     ftype = main.checked_type
     if len(data) != len(ftype.arg_types):
         raise CommandError(f"@main takes {len(ftype.arg_types)} argument(s), {len(data)} given")
-    values = []
-    for k, (value, param, t) in enumerate(zip(data, main.params, ftype.arg_types)):
-        what = f"argument {k + 1}"
-        if any(not isinstance(v, (bool, int, float)) for v in _leaves(value)):
-            raise CommandError(f"{what} must be a JSON number, true/false or a nested list of "
-                               f"them: {_excerpt(json.dumps(value))}")
-        _check_tensor_param(param, t, what)
-        values.append(tensor_value(value, t, f"{what} ({_param_text(param, t)})"))
+    values = [json_value(value, t, mod, f"argument {k + 1} ({_param_text(param, t)})")
+              for k, (value, param, t) in enumerate(zip(data, main.params, ftype.arg_types))]
     # the debugger places a gradient program's bindings in its text as `relayish grad [--raw]`
     # prints it, and each generated binding at the primal line it comes from (Position.origin;
     # the passes keep those positions on what they rewrite)

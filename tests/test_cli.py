@@ -324,7 +324,7 @@ def test_grad_higher_order_needs_one_float_tensor_and_a_scalar(capsys, program):
 def test_grad_order_must_be_positive(capsys, program):
     with pytest.raises(SystemExit) as exc:
         main(["grad", program(SQUARE), "--order", "0"])
-    assert exc.value.code == 2 and "--order must be at least 1" in capsys.readouterr().err
+    assert exc.value.code == 2 and "--order: must be at least 1" in capsys.readouterr().err
 
 
 def test_rl_derivative_and_jacobian():
@@ -378,21 +378,125 @@ def test_run_output_is_strict_json(capsys, program):
     path = program("def @main(%x: Tensor[(3), float64]) -> Tensor[(3), float64] { %x * 2f64 }")
     code, out, err = run_main(capsys, "run", path, "[Infinity, NaN, 1]")   # Python's JSON
     assert code == 0, err
-    assert json.loads(out, parse_constant=_no_constant) == [None, None, 2.0]
+    # strict JSON: the non-finite numbers as the strings the command reads back
+    assert json.loads(out, parse_constant=_no_constant) == ["Infinity", "NaN", 2.0]
+    code, again, err = run_main(capsys, "run", path, out.strip())
+    assert code == 0, err
+    assert json.loads(again) == ["Infinity", "NaN", 4.0]
+    code, out, err = run_main(capsys, "run", path, '["-Infinity", "inf", 1]')
+    assert code == 1 and "float64 takes numbers" in err
+
+
+def test_run_prints_float32_at_float32_length(capsys, program):
+    path = program("def @main(%x: Tensor[(2), float32]) -> Tensor[(2), float32] { %x * 1f }")
+    code, out, err = run_main(capsys, "run", path, "[0.1, 3.3e-5]")
+    assert code == 0, err
+    assert out == "[0.1, 3.3e-05]\n"
+    assert np.array_equal(np.array(json.loads(out), "float32"), np.array([0.1, 3.3e-5], "float32"))
+
+
+def test_run_negative_numbers_in_exponent_form(capsys, program):
+    path = program("def @main(%x: float64) -> float64 { %x * 2f64 }")
+    assert run_main(capsys, "run", path, "-1e-3")[:2] == (0, "-0.002\n")
+    assert run_main(capsys, "run", path, "-2.5E+2")[:2] == (0, "-500.0\n")
+    code, out, err = run_main(capsys, "minimize", path, "--x0", "-1e-3", "--method", "gd",
+                              "--max-iter", "0", "--backend", "interpreter", "--quiet")
+    assert code == 3 and "x = -0.001" in out, err
+
+
+TREE_PROGRAM = """type L[A] { C(A, L[A]), N }
+def @main(%x: (float64, L[float32])) -> (float64, L[float32]) {
+  let %rest = match (%x.1) { C(%a, %tail) => C(%a * 2f, %tail), N => N };
+  (%x.0 + 1f64, %rest)
+}
+"""
+
+
+def test_run_reads_back_the_tuples_and_adt_values_it_prints(capsys, program):
+    path = program(TREE_PROGRAM)
+    code, out, err = run_main(capsys, "run", path, '[1.5, {"C": [0.1, {"C": [2, {"N": []}]}]}]')
+    assert code == 0, err
+    assert json.loads(out) == [2.5, {"C": [0.2, {"C": [2.0, {"N": []}]}]}]
+    code, again, err = run_main(capsys, "run", path, out.strip())
+    assert code == 0 and json.loads(again) == [3.5, {"C": [0.4, {"C": [2.0, {"N": []}]}]}]
+    for bad, words in [('[1.5, {"D": []}]', "has no constructor 'D'"),
+                       ('[1.5, {"C": [0.1]}]', "C takes a JSON list of 2 field(s)"),
+                       ('[1.5]', "is a JSON list of its 2 field(s)"),
+                       ('[1.5, [0.1]]', "is a JSON object")]:
+        code, out, err = run_main(capsys, "run", path, bad)
+        assert code == 1 and words in err, err
+
+
+def test_check_reads_the_program_from_stdin(capsys, monkeypatch):
+    import io
+    text = "def @main(%x: float64) -> float64 { %x * %x }\n"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    code, out, err = run_main(capsys, "check", "-")
+    assert code == 0 and out == "@main: fn (float64) -> float64\n", err
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"def @main() { %y }")))
+    code, out, err = run_main(capsys, "check", "-")
+    assert code == 1 and err.startswith("<stdin>:1:")
+
+
+@pytest.mark.parametrize("argv", [
+    ["minimize", "PATH", "--x0", "1", "--max-iter", "-1"],
+    ["minimize", "PATH", "--x0", "1", "--tol", "nan"],
+    ["minimize", "PATH", "--x0", "1", "--tol", "-1e-3"],
+    ["minimize", "PATH", "--x0", "1", "--backend", "interpreter", "--device", "gpu"],
+    ["grad", "PATH", "--order", "0"],
+    ["run", "PATH", "1", "--capacity", "{\"nodes\": 0}"],
+    ["run", "PATH", "1", "--capacity", "64"],
+    ["run", "PATH", "1", "--capacity", "{\"nodes\": 64}"],      # the interpreter has no loops
+    ["run", "PATH", "1", "--device", "gpu"],
+])
+def test_bad_option_values_exit_2(capsys, program, argv):
+    path = program("def @main(%x: float64) -> float64 { %x * %x }")
+    with pytest.raises(SystemExit) as exc:
+        main([path if a == "PATH" else a for a in argv])
+    assert exc.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_run_capacity_reaches_rl_compile(capsys, program, monkeypatch):
+    import relayish.backend.api as backend_api
+    seen = {}
+    real = backend_api.compile
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return real(*args, **{**kwargs, "backend": "interpreter", "capacity": None})
+    monkeypatch.setattr(backend_api, "compile", spy)
+    path = program("def @main(%x: float64) -> float64 { %x * %x }")
+    code, out, err = run_main(capsys, "run", path, "3", "--backend", "jax",
+                              "--capacity", '{"nodes": 64, "steps": 10}')
+    assert code == 0 and json.loads(out) == 9.0, err
+    assert seen["capacity"] == {"nodes": 64, "steps": 10}
+
+
+def test_args_npz_on_a_file_that_is_not_npz(capsys, program, tmp_path):
+    path = program("def @main(%x: float64, %y: float64) -> float64 { %x * %x * %y }")
+    bad = tmp_path / "data.npz"
+    bad.write_text("not an archive\n")
+    code, out, err = run_main(capsys, "minimize", path, "--x0", "1", "--args-npz", str(bad),
+                              "--backend", "interpreter")
+    assert code == 1 and f"--args-npz {bad}: not a .npz file" in err
+    assert "pickle" not in err
 
 
 def test_device_gpu_with_the_interpreter_says_what_the_python_api_says(capsys, program):
     with pytest.raises(rl.RelayishError) as api_error:
         rl.compile(rl.parse(SQUARE), backend="interpreter", device="gpu")
     path = program(SQUARE)
-    code, out, err = run_main(capsys, "run", path, "[1, 2]", "--device", "gpu")
-    assert code == 1 and err == f"{path}: {api_error.value}\n"
+    # a combination no machine runs is a usage error (exit 2), in rl.compile's words
+    with pytest.raises(SystemExit) as exc:
+        main(["run", path, "[1, 2]", "--device", "gpu"])
+    assert exc.value.code == 2 and str(api_error.value) in capsys.readouterr().err
     with pytest.raises(rl.RelayishError) as minimize_error:
         rl.optim.minimize(rl.parse(SQUARE), np.ones(2), backend="interpreter", device="gpu")
     assert str(minimize_error.value) == str(api_error.value)
-    code, out, err = run_main(capsys, "minimize", path, "--x0", "[1, 2]",
-                              "--backend", "interpreter", "--device", "gpu")
-    assert code == 1 and err == f"{path}: {api_error.value}\n"
+    with pytest.raises(SystemExit) as exc:
+        main(["minimize", path, "--x0", "[1, 2]", "--backend", "interpreter", "--device", "gpu"])
+    assert exc.value.code == 2 and str(api_error.value) in capsys.readouterr().err
 
 
 # ---- unreadable files, long messages ---------------------------------------------------------
@@ -498,7 +602,7 @@ def test_minimize_json_is_strict_and_complete(capsys, program):
                               "--backend", "interpreter", "--json", "--history")
     assert code == 3
     result = json.loads(out, parse_constant=_no_constant)
-    assert result["fun"] is None and result["converged"] is False
+    assert result["fun"] == "NaN" and result["converged"] is False
     assert "not finite" in result["message"]
     for key in ("grad_norm", "nfev", "ngev", "nhev", "time_s", "history"):
         assert key in result
@@ -638,6 +742,32 @@ def test_help_shows_an_example_and_the_exit_codes(capsys, command):
     out = capsys.readouterr().out
     assert f"example:\n  relayish {command} " in out
     assert "3    minimize stopped without converging" in out and "130  interrupted" in out
+
+
+def test_the_fmt_help_example_passes_on_the_shipped_examples(capsys):
+    # `relayish fmt --check examples/*.rly`, as fmt --help shows it
+    import glob
+    files = sorted(glob.glob(os.path.join(ROOT, "examples", "*.rly")))
+    assert files
+    code, out, err = run_main(capsys, "fmt", "--check", *files)
+    assert code == 0 and out == "" and err == ""
+
+
+@pytest.mark.parametrize("text, argv, where", [
+    ("def @main(%x: Tensor[(3), float64]) -> float64 {\n  let %i = 5;\n"
+     "  let %y = take(%x, %i);\n  %y\n}\n", ["run", "PATH", "[1, 2, 3]"],
+     "3:12: take: index 5 is out of range"),
+    ("def @main(%x: Tensor[(3), float64]) -> float32 {\n  let %y = sum(%x);\n  %y\n}\n",
+     ["check", "PATH"], "2:12: type mismatch in let %y = sum(%x); %y (the function's return"),
+    ("type T { A, B }\ndef @main(%x: float64) -> float64 {\n"
+     "  let %t = if (%x > 0f64) { A } else { B };\n  match? (%t) {\n    A => %x,\n  }\n}\n",
+     ["run", "PATH", "-1.0"], "4:3: no clause matches"),
+])
+def test_run_time_faults_and_return_mismatches_carry_the_position(capsys, program, text, argv,
+                                                                  where):
+    path = program(text)
+    code, out, err = run_main(capsys, *[path if a == "PATH" else a for a in argv])
+    assert code == 1 and err.startswith(f"{path}:{where}"), err
 
 
 def test_help_shows_defaults(capsys):

@@ -137,22 +137,36 @@ def _run(code, slots):
             slots[caller.dst] = value
             block = caller.target
     except RelayishError as exc:
-        add_trace(exc, block, stack)
+        add_trace(exc, block, stack, slots)
         raise
     except Exception as exc:  # noqa: BLE001 - a fault in a terminator of an ill-typed program
         error = EvaluationError(f"{type(exc).__name__}: {exc} in {node_text(block.node)}")
-        add_trace(error, block, stack)
+        add_trace(error, block, stack, slots)
         raise error from exc
 
 
-def add_trace(exc, block, stack):
-    """Note the IR call stack (innermost first) on an error, once."""
+def add_trace(exc, block, stack, slots=None):
+    """Note the IR call stack (innermost first) on an error, once, and the expression that
+    failed as `exc.node` (where the command line finds FILE:LINE:COLUMN)."""
     if getattr(exc, "_relayish_traced", False):
         return
     exc._relayish_traced = True
+    if getattr(exc, "node", None) is None:
+        exc.node = failed_node(block, slots)
     names = [block.code.name] + [caller.code.name for _, caller in reversed(stack[-8:])]
     more = f" ... ({len(stack) - 8} more)" if len(stack) > 8 else ""
     exc.add_note("IR call stack (innermost first): " + " <- ".join(names) + more)
+
+
+def failed_node(block, slots):
+    """The expression of `block` that raised: the first step whose slot is still unwritten
+    (a frame's locals start as None and each is written once), else the terminator's."""
+    if slots is not None:
+        for info in block.info:
+            slot = info.slot
+            if slot is not None and slot < len(slots) and slots[slot] is None:
+                return info.node
+    return block.node
 
 
 def call_foreign(fn, args, node):
