@@ -63,3 +63,14 @@ class GradientError(RelayishError):
 
 class CompileError(RelayishError):
     """A program a backend cannot compile (e.g. unbounded recursion under jax.jit)."""
+
+
+def did_you_mean(word, candidates, prefix=""):
+    """" (did you mean %tanh?)" when one of `candidates` is close to `word` (difflib's
+    ratio, as Python's own NameError suggestions), else "". `prefix` goes before the name
+    shown (`%` for a variable)."""
+    import difflib
+    close = difflib.get_close_matches(str(word), [str(c) for c in candidates], n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(prefix + c for c in close) + "?)"

@@ -71,7 +71,7 @@ from typing import Callable
 
 from attrs import define, field, frozen
 
-from relayish.errors import GradientError, RelayishError, TypeCheckError
+from relayish.errors import GradientError, RelayishError, TypeCheckError, did_you_mean
 from relayish.ir.expr import Call, Expr, Primitive, _short_text, as_expr, provide
 
 FAIL = "fail"       # the effect of an op that can raise at run time on a well-typed input
@@ -268,11 +268,17 @@ def get_op(name) -> Op:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise RelayishError(f"unknown operator {name!r}") from None
+        raise RelayishError(f"unknown operator {name!r}{did_you_mean(name, _REGISTRY)}") \
+            from None
 
 
 def list_ops() -> list:
     return sorted(_REGISTRY)
+
+
+def aliases_of(op) -> list:
+    """The other names `op` is registered under (register_alias: `nn.relu` for relu)."""
+    return [name for name, value in _REGISTRY.items() if value is op and name != op.name]
 
 
 def register_gradient(name):

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+
 from relayish.errors import RelayishError, TypeCheckError
 from relayish.ir.analysis import CallGraph, FreeVars
-from relayish.ir.expr import (Clause, Constructor, Expr, Function, Let, PatternConstructor,
-                              PatternTuple, PatternVar, PatternWildcard, Var, _short_text)
+from relayish.ir.expr import (Clause, Constant, Constructor, Expr, Function, Let,
+                              PatternConstructor, PatternTuple, PatternVar, PatternWildcard, Var,
+                              _short_text)
 from relayish.ir.module import Module
 from relayish.ir.op import Op, not_a_value_message, type_rule_error
 from relayish.ir.types import (FuncType, GlobalTypeVar, RefType, TensorType, TupleType, Type,
@@ -106,6 +109,40 @@ def _fallback_text(t) -> str:
         return repr(t)
     except Exception:  # noqa: BLE001
         return f"<{type(t).__name__}>"
+
+
+CAST_HINT = "(use cast to convert one of them)"
+
+
+def _literal_hint(error, call, arg_types) -> str:
+    """The type rule's message; where operands' dtypes clash and one of them is a scalar
+    literal, the literal written in the other operand's dtype instead of the advice to cast:
+    `2.0` reads as float32, so a float64 program writes `2f64`."""
+    message = str(error)
+    if CAST_HINT not in message:
+        return message
+    literals = [k for k, a in enumerate(call.args)
+                if isinstance(a, Constant) and getattr(a.data, "ndim", None) == 0]
+    others = {t.dtype for k, t in enumerate(arg_types)
+              if k not in literals and isinstance(t, TensorType)}
+    if len(literals) != 1 or len(others) != 1:
+        return message
+    dtype = others.pop()
+    value = call.args[literals[0]].data
+    try:
+        with np.errstate(all="ignore"):
+            converted = np.asarray(value, dtype=dtype)
+            exact = bool(converted.astype(np.asarray(value).dtype) == value)
+    except (TypeError, ValueError):
+        return message
+    if not exact:                   # 2.5 is no int32 literal: casting is the advice
+        return message
+    written = Constant(converted)
+    own = str(np.asarray(value).dtype)
+    why = (f": a number without a suffix is {own}" if own in ("float32", "int32")
+           else ", the other operand's dtype")
+    return message.replace(CAST_HINT, f"(write the literal {_text(call.args[literals[0]])} as "
+                                      f"{_text(written)}{why})")
 
 
 def _text(node) -> str:
@@ -321,7 +358,8 @@ class TypeChecker(ExprFunctor):
         try:
             out = op.type_rule(list(arg_types), dict(call.attrs))
         except RelayishError as e:
-            raise type_rule_error(e, f"{e}\n  in {_text(call)}") from None
+            message = _literal_hint(e, call, arg_types)
+            raise type_rule_error(e, f"{message}\n  in {_text(call)}") from None
         except Exception as e:  # noqa: BLE001 - a rule that breaks on odd input is still a type error
             shown = ", ".join(type_str(t) for t in arg_types)
             # the user's own exception, as an instance of its class too (type_rule_error)
@@ -334,8 +372,13 @@ class TypeChecker(ExprFunctor):
 
     def project(self, node, t) -> Type:
         if not isinstance(t, TupleType):
+            hint = ""
+            if isinstance(t, TensorType):   # `x[0]` in Python builds a tuple projection
+                hint = (f"; to take element {node.index} of a tensor, use rl.take(x, "
+                        f"{node.index}) (in the text: take(x, {node.index}))")
             raise TypeCheckError(f"{_text(node)} projects field {node.index} of a value that is "
-                                 f"not a tuple: expected a tuple type, got {type_str(self.zonk(t))}")
+                                 f"not a tuple: expected a tuple type, got "
+                                 f"{type_str(self.zonk(t))}{hint}")
         if not 0 <= node.index < len(t.fields):
             raise TypeCheckError(f"{_text(node)}: index {node.index} is out of range for a tuple "
                                  f"of {len(t.fields)} field(s), of type {type_str(self.zonk(t))}")

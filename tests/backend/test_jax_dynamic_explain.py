@@ -156,3 +156,21 @@ def @main(%x: Tensor[(2), float64]) -> float64 { sum(@shrink(%x)) }
     x = rl.var("x", shape=(2,), dtype="float64")
     assert rl.compile(rl.Function([x], x * x), backend="jax").explain() == \
         "no recursion: the program is traced as it is"
+
+
+def test_explain_lists_only_the_functions_the_program_calls():
+    # an unused recursive global (as the prelude brings many) is no part of the program
+    mod = rl.parse(LIST + """
+def @length(%xs: List[Tensor[(2), float64]]) -> int32 {
+  match (%xs) { Nil => 0, Cons(_, %rest) => 1 + @length(%rest) }
+}
+def @read(%W: Tensor[(2, 2), float64], %xs: List[Tensor[(2), float64]]) -> Tensor[(2), float64] {
+  match (%xs) {
+    Nil => zeros(shape=[2], dtype="float64"),
+    Cons(%x, %rest) => { let %h = @read(%W, %rest); tanh(matmul(%W, %h) + %x) }
+  }
+}
+""" + MAIN)
+    lines = rl.compile(mod, backend="jax").explain().splitlines()
+    assert lines == rl.compile(FOLD, backend="jax").explain().splitlines()
+    assert not any("@length" in line for line in lines)

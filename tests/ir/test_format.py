@@ -112,3 +112,34 @@ def test_format_text_raises_parse_errors():
 def test_the_text_package_offers_it_to_the_command_line():
     from relayish.ir import text
     assert text.format_source is rl.format_text
+
+
+# ---- issue 28: what a newcomer met in `relayish fmt` ------------------------------------------
+
+def test_an_op_written_by_its_alias_keeps_that_name():
+    source = "def @f(%x: Tensor[(2), float32]) { let %y = nn.relu(%x); relu(nn.softmax(%y)) }"
+    out = rl.format_text(source)
+    assert "nn.relu(%x)" in out and "relu(nn.softmax(%y))" in out
+    assert rl.format_text(out) == out
+    rl.assert_structural_equal(rl.parse(out), rl.parse(source))
+
+
+def test_a_long_line_is_wrapped_after_commas_and_reads_back_the_same():
+    params = ", ".join(f"%a{i}: Tensor[(3, 4), float32]" for i in range(7))
+    call = "concatenate((" + ", ".join(f"%a{i % 7}" for i in range(14)) + "), axis=0)"
+    source = f"def @f({params}) -> Tensor[(42, 4), float32] {{\n  {call}\n}}\n"
+    assert max(len(line) for line in source.splitlines()) >= 220
+    out = rl.format_text(source)
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 100, out
+    assert lines[2].startswith(" " * len("def @f(") + "%a"), out     # under the first parameter
+    assert rl.format_text(out) == out
+    rl.assert_structural_equal(rl.parse(out), rl.parse(source))
+
+
+def test_a_comma_in_a_string_attribute_is_no_place_to_wrap():
+    from relayish.ir.text.format import wrap_line
+    line = '  f(%x, name="a, b, c, d", ' + ", ".join(["%y"] * 40) + ")"
+    pieces = wrap_line(line, width=60)
+    assert '"a, b, c, d"' in pieces[0] and all(len(p) <= 60 for p in pieces[1:])
+    assert "".join(p.strip() + " " for p in pieces).split() == line.split()

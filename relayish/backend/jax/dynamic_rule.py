@@ -58,7 +58,7 @@ Everything here is an IR analysis: loops with explicit stacks, no jax.
 """
 from __future__ import annotations
 
-from relayish.ir.analysis import CallGraph, use_counts, walk
+from relayish.ir.analysis import CallGraph, global_refs, use_counts, walk
 from relayish.ir.fields import EXPR, EXPRS, iter_fields
 from relayish.ir.expr import (Call, Constructor, GlobalVar, If, Let, Match,
                               PatternConstructor, PatternVar, PatternWildcard, RefCreate,
@@ -652,9 +652,11 @@ def explain(mod, main) -> str:
     loops = {loop.name for loop in find_tail_loops(mod).values()}
     graph = CallGraph(mod)
     recursive = graph.recursive()
+    # the globals the program calls: a prelude function it never calls is no part of it
+    called = {n for ref in global_refs(main) if ref in mod for n in graph.reachable(ref)}
     for gv in mod.functions:
         name = gv.name_hint
-        if name not in recursive:
+        if name not in recursive or name not in called:
             continue
         fold = by_name.get(name)
         if fold is not None and not fold.left:

@@ -112,7 +112,8 @@ class TableSpec:
         elif count > capacity:
             raise EvaluationError(
                 f"{where} has {count} nodes, more than the capacity of {capacity} the program "
-                "was compiled for: rl.compile(..., capacity={\"nodes\": ...}) a larger one")
+                "was compiled for (compile with a larger one: "
+                "rl.compile(..., capacity={\"nodes\": N}))")
         tag = np.full(capacity, -1, np.int32)
         tag[:count] = tags
         columns = [np.zeros((capacity,) + tuple(t.shape), NP_DTYPES[t.dtype])

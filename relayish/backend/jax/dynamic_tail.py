@@ -209,7 +209,8 @@ def _run(ev, loop, name, args):
     state = (jnp.asarray(0, jnp.int32), jnp.asarray(True), list(args), _zeros(loop.ret))
     _, going, _, result = lax.while_loop(lambda s: s[1] & (s[0] < steps), body, state)
     ev.faults.append((going, f"{name} ran more than {steps} iterations, the loop's step "
-                             "capacity: rl.compile(..., capacity={\"steps\": ...}) a larger one"))
+                             "capacity (compile with a larger one: "
+                             "rl.compile(..., capacity={\"steps\": N}))"))
     return result
 
 
@@ -560,8 +561,8 @@ class _RowsLoop:
         trips, going, _, res, pools, carried, ptrs, fam_tables = state
         ev.faults.append((going, f"{self.name} ran more than {self.steps} iterations, the "
                                  "rows its loop records (references and closures made per "
-                                 "iteration): rl.compile(..., capacity={\"steps\": ...}) a "
-                                 f"larger one (default {DEFAULT_ROW_STEPS})"))
+                                 "iteration; compile with a larger one: rl.compile(..., "
+                                 f"capacity={{\"steps\": N}}), default {DEFAULT_ROW_STEPS})"))
         for pool, tables in zip(self.pools.values(), pools):
             pool.cell.value = tables
         for ref, value in zip(self.carried, carried):

@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import re
 
-from relayish.errors import RelayishError
+from relayish.errors import RelayishError, did_you_mean
 from relayish.ir.expr import (Call, Constructor, Function, GlobalVar, Let, RefRead, RefWrite,
                               Tuple, TupleGetItem, Var)
-from relayish.ir.op import Op, get_op, make_call
+from relayish.ir.op import Op, get_op, list_ops, make_call
 from relayish.ir.text.literals import SPECIAL_FLOAT
 # infix operators: symbol -> precedence and op; the printer parenthesizes by the same table
 from relayish.ir.text.operators import BY_SYMBOL as BINARY
@@ -254,7 +254,9 @@ class ExprSyntax(FormSyntax):
             try:
                 op = get_op(text)
             except RelayishError:
-                raise self.error(f"unknown operator or constructor {text!r}", tok) from None
+                hint = did_you_mean(text, [*list_ops(), *self.constructors])
+                raise self.error(f"unknown operator or constructor {text!r}{hint}", tok) \
+                    from None
             if not self.at("("):
                 return self.op_value(op, tok)
             return op
@@ -284,7 +286,8 @@ class ExprSyntax(FormSyntax):
         # never a silent free variable: `%x` used outside the let that binds it is a mistake
         hint = "" if self.module_mode else " (declare a free variable with `free_var %" + \
             name + ": type;`, or pass it in parse_expr's free_vars)"
-        raise self.error(f"unbound variable %{name}{hint}", tok)
+        close = did_you_mean(name, [*self.scopes.env, *self.free], "%")
+        raise self.error(f"unbound variable %{name}{close or hint}", tok)
 
     def global_name(self, tok):
         text = tok[1][1:]

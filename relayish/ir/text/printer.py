@@ -76,9 +76,9 @@ def astext(node, show_version=None, declare_free_vars=False, **_ignored) -> str:
                         f"not {type(node).__name__}")
 
 
-def print_module(mod, show_version=True, comments=None) -> str:
+def print_module(mod, show_version=True, comments=None, spellings=None) -> str:
     """The text of a module; `comments` (from the formatter) print before their items."""
-    return _render(run_deep(_Printer(comments).module, mod, show_version))
+    return _render(run_deep(_Printer(comments, spellings).module, mod, show_version))
 
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_]+")
@@ -250,7 +250,9 @@ def _infix(e, by_op):
 
 
 class _Printer:
-    def __init__(self, comments=None):
+    def __init__(self, comments=None, spellings=None):
+        # the formatter's op names as the text wrote them: id(Call) -> an alias (`nn.relu`)
+        self.spellings: dict = spellings or {}
         self.blocks: list[_Block] = []
         self.shared: set = set()
         self.hoisted: dict = {}
@@ -535,7 +537,7 @@ class _Printer:
                 if isinstance(arg, Constant):      # `-(1f)`: `-1f` would read as one literal
                     return [symbol + "(", self.expr(arg, ind), ")"], PREC_UNARY
                 return [symbol, self.expr(arg, ind, PREC_UNARY)], PREC_UNARY
-            head = op.name
+            head = self.spellings.get(id(e), op.name)
         else:
             head = self.postfix_target(op, ind)
         args = [self.expr(a, ind) for a in e.args]
