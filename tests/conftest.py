@@ -4,6 +4,9 @@
 names no count of its own); "dev" runs more examples locally:
     HYPOTHESIS_PROFILE=dev python -m pytest tests/ir
 
+The default run leaves to `-m slow` the cases tests/default_run.py names by their measured
+cost (marked here), beside the tests marked slow in their own files.
+
 The default run (`-m "not slow"`) gives every property test about half its examples (8 where it
 names 15; see light_examples). A run that selects the slow tests (`-m slow`, `-m "slow or not
 slow"`), RELAYISH_FUZZ=long or a profile other than "ci" gives them their full counts; under
@@ -43,6 +46,10 @@ def _selects_slow(config):
 
 @pytest.hookimpl(tryfirst=True)     # before the -m selection, so an added slow mark counts
 def pytest_collection_modifyitems(config, items):
+    from default_run import leaves_to_slow      # tests/default_run.py: cases left by cost
+    for item in items:
+        if leaves_to_slow(item.nodeid):
+            item.add_marker(pytest.mark.slow)
     selects_slow = _selects_slow(config)
     full = (selects_slow or os.environ.get("RELAYISH_FUZZ", "").strip().lower() == "long"
             or os.environ.get("HYPOTHESIS_PROFILE", "ci") != "ci")     # "dev" asks for more

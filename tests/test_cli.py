@@ -523,7 +523,8 @@ def test_a_parse_error_on_a_huge_line_shows_a_window(capsys, program):
 
 
 def test_overlong_message_lines_are_cut(capsys):
-    from relayish.cli import MESSAGE_LINE_LIMIT, _guarded
+    from relayish.cli import _guarded
+    from relayish.cli_values import MESSAGE_LINE_LIMIT
 
     def fail():
         raise rl.RelayishError("short line\n" + "x" * 100000)
