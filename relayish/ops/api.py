@@ -77,6 +77,7 @@ def sign(x): return _call("sign", x)
 def floor(x): return _call("floor", x)
 def ceil(x): return _call("ceil", x)
 def round(x): return _call("round", x)  # noqa: A001 - numpy's name
+def stop_gradient(x): return _call("stop_gradient", x)
 
 
 # ---- special functions (ops/special.py) -----------------------------------------------------

@@ -706,6 +706,7 @@ _piecewise_constant("round", "round", FLOAT_DTYPES, "floating-point",
 # gradient or tangent flowing back through it
 register_op("stop_gradient", 1, type_rule=_like_rule("stop_gradient"),
             impl=lambda xp, x: x, fast_impl=lambda attrs, out_type: (lambda x: x),
+            differentiable=False,     # AD treats its result as a constant: what it means
             doc="stop_gradient(x): x, through which no gradient flows")
 register_gradient("stop_gradient")(_zero_grads)
 register_tangent("stop_gradient")(_zero_tangent)

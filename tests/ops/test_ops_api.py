@@ -16,7 +16,7 @@ PUBLIC = ("add subtract multiply divide negative power maximum minimum exp log s
 RELAY = ("clip split squeeze expand_dims full full_like one_hot argmax argmin erf cumsum gather "
          "scatter_add").split()          # Relay's operators (ops/tensor.py); rl.nn.* in ops/layers.py
 ISSUE_29 = ("log1p expm1 softplus logaddexp sign floor ceil round lgamma digamma polygamma "
-            "multigammaln logsumexp cumprod roll einsum index_update index_add").split()
+            "multigammaln logsumexp cumprod roll einsum index_update index_add stop_gradient").split()
 INTERNAL = ("collapse_sum_like broadcast_to_like reshape_like cast_like take_backward strided_slice "
             "slice_scatter").split()     # emitted by gradient rules
 
