@@ -686,3 +686,76 @@ def _scan(reader, scope, eqn, args):
     zeros = [rop.zeros(tuple(int(d) for d in a.shape), np.dtype(a.dtype).name) for a in y_avals]
     call = Call(gv, list(consts) + [_scalar(0, "int32")] + list(init) + list(xs) + zeros)
     return _project(scope, call, nk + len(y_avals), "scan")
+
+
+# ---- convolutions and pooling (2-D, any layout: transposed to relayish's NCHW / OIHW) ----------
+
+def _inverse(perm):
+    out = [0] * len(perm)
+    for k, p in enumerate(perm):
+        out[p] = k
+    return tuple(out)
+
+
+def _to_layout(x, perm):
+    return x if tuple(perm) == tuple(range(len(perm))) else rop.transpose(x, tuple(perm))
+
+
+@_rule("conv_general_dilated")
+def _conv(reader, scope, eqn, args):
+    p = eqn.params
+    d = p["dimension_numbers"]
+    if len(p["window_strides"]) != 2:
+        raise CompileError("rl.from_jax: only 2-D convolutions map to relayish's nn.conv2d")
+    if any(int(k) != 1 for k in p["lhs_dilation"]) or int(p["batch_group_count"]) != 1:
+        raise CompileError("rl.from_jax: a transposed (input-dilated) or batch-grouped "
+                           "convolution has no relayish operator")
+    (top, bottom), (left, right) = p["padding"]
+    x = _to_layout(args[0], d.lhs_spec)          # (batch, feature, spatial...) = NCHW
+    w = _to_layout(args[1], d.rhs_spec)          # (out, in, spatial...) = OIHW
+    y = rop.nn.conv2d(x, w, strides=tuple(int(s) for s in p["window_strides"]),
+                      padding=(int(top), int(left), int(bottom), int(right)),
+                      dilation=tuple(int(r) for r in p["rhs_dilation"]),
+                      groups=int(p["feature_group_count"]))
+    return _to_layout(y, _inverse(d.out_spec))
+
+
+def _pool_layout(eqn):
+    """The axis order that puts the two windowed axes last (NCHW-like), or a CompileError."""
+    window = tuple(int(w) for w in eqn.params["window_dimensions"])
+    strides = tuple(int(s) for s in eqn.params["window_strides"])
+    spatial = [k for k, (w, s) in enumerate(zip(window, strides)) if w != 1 or s != 1]
+    if len(window) != 4 or len(spatial) > 2 or any(
+            int(b) != 1 for b in tuple(eqn.params["base_dilation"])
+            + tuple(eqn.params["window_dilation"])):
+        raise CompileError("rl.from_jax: only undilated 2-D pooling windows map to relayish's "
+                           "nn.max_pool2d / nn.avg_pool2d")
+    spatial = spatial if len(spatial) == 2 else [k for k in (2, 3) if k not in spatial][
+        :2 - len(spatial)] + spatial
+    spatial = sorted(spatial)
+    others = [k for k in range(4) if k not in spatial]
+    perm = tuple(others + spatial)
+    pads = eqn.params["padding"]
+    if any(tuple(pads[k]) != (0, 0) for k in others):
+        raise CompileError("rl.from_jax: padding along an axis a pooling window does not move on")
+    (top, bottom), (left, right) = (pads[k] for k in spatial)
+    attrs = dict(pool_size=tuple(window[k] for k in spatial),
+                 strides=tuple(strides[k] for k in spatial),
+                 padding=(int(top), int(left), int(bottom), int(right)))
+    return perm, attrs
+
+
+@_rule("reduce_window_max")
+def _max_pool(reader, scope, eqn, args):
+    perm, attrs = _pool_layout(eqn)
+    y = rop.nn.max_pool2d(_to_layout(args[0], perm), **attrs)
+    return _to_layout(y, _inverse(perm))
+
+
+@_rule("reduce_window_sum")
+def _sum_pool(reader, scope, eqn, args):
+    perm, attrs = _pool_layout(eqn)
+    # a window sum is the average counting the padding, times the window's size
+    y = rop.nn.avg_pool2d(_to_layout(args[0], perm), count_include_pad=True, **attrs)
+    size = attrs["pool_size"][0] * attrs["pool_size"][1]
+    return rop.multiply(_to_layout(y, _inverse(perm)), _scalar(size, _dtype(eqn)))

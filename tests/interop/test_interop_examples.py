@@ -12,6 +12,7 @@ pytest.importorskip("jax")
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow          # docs/interop.md runs the same steps by default
 def test_the_interop_example_runs_and_its_checks_hold():
     done = subprocess.run([sys.executable, str(ROOT / "examples" / "interop.py")],
                           capture_output=True, text=True, timeout=600, cwd=ROOT,

@@ -68,6 +68,17 @@ def shapes(x, y):
     return jnp.sum(jnp.squeeze(jnp.expand_dims(w.sum(axis=(0, 2)), 0)) ** 2) + jnp.max(w)
 
 
+def cnn(x, w, w2):
+    """NHWC convolutions (flax's layout), max and sum pooling with padding."""
+    dims = ("NHWC", "HWIO", "NHWC")
+    h = jax.nn.relu(jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=dims))
+    h = jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+    h2 = jax.lax.conv_general_dilated(h, w2, (2, 2), ((1, 0), (0, 1)), dimension_numbers=dims)
+    a = jax.lax.reduce_window(h2, 0.0, jax.lax.add, (1, 2, 2, 1), (1, 1, 1, 1),
+                              ((0, 0), (1, 1), (0, 1), (0, 0)))
+    return jnp.sum(jnp.tanh(a)) + jnp.mean(h ** 2)
+
+
 def _corpus():
     r = _rng()
     n = lambda *s: r.normal(size=s)
@@ -79,6 +90,7 @@ def _corpus():
         ("int_bool", int_bool, (n(4), np.int32(2)), (0,)),
         ("shapes", shapes, (n(6), n(2)), (0, 1)),
         ("scatter", scatter, (n(4), np.int32(2)), (0,)),
+        ("cnn", cnn, (n(2, 8, 8, 2), n(3, 3, 2, 4), n(2, 2, 4, 3)), (0, 1, 2)),
     ]
 
 
