@@ -266,6 +266,9 @@ class Debugger:
         target = m.last_pause_before(now)
         snap.restore(m)
         m.replay(snap.units if target is None else target)
+        # what runs from here may differ from what ran (a `set` undone): the next snapshot
+        # copies every frame rather than share a copy made before the step back
+        self._reusable = None
         return self.where()
 
     @property

@@ -447,3 +447,24 @@ def test_step_back_through_a_backward_pass_restores_every_reference(program):
             assert np.array_equal(now[k], then[k]), (back, k)
     assert j == 0 and backs > 10
     assert d.cont().kind == "finished" and np.allclose(d.result, result)
+
+
+def test_a_set_undone_by_stepping_back_stays_undone_in_the_snapshots():
+    # the outer frame's copy a snapshot shares must be of this timeline, not the one with the set
+    src = ("def @cost(%w: float64) -> float64 {\n  let %s = %w * 3f64;\n  %s\n}\n"
+           "def @main(%x: float64) -> float64 {\n  let %y = %x * 2f64;\n"
+           "  let %c = @cost(%y);\n  %c + %y\n}\n")
+    d = Debugger(rl.parse(src, filename="c.rly"), 1.0)
+    d.step()
+    d.set("y", 10.0)
+    d.step_in()
+    assert d.locals(depth=1)["y"] == 10.0
+    while d.where().line != 6:
+        d.step_back()
+    d.step()
+    d.step_in()
+    assert d.locals()["w"] == 2.0 and d.locals(depth=1)["y"] == 2.0
+    d.step_in()
+    d.step_back()
+    assert d.locals(depth=1)["y"] == 2.0
+    assert d.cont().kind == "finished" and d.result == 8.0
