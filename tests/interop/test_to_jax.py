@@ -205,3 +205,23 @@ def test_a_loop_past_its_capacity_gives_nan_not_a_wrong_value():
     assert np.all(np.isnan(g))
     with pytest.raises(rl.EvaluationError, match="iterations"):
         rl.compile(rl.grad(mod), backend="jax", capacity={"steps": 3})(a)
+
+
+def test_vmap_of_a_loop_and_its_gradient():
+    a = np.array([2.0, 9.0, 0.25])
+    jf = rl.to_jax(rl.from_jax(newton_sqrt, a))
+    batch = np.stack([a, 4 * a, a + 1])
+    np.testing.assert_allclose(jax.jit(jax.vmap(jf))(batch), np.sqrt(batch).sum(1), **TOL)
+    g = jax.jit(jax.grad(lambda b: jax.vmap(jf)(b).sum()))(batch)
+    np.testing.assert_allclose(g, 0.5 / np.sqrt(batch), rtol=1e-8)
+
+
+def test_grad_of_grad_is_relayish_reverse_over_reverse():
+    f = rl.parse("def @main(%x: Tensor[(3), float64]) -> float64 { sum(sin(%x) * %x) }")
+    jf = rl.to_jax(f)
+    x = np.array([0.3, -1.2, 0.8])
+    gg = jax.jit(jax.grad(lambda x: jax.grad(jf)(x).sum()))(x)
+    # d/dx sum(cos x * x + sin x) = -sin x * x + 2 cos x
+    np.testing.assert_allclose(gg, -np.sin(x) * x + 2 * np.cos(x), **TOL)
+    text = str(jax.make_jaxpr(jax.grad(lambda x: jax.grad(jf)(x).sum()))(x))
+    assert "vjp(vjp(main))" in text
