@@ -791,9 +791,9 @@ class _Chain:
         else:
             ptr, values, tables, counts, alias = lax.while_loop(lambda s: s[0] >= 0, body,
                                                                 state)
-        ev.faults.append((alias, f"{fam.name}: two references the backward loop's closures "
-                                 "use in one step are the same reference, which the compiled "
-                                 "loop does not represent; run it with rl.evaluate"))
+        ev.fault(alias, f"{fam.name}: two references the backward loop's closures "
+                        "use in one step are the same reference, which the compiled "
+                        "loop does not represent; run it with rl.evaluate")
         for ref, v in zip(written, values):
             ev.write(ref, v)
         for cell in self.dead.values():      # own slots flush left unwritten: a later read

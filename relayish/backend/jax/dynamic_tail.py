@@ -47,8 +47,18 @@ when tracing; small static loops stay unrolled), and so do arguments other than 
 tuples, references and closures (a Nat counter), and -- for a loop with references -- an
 iteration whose condition is a trace-time constant (a constant int counter) though a tensor
 argument is traced. A function whose every tail position calls itself never ends and is not a
-loop either. CompileErrors naming the function: such a loop inside another loop or under a
-traced if; an argument position that holds different kinds of values across iterations (a
+loop either.
+
+**Nesting.** A loop's body is traced as a function of its own (`_body_context`: no enclosing
+loop or join is active inside it), so a plain loop may run anywhere -- inside another loop's
+body, under a traced if (a probe of joins.py's switch), in a fold's clause -- as a nested
+lax.while_loop, and a loop with rows may run inside a plain loop's body (its pools and
+families live and die within that body's iteration: the gradient of an inner descent inside
+an outer one, GradBench's saddle). Run-time checks (a loop past its capacity) are fault
+cells (TraceEvaluator.fault): the nested loop carries those its body raises, a join joins
+them like any written reference. CompileErrors naming the function: a loop with rows inside
+a loop that records rows itself, or under a traced if (its rows would have to outlive the
+iteration or the branch: the gradient of a nested loop); an argument position that holds different kinds of values across iterations (a
 reference made before the loop in some, one made in the loop in others), or a value made in an
 iteration other than a tensor or a pool reference passed to the next one (a closure); a result
 that returns a reference made before the loop from inside it; an outer reference the loop
@@ -118,12 +128,17 @@ def tail_call(ev, loop, callee, args):
                  any(isinstance(a, JCursor) for a in args)):
         return None
     name = closure_name(callee)
-    if active is not None or ev.loop is not None or ev.join_depth:
-        raise CompileError(f"{name}: a loop whose trip count is traced inside another loop or "
-                           "under a traced if is not compiled as a loop yet; use rl.evaluate")
     from relayish.ir.types import is_tensor_tree
     if all(_is_tree(a) for a in args) and is_tensor_tree(loop.ret):
         return _run(ev, loop, name, [_tmap(lambda v: _cast(v, v), a) for a in args])
+    # a loop that leaves rows inside a plain loop's body is at the top of that body's trace;
+    # inside a loop that leaves rows itself, its rows would have to outlive the iteration
+    if ev.loop is not None or ev.join_depth:
+        where = "under a traced if or match" if ev.join_depth else \
+            f"inside the loop of {ev.loop.name}, which records rows too"
+        raise CompileError(f"{name}: a loop whose trip count is traced and that records rows "
+                           f"for a backward pass (a gradient's loop) {where} is not compiled "
+                           "as a loop yet (the gradient of a nested loop); use rl.evaluate")
     return _RowsLoop(ev, loop, name, args).run()
 
 
@@ -134,7 +149,7 @@ def _loop_value(v):
         x = stack.pop()
         if isinstance(x, tuple):
             stack.extend(x)
-        elif not (is_tensor(x) or isinstance(x, (JRef, JClosure, JCursor))):
+        elif not (is_tensor(x) or isinstance(x, (JRef, JPoolRef, JClosure, JCursor))):
             return False
     return True
 
@@ -165,53 +180,84 @@ def _run(ev, loop, name, args):
     steps = ev.capacity.get("steps", DEFAULT_STEPS)
     start = next_serial()
     cont, nxt = JRef(np.asarray(False), start), JRef(tuple(args), start)
-    saved_frames, saved_tail = ev.frames, ev.tail
+    checks = []                 # the fault cells (ev.fault) an iteration raises: carried
 
-    def step(values):
-        """One iteration: (continue, next arguments, result) of the body on `values`."""
+    def step(values, flags):
+        """One iteration: (continue, next arguments, result, fault flags) of the body on
+        `values`, traced as a function of its own: whatever encloses the loop (another loop, a
+        traced if) is outside it, so the body is evaluated at the top level of its trace."""
         cont.value, nxt.value = np.asarray(False), tuple(values)
-        env = dict(zip(func.params, values))
-        result = ev.eval(func.body, env)
+        for cell, flag in zip(checks, flags):
+            cell.value = flag
+        with _body_context(ev, _Active(loop, cont, nxt, None)):
+            result = ev.eval(func.body, dict(zip(func.params, values)))
         if not _is_tree(result):
             raise CompileError(f"{name} returns a non-tensor value from a loop")
         return (jnp.asarray(cont.value), list(nxt.value),
-                _tmap(lambda v, o: _cast(v, o), result, _zeros(loop.ret)))
+                _tmap(lambda v, o: _cast(v, o), result, _zeros(loop.ret)),
+                [jnp.asarray(cell.value, bool) for cell in checks])
 
     # trace once to find writes to references made before the loop (not carried yet)
     frame = Frame(start)
-    try:
-        ev.frames, ev.tail = [frame], _Active(loop, cont, nxt, None)
+    saved_frames = ev.frames
 
-        def probe():
-            try:
-                step(args)
-            finally:
-                for ref, old in frame.log.values():
-                    ref.value = old
-            return []
-        jax.make_jaxpr(probe)()
-    finally:
-        ev.frames, ev.tail = saved_frames, saved_tail
-    outer = [ref for ref, _ in frame.log.values() if ref is not cont and ref is not nxt]
+    def probe():
+        ev.frames = [frame]
+        try:
+            step(args, [])
+        finally:
+            ev.frames = saved_frames
+            for ref, old in frame.log.values():
+                ref.value = old
+        return []
+    jax.make_jaxpr(probe)()
+    cells = {id(c) for c in ev.fault_cells.values()}
+    outer = [ref for ref, _ in frame.log.values()
+             if ref is not cont and ref is not nxt and id(ref) not in cells]
     if outer:
         raise CompileError(f"{name}: its loop writes a reference made outside it; a loop whose "
                            "trip count is traced is not compiled with such effects yet: use "
                            "rl.evaluate")
+    checks.extend(ref for ref, _ in frame.log.values() if id(ref) in cells)
+    flags0 = [jnp.asarray(cell.value, bool) for cell in checks]
 
     def body(state):
-        i, going, values, _ = state
+        i, going, values, _, flags = state
+        saved = ev.frames
+        ev.frames = []
         try:
-            ev.frames, ev.tail = [], _Active(loop, cont, nxt, None)
-            going, values, result = step(values)
+            going, values, result, flags = step(values, flags)
         finally:
-            ev.frames, ev.tail = saved_frames, saved_tail
-        return i + 1, going, values, result
-    state = (jnp.asarray(0, jnp.int32), jnp.asarray(True), list(args), _zeros(loop.ret))
-    _, going, _, result = lax.while_loop(lambda s: s[1] & (s[0] < steps), body, state)
-    ev.faults.append((going, f"{name} ran more than {steps} iterations, the loop's step "
-                             "capacity (compile with a larger one: "
-                             "rl.compile(..., capacity={\"steps\": N}))"))
+            ev.frames = saved
+        return i + 1, going, values, result, flags
+    state = (jnp.asarray(0, jnp.int32), jnp.asarray(True), list(args), _zeros(loop.ret), flags0)
+    _, going, _, result, flags = lax.while_loop(lambda s: s[1] & (s[0] < steps), body, state)
+    for cell, old, flag in zip(checks, flags0, flags):
+        cell.value = old
+        ev.write(cell, flag)
+    ev.fault(going, f"{name} ran more than {steps} iterations, the loop's step "
+                    "capacity (compile with a larger one: "
+                    "rl.compile(..., capacity={\"steps\": N}))")
     return result
+
+
+class _body_context:
+    """While a loop's body traces: the loop is `active` (its recursive call continues it), and
+    no enclosing loop or join is (the body is a function of its own, so a join or a loop
+    inside it starts at the top level)."""
+
+    def __init__(self, ev, active):
+        self.ev, self.active = ev, active
+
+    def __enter__(self):
+        ev = self.ev
+        self.saved = ev.tail, ev.loop, ev.guard, ev.join_depth
+        ev.tail, ev.loop, ev.guard, ev.join_depth = self.active, None, None, 0
+
+    def __exit__(self, *exc):
+        ev = self.ev
+        ev.tail, ev.loop, ev.guard, ev.join_depth = self.saved
+        return False
 
 
 # ---- loops that leave rows (reverse AD's output) ---------------------------------------------
@@ -559,10 +605,10 @@ class _RowsLoop:
         finally:
             ev.frames = saved_frames
         trips, going, _, res, pools, carried, ptrs, fam_tables = state
-        ev.faults.append((going, f"{self.name} ran more than {self.steps} iterations, the "
-                                 "rows its loop records (references and closures made per "
-                                 "iteration; compile with a larger one: rl.compile(..., "
-                                 f"capacity={{\"steps\": N}}), default {DEFAULT_ROW_STEPS})"))
+        ev.fault(going, f"{self.name} ran more than {self.steps} iterations, the "
+                        "rows its loop records (references and closures made per "
+                        "iteration; compile with a larger one: rl.compile(..., "
+                        f"capacity={{\"steps\": N}}), default {DEFAULT_ROW_STEPS})")
         for pool, tables in zip(self.pools.values(), pools):
             pool.cell.value = tables
         for ref, value in zip(self.carried, carried):

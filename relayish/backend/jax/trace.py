@@ -101,7 +101,7 @@ class TraceEvaluator:
         self.loop = None                     # the fold loop being traced (dynamic_loops.py)
         self.guard = None                    # set while a backward loop traces (dynamic_defer)
         self.accumulations = None            # its deferrable gradient sums, found when needed
-        self.faults: list = []               # (traced bool, message): checked after the run
+        self.fault_cells: dict = {}          # message -> its flag's cell (fault())
         self.tail_loops: dict = {}           # Function -> TailLoop run as a while loop
         self.tail = None                     # the tail loop being traced (dynamic_tail.py)
         self.capacity: dict = {}             # rl.compile(..., capacity=...)
@@ -452,6 +452,25 @@ class TraceEvaluator:
             ref.write(self, value)
             return
         raise CompileError(f"cannot write to a {describe(ref)} as a reference")
+
+    def fault(self, flag, message):
+        """A run-time check: where `flag` (a traced bool) is set, the run is an EvaluationError
+        saying `message`. The flag lives in a cell per message, a reference older than anything
+        traced (serial -1), so that a join, or a loop's body, that raises it carries it out as
+        it carries any reference it writes: a check inside a nested loop or under a traced if
+        reaches the program's outputs (function.py) like one at the top."""
+        import jax.numpy as jnp
+        cell = self.fault_cells.get(message)
+        if cell is None:
+            cell = self.fault_cells[message] = JRef(np.asarray(False), -1)
+        old = cell.value
+        self.write(cell, flag if not is_traced(old) and not bool(old) else
+                   jnp.logical_or(old, flag))
+
+    @property
+    def faults(self):
+        """[(flag, message)] of the run-time checks traced so far."""
+        return [(cell.value, message) for message, cell in self.fault_cells.items()]
 
     @staticmethod
     def serial_now():
