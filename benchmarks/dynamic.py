@@ -432,6 +432,155 @@ def loop_grad_section(args, rng):
               f"{(t_long - t_short) / steps * 1e6:.2f} us an iteration ({steps} iterations)")
 
 
+# ---- RK4 and a nested loop (issue 26) ---------------------------------------------------------
+
+RK4_TEXT = """
+def @f(%x: Tensor[({N}), float64]) -> Tensor[({N}), float64] {{ sin(%x) * 0.5f64 - 0.1f64 * %x }}
+def @rk4(%x: Tensor[({N}), float64], %h: float64, %k: int32, %n: int32)
+    -> Tensor[({N}), float64] {{
+  if (%k < %n) {{
+    let %k1 = @f(%x);
+    let %k2 = @f(%x + %k1 * (%h * 0.5f64));
+    let %k3 = @f(%x + %k2 * (%h * 0.5f64));
+    let %k4 = @f(%x + %k3 * %h);
+    @rk4(%x + (%k1 + 2f64 * %k2 + 2f64 * %k3 + %k4) * (%h / 6f64), %h, %k + 1, %n)
+  }} else {{ %x }}
+}}
+def @main(%x: Tensor[({N}), float64], %n: int32) -> float64 {{ sum(@rk4(%x, 0.01f64, 0, %n)) }}
+"""
+
+
+def rk4_module(n):
+    """RK4 for x' = 0.5 sin x - 0.1 x over float64[n], the step count a traced argument."""
+    return rl.parse(RK4_TEXT.format(N=n))
+
+
+def rk4_jax(x, steps):
+    """The same integration in jax, `steps` static (lax.fori_loop, which jax.grad takes)."""
+    import jax
+    import jax.numpy as jnp
+
+    def f(v):
+        return jnp.sin(v) * 0.5 - 0.1 * v
+
+    def step(_, v):
+        h = 0.01
+        k1 = f(v)
+        k2 = f(v + k1 * (h * 0.5))
+        k3 = f(v + k2 * (h * 0.5))
+        k4 = f(v + k3 * h)
+        return v + (k1 + 2 * k2 + 2 * k3 + k4) * (h / 6)
+    return jnp.sum(jax.lax.fori_loop(0, steps, step, x))
+
+
+def rk4_section(args, rng):
+    """value_and_grad of the RK4 loop for 10/100/1000 steps: relayish with its capacity grown
+    by itself (one program for every step count, a retrace per doubling), with a tight fixed
+    capacity, and jax.jit(jax.value_and_grad) of lax.fori_loop per step count."""
+    import jax
+    n = args.rk4_size
+    vg = rl.value_and_grad(rk4_module(n))
+    x = rng.normal(size=n)
+    auto = rl.compile(vg, backend="jax")
+    print(f"\nRK4 (x' = 0.5 sin x - 0.1 x), value_and_grad w.r.t. x, float64[{n}]; CPU ms per "
+          f"call, best of {args.rounds} rounds, interleaved; compile = first call (trace + XLA)")
+    with jax.enable_x64(True):
+        for steps in (10, 100, 1000):
+            k = np.int32(steps)
+            t0 = time.process_time()
+            got = auto(x, k)
+            auto_first = time.process_time() - t0
+            tight = rl.compile(vg, backend="jax", capacity={"steps": steps + 1})
+            t0 = time.process_time()
+            tight(x, k)
+            tight_compile = time.process_time() - t0
+            ref = jax.jit(jax.value_and_grad(lambda v, s=steps: rk4_jax(v, s)))
+            t0 = time.process_time()
+            jax.block_until_ready(ref(x))
+            jax_compile = time.process_time() - t0
+            expected = rl.evaluate(vg, x, k)
+            np.testing.assert_allclose(got[0], expected[0], rtol=1e-9)
+            np.testing.assert_allclose(got[1][0], expected[1][0], rtol=1e-9)
+            np.testing.assert_allclose(got[1][0], ref(x)[1], rtol=1e-9)
+            best = interleaved_best({
+                "relayish jax, capacity grown": lambda _: jax.block_until_ready(auto(x, k)),
+                "relayish jax, tight capacity": lambda _: jax.block_until_ready(tight(x, k)),
+                "jax.jit, fori_loop per count": lambda _: jax.block_until_ready(ref(x))},
+                args.loop_repeats, args.rounds)
+            jax_ms = best["jax.jit, fori_loop per count"]
+            print(f"  {steps} steps: capacity grown to {auto.row_steps} ({auto.growths} "
+                  f"retraces so far, {auto.trace_count} traces); first call {auto_first:.2f} s, "
+                  f"tight {tight_compile:.2f} s, jax {jax_compile:.2f} s "
+                  f"(tight / jax {tight_compile / jax_compile:.1f}x)")
+            for name, ms in best.items():
+                print(f"    {name:32s} {ms:8.3f} ms   {ms / jax_ms:5.2f}x jax   "
+                      f"{ms / best['relayish jax, tight capacity']:5.2f}x tight")
+
+
+NESTED_TEXT = """
+def @newton(%z: float64, %a: float64, %n: int32) -> float64 {
+  let %f = %z * %z * %z + %z - %a;
+  if (logical_and(abs(%f) > 1e-12f64, %n < 50)) {
+    @newton(%z - %f / (3f64 * %z * %z + 1f64), %a, %n + 1)
+  } else { %z }
+}
+def @outer(%x: Tensor[(3), float64], %k: int32) -> Tensor[(3), float64] {
+  let %s = @newton(0f64, sum(%x * %x), 0);
+  if (logical_and(%k < 40, %s > 0.1f64)) { @outer(%x - 0.3f64 * %s * %x, %k + 1) } else { %x }
+}
+def @main(%x: Tensor[(3), float64]) -> float64 { sum(@outer(%x, 0)) }
+"""
+
+
+def nested_section(args, rng):
+    """A Newton solve inside an outer descent loop (the value): relayish's nested while loops
+    against the same nest written with jax.lax.while_loop, and the interpreter."""
+    import jax
+    import jax.numpy as jnp
+    mod = rl.parse(NESTED_TEXT)
+    run = rl.compile(mod, backend="jax")
+
+    def newton(a):
+        def body(s):
+            z, n = s
+            f = z ** 3 + z - a
+            return z - f / (3 * z * z + 1), n + 1
+        return jax.lax.while_loop(
+            lambda s: (jnp.abs(s[0] ** 3 + s[0] - a) > 1e-12) & (s[1] < 50), body,
+            (jnp.float64(0), 0))[0]
+
+    def outer(x):
+        def cond(s):
+            return (s[1] < 40) & (newton(jnp.sum(s[0] * s[0])) > 0.1)
+
+        def body(s):
+            v, k = s
+            return v - 0.3 * newton(jnp.sum(v * v)) * v, k + 1
+        return jnp.sum(jax.lax.while_loop(cond, body, (x, 0))[0])
+    with jax.enable_x64(True):
+        by_hand = jax.jit(outer)
+        xs = [rng.normal(size=3) * s for s in (0.05, 0.5, 1.0, 2.0)]
+        t0 = time.process_time()
+        run(xs[0])
+        ours_compile = time.process_time() - t0
+        t0 = time.process_time()
+        jax.block_until_ready(by_hand(xs[0]))
+        hand_compile = time.process_time() - t0
+        for x in xs:
+            np.testing.assert_allclose(run(x), rl.evaluate(mod, x), rtol=1e-9)
+            np.testing.assert_allclose(run(x), by_hand(x), rtol=1e-9)
+        best = interleaved_best({
+            "relayish jax (nested while loops)": lambda k: run(xs[k % len(xs)]),
+            "jax.lax.while_loop nest by hand": lambda k: jax.block_until_ready(
+                by_hand(xs[k % len(xs)]))}, len(xs) * args.loop_repeats, args.rounds)
+    hand = best["jax.lax.while_loop nest by hand"]
+    print(f"\nNewton solve inside an outer descent (value), float64[3], {len(xs)} inputs; "
+          f"{run.trace_count} trace; compile {ours_compile:.2f} s, by hand {hand_compile:.2f} s "
+          f"({ours_compile / hand_compile:.1f}x)")
+    for name, ms in best.items():
+        print(f"  {name:38s} {ms:8.4f} ms   {ms / hand:5.2f}x by hand")
+
+
 def _trips_f32(x):
     """The loop's trip count for x, run in float32 by XLA (the compiled programs' arithmetic:
     a float64 count can differ by one at the boundary)."""
@@ -469,15 +618,19 @@ def main(argv=None):
                         help="also time rl.vmap over batches of this many sequences (0: not)")
     parser.add_argument("--loop-inputs", type=int, default=20)
     parser.add_argument("--loop-repeats", type=int, default=20)
+    parser.add_argument("--rk4-size", type=int, default=1000)
+    parser.add_argument("--sections", default="rnn,loop,loop_grad,rk4,nested",
+                        help="comma-separated: rnn, loop, loop_grad, rk4, nested")
     parser.add_argument("--quick", action="store_true",
                         help="a short run: 20 sequences, 3 timed, 2 rounds")
     args = parser.parse_args(argv)
     if args.quick:
         args.seqs, args.timed, args.rounds, args.loop_repeats = 20, 3, 2, 5
     rng = np.random.default_rng(args.seed)
-    rnn_section(args, rng)
-    loop_section(args, rng)
-    loop_grad_section(args, rng)
+    sections = {"rnn": rnn_section, "loop": loop_section, "loop_grad": loop_grad_section,
+                "rk4": rk4_section, "nested": nested_section}
+    for name in args.sections.split(","):
+        sections[name](args, rng)
 
 
 if __name__ == "__main__":

@@ -2,13 +2,14 @@
 (issue 17), as text, with inputs of random structure: the generator of
 tests/fuzz/test_dynamic_loops.py.
 
-    program = draw(programs(kind))       # kind: "right", "left" or "loop"
+    program = draw(programs(kind))       # kind: "right", "left", "loop", "nested", "under_if"
     args = program.inputs(rng, size)     # weights (w, W, E) and a structure of `size` nodes
 
 Every program has the weights `%w: (3)`, `%W: (3, 3)`, `%E: (5, 3)` (an embedding read through
 int32 word fields, `take(%E, %i, axis=0)`) as its first parameters and one structure: a list or
 a random tree ADT of 2-3 constructors (folded by a right fold, or walked by a left fold with an
-accumulator), or a vector iterated by a traced-condition loop. Programs are type-correct by
+accumulator), or a vector iterated by a traced-condition loop (alone, with an inner loop in
+each step: `nested`, or two of them in the branches of a traced if: `under_if`). Programs are type-correct by
 construction. Clause bodies are small random expressions over the recursive results, the
 fields and the weights; each clause result is squashed (tanh, sin, sigmoid) so that values
 stay in range over 20 nodes or 30 trips, and a traced `if` compares sums offset by 0.3701 (as
@@ -319,8 +320,58 @@ def tail_loops(draw, let_ifs=True):
     return Program(text, "loop", None)
 
 
+def _loop_text(draw, name, inner=None):
+    """A traced-condition loop `@name(weights, %x)` as tail_loops draws it; with `inner` (the
+    name of another such loop) its step first runs that loop from a vector made of %x, whose
+    result joins the step's scope: a loop inside a loop."""
+    gen = Clauses(draw, False)
+    gen.favored = ["%x"]
+    word = draw(st.integers(0, 4))
+    scope = ["%x", "%w", f"take(%E, {word}, axis=0)"]
+    lines = []
+    if inner is not None:
+        start = gen.pick(("%x", "tanh(%x)", "(%x * 1.5f64)", "sin(%x * %w)"))
+        lines.append(f"let %s = @{inner}({', '.join(WEIGHT_ARGS)}, {start});")
+        scope.append("%s")
+        gen.favored.append("%s")
+    lines += gen.lets(scope)
+    step = (f"%x * (0.4f64 + 0.4f64 * sigmoid({gen.vector(scope)})) "
+            f"+ sin(%x) * (0.05f64 * {gen.squashed(scope)})")
+    exit_ = gen.exit(["%x", "%w"], "%x", depth=1)
+    call = f"@{name}({', '.join(WEIGHT_ARGS)}, "
+    return (f"def @{name}({WEIGHTS}, %x: {VEC}) -> {VEC} {{\n"
+            f"  if (sum(%x * %x) > 1e-6f64) {{ {' '.join(lines)} {call}{step}) }}\n"
+            f"  else {{ {exit_} }}\n}}\n")
+
+
+@st.composite
+def nested_loops(draw):
+    """@loop's every step runs @inner, a traced-condition loop of its own, to its end (trips of
+    both vary with the input): a nested while loop."""
+    text = _loop_text(draw, "inner") + _loop_text(draw, "loop", inner="inner")
+    text += (f"def @main({WEIGHTS}, %x: {VEC}) -> float64 {{\n"
+             f"  let %h = @loop({', '.join(WEIGHT_ARGS)}, %x); "
+             f"{draw(st.sampled_from(LOSSES))}\n}}\n")
+    return Program(text, "loop", None)
+
+
+@st.composite
+def loops_under_ifs(draw):
+    """@main runs @loop or @other, two traced-condition loops, in the branches of a traced if
+    (each loop a while loop inside a branch of the switch)."""
+    gen = Clauses(draw, False)
+    scope = ["%x", "%w"]
+    text = _loop_text(draw, "loop") + _loop_text(draw, "other")
+    branches = [f"{{ let %h = @{name}({', '.join(WEIGHT_ARGS)}, {gen.vector(scope, 1)}); "
+                f"{draw(st.sampled_from(LOSSES))} }}" for name in ("loop", "other")]
+    text += (f"def @main({WEIGHTS}, %x: {VEC}) -> float64 {{\n"
+             f"  if ({gen.condition(scope)}) {branches[0]} else {branches[1]}\n}}\n")
+    return Program(text, "loop", None)
+
+
 def programs(kind, **options):
     """The strategy of programs of `kind` ("right", "left", "loop"); options: let_ifs (a traced
     if bound by a let, not only as a clause's result), pre_lets (right folds: pure lets before
     the recursive calls), data_grad (folds: sometimes the gradient for the structure too)."""
-    return {"right": right_folds, "left": left_folds, "loop": tail_loops}[kind](**options)
+    return {"right": right_folds, "left": left_folds, "loop": tail_loops,
+            "nested": nested_loops, "under_if": loops_under_ifs}[kind](**options)

@@ -33,6 +33,7 @@ EXAMPLES = {
     "dynamic_programs": (6, 300),
     "dynamic_let_ifs": (4, 200),
     "dynamic_vmap": (4, 200),
+    "dynamic_nested": (4, 200),
     # test_eager_vs_torch.py: each example runs 3 steps, compiling with jax from the second
     "eager_vs_torch": (6, 500),
 }

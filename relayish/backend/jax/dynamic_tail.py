@@ -81,7 +81,9 @@ from relayish.backend.jax.values import (Frame, JClosure, JRef, JUnion, closure_
                                          serial_of)
 
 DEFAULT_STEPS = 100_000
-DEFAULT_ROW_STEPS = 1_024
+DEFAULT_ROW_STEPS = 1_024      # a loop with rows under rl.vmap (which cannot retrace per call)
+FIRST_ROW_STEPS = 16           # ... elsewhere, the first capacity, doubled on each overflow
+MAX_ROW_STEPS = 1 << 20        # ... up to this (then the capacity's EvaluationError)
 
 
 def _zeros(t):
@@ -323,7 +325,12 @@ class _RowsLoop:
     def __init__(self, ev, loop, name, args):
         self.ev, self.loop, self.name, self.func = ev, loop, name, loop.func
         self.args = list(args)
-        self.steps = ev.capacity.get("steps", DEFAULT_ROW_STEPS)
+        self.grows = "steps" not in ev.capacity and ev.row_steps is not None
+        self.steps = ev.capacity.get("steps") or ev.row_steps or DEFAULT_ROW_STEPS
+        tables = [a.table.capacity for a in self.args if isinstance(a, JCursor)]
+        if tables and "steps" not in ev.capacity:
+            # a left fold's gradient moves to a child every iteration: at most a row each
+            self.grows, self.steps = False, max(tables)
         self.bound = self.steps - 1               # iterations after the peeled one
         self.rows = max(self.bound, 1)            # table rows (at least one, for shapes)
         self.start = next_serial()
@@ -608,7 +615,7 @@ class _RowsLoop:
         ev.fault(going, f"{self.name} ran more than {self.steps} iterations, the "
                         "rows its loop records (references and closures made per "
                         "iteration; compile with a larger one: rl.compile(..., "
-                        f"capacity={{\"steps\": N}}), default {DEFAULT_ROW_STEPS})")
+                        "capacity={\"steps\": N}))", grows=self.grows)
         for pool, tables in zip(self.pools.values(), pools):
             pool.cell.value = tables
         for ref, value in zip(self.carried, carried):
@@ -645,4 +652,4 @@ class _RowsLoop:
         return list(_rebuild(_shape(tuple(raw)), iter(out)))
 
 
-__all__ = ["DEFAULT_STEPS", "DEFAULT_ROW_STEPS", "tail_call"]
+__all__ = ["DEFAULT_STEPS", "DEFAULT_ROW_STEPS", "FIRST_ROW_STEPS", "MAX_ROW_STEPS", "tail_call"]

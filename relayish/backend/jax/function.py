@@ -36,6 +36,7 @@ from relayish.backend.jax.devices import resolve_device
 from relayish.backend.jax.dtypes import program_uses64
 from relayish.backend.jax.dynamic_rule import dynamic_params, find_folds, find_tail_loops
 from relayish.backend.jax.dynamic_tables import JTable, NodeTable, TableSpec
+from relayish.backend.jax.dynamic_tail import DEFAULT_ROW_STEPS, FIRST_ROW_STEPS, MAX_ROW_STEPS
 from relayish.backend.jax.limits import chain_depth, trace_limits
 from relayish.backend.jax.trace import TraceEvaluator
 from relayish.backend.jax.values import JClosure, Restart, jax_array_class, load_jax
@@ -66,6 +67,12 @@ class _Entry:
         self.unrolled = None             # the most-called function of the trace (for messages)
         self.ops = 0                     # tensor operations the trace recorded
         self.faults = []                 # messages of run-time checks (a flag output each)
+        self.growable = set()            # those a doubled capacity may pass (JaxFunction._grow)
+        self.row_steps = None            # the capacity of loops with rows it was traced with
+
+
+class _Overflow(Exception):
+    """A run went past a capacity the function grows by itself (a loop's rows): retrace."""
 
 
 class JaxFunction:
@@ -103,6 +110,11 @@ class JaxFunction:
         # issue 17: recursive-ADT parameters that recognized folds consume are node tables,
         # folded by one loop for every shape (dynamic_rule.py has the rule)
         self.capacity = dynamic_capacity(capacity)
+        # the rows of a loop that records them (dynamic_tail._RowsLoop): unless capacity=
+        # fixes them, a small table first, doubled and retraced when a run overflows it, so a
+        # call's fixed cost (zeroing and copying the tables) follows the longest run so far
+        self.row_steps = None if "steps" in self.capacity else FIRST_ROW_STEPS
+        self.growths = 0                 # how many times row_steps doubled (explain())
         folds = find_folds(mod)
         self._tables = {k: TableSpec(mod, adt, orders)
                         for k, (adt, orders) in dynamic_params(mod, main, folds).items()}
@@ -140,12 +152,17 @@ class JaxFunction:
 
     def _call(self, args):
         leaves, key, tree, refs = self._flatten_args(args)
-        entry = self._entry(key, tree, len(leaves), refs)
-        if not entry.traced:
-            out, writes = run_deep(self._first_run, entry, leaves)
-            self._install_fast_path(entry, key)
-        else:
-            out, writes = self._run(entry, leaves)
+        while True:
+            entry = self._entry(key, tree, len(leaves), refs)
+            try:
+                if not entry.traced:
+                    out, writes = run_deep(self._first_run, entry, leaves)
+                    self._install_fast_path(entry, key)
+                else:
+                    out, writes = self._run(entry, leaves)
+                break
+            except _Overflow:
+                self._grow(entry)
         for (k, desc), content in zip(entry.written, writes):
             refs[k].value = decode(desc, content, refs, entry)
         return out if entry.pure else decode(entry.out_desc, out, refs, entry)
@@ -170,6 +187,16 @@ class JaxFunction:
         out, _ = _with_writes_unchecked(entry, outcome)
         return (out if entry.pure else decode(entry.out_desc, out, refs, entry),
                 flags, list(entry.faults))
+
+    def _grow(self, entry):
+        """Double the rows of loops with rows after `entry` overflowed them: every
+        specialization traces again (the next call of each), counted by `growths`."""
+        with self._lock:
+            if self.row_steps == entry.row_steps:      # not grown by another thread already
+                self.row_steps *= 2
+                self.growths += 1
+                self._cache = {}
+                self._fast = None
 
     def _install_fast_path(self, entry, key):
         if key != () or self._tensor_sig is None or entry.written or entry.faults:
@@ -334,6 +361,10 @@ class JaxFunction:
                             limits=self.limits)
         ev.folds, ev.tail_loops, ev.capacity = self._folds, self._tail_loops, self.capacity
         ev.select_joins = self.select_joins
+        # under rl.vmap the flags come back to the batch, which cannot retrace: a fixed default
+        ev.row_steps = DEFAULT_ROW_STEPS if self.select_joins or self.row_steps is None else \
+            self.row_steps
+        entry.row_steps = self.row_steps
         refs = []
         args = [JTable(t[1], [leaves[j] for j in t[2]]) if t[0] == "table" else
                 build_arg(t, leaves, refs) for t in entry.tree]
@@ -361,6 +392,9 @@ class JaxFunction:
         entry.pure = is_pure(desc)
         out = pure_tree(desc, out_leaves) if entry.pure else out_leaves
         entry.faults = [message for _, message in ev.faults]
+        if not self.select_joins and self.row_steps is not None and \
+                self.row_steps < MAX_ROW_STEPS:
+            entry.growable = ev.growable
         if not entry.ref_paths or not any(entry.ref_paths):
             ret = out                    # no reference arguments: no write-back outputs
         else:
@@ -380,7 +414,12 @@ class JaxFunction:
         arguments are node tables folded by one loop and which unroll per structure, and why
         (docs/dynamic.md)."""
         from relayish.backend.jax.dynamic_rule import explain
-        return explain(self.mod, self.main)
+        text = explain(self.mod, self.main)
+        if self.growths:
+            text += (f"\ncapacity: a run went past the rows of a loop that records them "
+                     f"{self.growths} time(s); each doubled them and traced again (now "
+                     f"{self.row_steps} steps; capacity={{\"steps\": S}} fixes them)")
+        return text
 
     def _converted(self, args):
         """parameters.convert(args), except that a node-table parameter may take a NodeTable
@@ -451,6 +490,8 @@ def _with_writes(entry, outcome):
             # are values of that trace, which must check them itself (notes/jax-backend.md)
             return _with_writes_unchecked(entry, outcome)
         failed = [m for m, f in zip(entry.faults, np.asarray(flags)) if f]
+        if failed and all(m in entry.growable for m in failed):
+            raise _Overflow()
         if failed:
             raise EvaluationError("; ".join(failed))
     return _with_writes_unchecked(entry, outcome)

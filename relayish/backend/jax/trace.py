@@ -102,6 +102,8 @@ class TraceEvaluator:
         self.guard = None                    # set while a backward loop traces (dynamic_defer)
         self.accumulations = None            # its deferrable gradient sums, found when needed
         self.fault_cells: dict = {}          # message -> its flag's cell (fault())
+        self.growable: set = set()           # messages of checks a larger capacity passes
+        self.row_steps = None                # rows of a loop with rows (function.py grows it)
         self.tail_loops: dict = {}           # Function -> TailLoop run as a while loop
         self.tail = None                     # the tail loop being traced (dynamic_tail.py)
         self.capacity: dict = {}             # rl.compile(..., capacity=...)
@@ -453,13 +455,16 @@ class TraceEvaluator:
             return
         raise CompileError(f"cannot write to a {describe(ref)} as a reference")
 
-    def fault(self, flag, message):
+    def fault(self, flag, message, grows=False):
         """A run-time check: where `flag` (a traced bool) is set, the run is an EvaluationError
         saying `message`. The flag lives in a cell per message, a reference older than anything
         traced (serial -1), so that a join, or a loop's body, that raises it carries it out as
         it carries any reference it writes: a check inside a nested loop or under a traced if
-        reaches the program's outputs (function.py) like one at the top."""
+        reaches the program's outputs (function.py) like one at the top. `grows`: the check
+        is a capacity that the compiled function may double and retrace for (function.py)."""
         import jax.numpy as jnp
+        if grows:
+            self.growable.add(message)
         cell = self.fault_cells.get(message)
         if cell is None:
             cell = self.fault_cells[message] = JRef(np.asarray(False), -1)
