@@ -140,3 +140,35 @@ def test_descent_on_the_gradient_of_an_inner_descent_is_one_compilation():
     # one trace, and one per doubling of the inner loop's rows (its check of its capacity
     # comes out of the outer loop as a fault the outer loop carries)
     assert run.growths >= 1 and run.trace_count == 1 + run.growths
+
+
+# a loop in a fold's clause: every node of the list runs a traced-condition loop
+FOLD = """
+type List[a] { Cons(a, List[a]), Nil }
+def @shrink(%x: Tensor[(4), float64]) -> Tensor[(4), float64] {
+  if (sum(%x * %x) > 0.001f64) { @shrink(%x * 0.7f64 + sin(%x) * 0.05f64) } else { %x }
+}
+def @read(%W: Tensor[(4, 4), float64], %xs: List[Tensor[(4), float64]]) -> Tensor[(4), float64] {
+  match (%xs) {
+    Nil => zeros(shape=[4], dtype="float64"),
+    Cons(%x, %rest) => { let %h = @read(%W, %rest); @shrink(tanh(matmul(%W, %h) + %x) * 3f64) }
+  }
+}
+def @main(%W: Tensor[(4, 4), float64], %xs: List[Tensor[(4), float64]]) -> float64 {
+  sum(@read(%W, %xs))
+}
+"""
+
+
+def test_a_loop_in_a_folds_clause_is_one_compilation_for_every_list():
+    mod = rl.parse(FOLD)
+    run = rl.compile(mod, backend="jax", capacity={"nodes": 16})
+    rng = np.random.default_rng(3)
+    W = rng.normal(size=(4, 4))
+    for n in (0, 3, 9):
+        xs = rl.list_value(mod, list(rng.normal(size=(n, 4))))
+        np.testing.assert_allclose(run(W, xs), rl.evaluate(mod, W, xs), rtol=1e-9, atol=1e-15)
+    assert run.trace_count == 1 and sorted(run.node_tables()) == [1]
+    # (inside the fold's clause, a switch over the constructors: "under a traced if or match")
+    with pytest.raises(CompileError, match=r"@shrink_ad: .* gradient of a nested loop"):
+        rl.compile(rl.grad(mod), backend="jax")(W, rl.list_value(mod, [np.ones(4)]))

@@ -317,6 +317,11 @@ class _FoldLoop:
             for ref, old in frame.log.values():
                 if any(ref is p.cell for p in self.pools.values()):
                     continue
+                if ev.is_fault_cell(ref):     # a check raised in the body (a nested loop's)
+                    ref.value = old
+                    saved[id(ref)] = (ref, old)
+                    self.carried.append(ref)
+                    continue
                 if id(ref) not in saved:
                     raise CompileError(f"{self.name}: an iteration writes a reference that "
                                        "is not reachable from the call's arguments")

@@ -497,8 +497,9 @@ class _RowsLoop:
         calls, conts = [], []
 
         def discover():
+            frame = Frame(self.start)
             try:
-                ev.frames = [Frame(self.start)]
+                ev.frames = [frame]
                 self.i = np.int32(0)
                 cont, _, _, found = self._step(self.args, self.args)
                 calls.extend(found)
@@ -506,6 +507,9 @@ class _RowsLoop:
             finally:
                 ev.frames = saved_frames
                 restore()
+                for ref, old in frame.log.values():
+                    if ev.is_fault_cell(ref):
+                        ref.value = old
             return []
         jax.make_jaxpr(discover)()
         if not is_traced(conts[0]):
@@ -553,6 +557,11 @@ class _RowsLoop:
             for ref, old in frame.log.values():
                 if ref is self.cont or ref is self.nxt or \
                         any(ref is p.cell for p in self.pools.values()):
+                    continue
+                if ev.is_fault_cell(ref):     # a check raised in the body (a nested loop's)
+                    ref.value = old
+                    saved[id(ref)] = (ref, old)
+                    self.carried.append(ref)
                     continue
                 if id(ref) not in saved:
                     raise CompileError(f"{self.name}: an iteration writes a reference that "

@@ -472,6 +472,10 @@ class TraceEvaluator:
         self.write(cell, flag if not is_traced(old) and not bool(old) else
                    jnp.logical_or(old, flag))
 
+    def is_fault_cell(self, ref):
+        """Is `ref` a check's flag cell (fault())? A loop carries those its body writes."""
+        return any(ref is cell for cell in self.fault_cells.values())
+
     @property
     def faults(self):
         """[(flag, message)] of the run-time checks traced so far."""
