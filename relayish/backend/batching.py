@@ -51,6 +51,7 @@ import numpy as np
 
 from relayish.errors import CompileError, EvaluationError, RelayishError, TypeCheckError
 from relayish.ir.expr import Function
+from relayish.ir.link import link_program
 from relayish.ir.module import Module
 from relayish.ir.types import FuncType, RefType, TensorType, TupleType, is_tensor_tree
 from relayish.ir.visitor import run_deep
@@ -207,7 +208,7 @@ def vmap(f, in_axes=0):
     >>> vf = rl.vmap(rl.Function([x, w], rl.sum(x * w)), in_axes=(0, None))
     >>> rl.evaluate(vf, np.ones((5, 3), "float32"), np.arange(3, dtype="float32"))  # shape (5,)
     """
-    return Batched(f, in_axes)
+    return Batched(link_program(f) if isinstance(f, (Function, Module)) else f, in_axes)
 
 
 def _normalized_axes(in_axes, vf):

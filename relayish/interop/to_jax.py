@@ -36,6 +36,7 @@ import numpy as np
 
 from relayish.errors import CompileError
 from relayish.ir.expr import Call, Function, Let, Tuple, TupleGetItem, Var
+from relayish.ir.link import link_program
 from relayish.ir.module import Module
 from relayish.ir.types import TensorType, TupleType
 from relayish.ir.typecheck import infer_type
@@ -60,6 +61,8 @@ def to_jax(f_or_mod, capacity=None):
     >>> jf = rl.to_jax(rl.from_jax(lambda x: jnp.sum(jnp.sin(x)), np.ones(3)))
     >>> jax.grad(jf)(jnp.zeros(3))                      # relayish's gradient program
     """
+    if isinstance(f_or_mod, (Function, Module)):
+        f_or_mod = link_program(f_or_mod)        # called Modules' globals merged
     program = _Program.of(f_or_mod, capacity)
     _primitives()
 

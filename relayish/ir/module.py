@@ -25,6 +25,10 @@ def fresh_name(name, taken, sep=""):
     return f"{name}{sep}{i}"
 
 
+# the name of a called Module's @main until ir/link.py merges it (then main_1, main_2, ...)
+LINKED_MAIN = "main of a called Module"
+
+
 class FunctionTable(dict):
     """A Module's table of functions (a dict) with a stamp, new on each change, unique across
     tables: a cache of what was compiled from a module compares one integer instead of the
@@ -167,7 +171,7 @@ class Module:
         caller's (renamed where they clash) before the program runs or is differentiated."""
         if "main" not in self:
             raise RelayishError("a Module called from another program needs a @main function")
-        gv = GlobalVar("main")
+        gv = GlobalVar(LINKED_MAIN)      # a name no lookup resolves: only linking does
         gv.linked = self
         return gv
 

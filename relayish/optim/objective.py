@@ -16,6 +16,7 @@ import numpy as np
 
 from relayish.errors import RelayishError
 from relayish.ir.expr import Call, Function, GlobalVar, Tuple, Var, const
+from relayish.ir.link import link_program
 from relayish.ir.module import Module
 from relayish.ir.types import TensorType, TupleType, TypeCall, substitute
 from relayish.ir.visitor import ExprMutator, run_deep
@@ -198,7 +199,7 @@ def flat_objective(f, x0, args=()):
     if not isinstance(f, (Function, Module)):
         raise RelayishError(f"minimize takes a relayish Function or Module (with @main), got "
                             f"{type(f).__name__}")
-    checked = infer_type(f)
+    checked = infer_type(link_program(f))        # called Modules' globals merged
     mod = checked if isinstance(checked, Module) else None
     main = checked["main"] if mod is not None else checked
     ftype = main.checked_type

@@ -158,6 +158,15 @@ def test_clashing_global_names_are_renamed():
     assert merged["helper"] is caller["helper"]          # the caller's own keep their names
 
 
+def test_vmap_minimize_and_a_module_of_the_caller_link_too():
+    x = rl.var("x", shape=(2,), dtype="float64")
+    h = rl.Function([x], rl.Call(rl.parse(CALLEE_A), [x]) * rl.const(2.0, "float64"))
+    np.testing.assert_allclose(rl.evaluate(rl.vmap(h), np.ones((3, 2))), [4.0, 4.0, 4.0])
+    np.testing.assert_allclose(rl.evaluate(rl.Module.from_expr(h), np.ones(2)), 4.0)
+    res = rl.optim.minimize(h, np.ones(2), backend="interpreter")
+    assert res.converged and np.allclose(res.x, 0.0)
+
+
 def test_a_called_module_outside_the_entry_points_is_a_clear_error():
     x = rl.var("x", shape=(2,), dtype="float64")
     f = rl.Function([x], rl.Call(rl.parse(CALLEE_A), [x]))
