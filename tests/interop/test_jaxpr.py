@@ -6,7 +6,7 @@ The relayish side runs on the interpreter (no compilation); the jax references a
 each. One test compiles a loop's gradient with the jax backend."""
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 import relayish as rl
 
@@ -232,6 +232,7 @@ def _programs(draw):
     return program
 
 
+@settings(max_examples=10)       # 5 by default (tests/conftest.py), 10 under -m slow
 @given(_programs(), st.integers(0, 2 ** 16))
 def test_drawn_jax_programs_agree_in_value_and_gradient(program, seed):
     r = _rng(seed)
