@@ -87,7 +87,7 @@ def load(name, **sizes):
 def entry(module, global_name):
     """A copy of `module` whose @main is its global `global_name`: one .rly file holds an
     eval's objective and the helpers its functions share, and each function differentiates
-    one of them."""
+    one of them (which must not call @main, the name it takes)."""
     out = module.copy()
     out["main"] = module[global_name]
     return out

@@ -107,3 +107,61 @@ def test_gmm():
     out = answer("gmm", "jacobian", input)
     for name, g in zip(ind, grads):
         close(out[name], g)
+
+
+def jax_ode(x, s):
+    h = 2.0 / s
+
+    def f(y):
+        return x * jnp.concatenate([jnp.ones(1), y[:-1]])
+
+    def step(y, _):
+        k1 = f(y)
+        k2 = f(y + h / 2 * k1)
+        k3 = f(y + h / 2 * k2)
+        k4 = f(y + h * k3)
+        return y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4), None
+    return jax.lax.scan(step, jnp.zeros_like(x), None, length=s)[0]
+
+
+def test_ode():
+    x, s = rng.random(5), 3
+    close(answer("ode", "primal", {"x": x.tolist(), "s": s}), jax_ode(x, s))
+    close(answer("ode", "gradient", {"x": x.tolist(), "s": s}),
+          jax.jit(jax.grad(lambda x: jax_ode(x, s)[-1]))(x))
+
+
+def jax_lstm(main, extra, state, sequence):
+    b = sequence.shape[1]
+
+    def cell(weight, bias, hidden, c, x):
+        gates = jnp.concatenate([x, hidden, x, hidden]) * weight + bias
+        f, i, o = (jax.nn.sigmoid(gates[j * b:(j + 1) * b]) for j in range(3))
+        c = c * f + i * jnp.tanh(gates[3 * b:])
+        return o * jnp.tanh(c), c
+
+    def step(carry, t):
+        s, x, total = carry
+        x = x * extra[0]
+        new = []
+        for i in range(0, s.shape[0], 2):
+            h, c = cell(main[i], main[i + 1], s[i], s[i + 1], x)
+            new += [h, c]
+            x = h
+        y = x * extra[1] + extra[2]
+        gold = sequence[t + 1]
+        return (jnp.stack(new), gold, total + jnp.sum(gold * (y - jnp.log(jnp.sum(jnp.exp(y)))))), None
+    (_, _, total), _ = jax.lax.scan(step, (state, sequence[0], 0.0),
+                                    jnp.arange(sequence.shape[0] - 1))
+    return -total / ((sequence.shape[0] - 1) * b)
+
+
+def test_lstm():
+    layers, b, c = 2, 3, 5
+    args = (rng.random((2 * layers, 4 * b)), rng.random((3, b)), rng.random((2 * layers, b)),
+            rng.integers(0, 2, size=(c, b)).astype(np.float64))
+    input = dict(zip(("main_params", "extra_params", "state", "sequence"),
+                     (a.tolist() for a in args)))
+    close(answer("lstm", "objective", input), jax.jit(jax_lstm)(*args))
+    gm, ge = jax.jit(jax.grad(jax_lstm, argnums=(0, 1)))(*args)
+    close(answer("lstm", "jacobian", input), np.concatenate([gm.ravel(), ge.ravel()]))
