@@ -93,13 +93,54 @@ def entry(module, global_name):
     return out
 
 
+def define(module, name, program):
+    """module[name] = program, an AD result: a Function, or a Module whose @main it is, whose
+    other globals join `module` (a name `module` already has must be the same function)."""
+    if isinstance(program, rl.Module):
+        for gv, func in program.functions.items():
+            if gv.name_hint == "main":
+                continue
+            if gv.name_hint in module and module[gv.name_hint] is not func:
+                raise rl.RelayishError(f"@{gv.name_hint} of the program given for @{name} "
+                                       "differs from the module's")
+            module[gv.name_hint] = func
+        program = program["main"]
+    module[name] = program
+    return module
+
+
 _programs = {}
+# the programs the jax backend refused, by key: {key: the CompileError's message}
+on_interpreter = {}
 
 
-def compiled(key, build, **compile_options):
+def compiled(key, build, fallback=False, **compile_options):
     """The compiled program for `key` (an eval, a function and the input's sizes), built by
-    `build()` (a Function or Module) and compiled by the jax backend the first time."""
+    `build()` (a Function or Module) and compiled by the jax backend the first time. With
+    `fallback`, a program the jax backend refuses (a CompileError, at its first call) runs on
+    the interpreter instead, recorded in `on_interpreter`: for the constructs that do not
+    compile yet (notes/gradbench.md)."""
     run = _programs.get(key)
     if run is None:
-        run = _programs[key] = rl.compile(build(), backend="jax", **compile_options)
+        program = build()
+        run = rl.compile(program, backend="jax", **compile_options)
+        if fallback:
+            run = _first_call_falls_back(key, run, program)
+        _programs[key] = run
     return run
+
+
+def _first_call_falls_back(key, run, program):
+    state = {"run": run, "tried": False}
+
+    def call(*args):
+        if state["tried"]:
+            return state["run"](*args)
+        state["tried"] = True
+        try:
+            return run(*args)
+        except rl.CompileError as e:
+            on_interpreter[key] = str(e).splitlines()[0]
+            state["run"] = rl.compile(program, backend="interpreter")
+            return state["run"](*args)
+    return call
