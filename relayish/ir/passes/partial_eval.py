@@ -91,12 +91,17 @@ INLINE_BUDGET = 10_000   # inlined calls per pass run, plus 4 per node of the pr
 
 # kinds of partially static values
 _CONST, _TUPLE, _CTOR, _CLOSURE, _REF, _DYN, _GLOBAL = range(7)
-STATIC_DEPTH = 10_000    # nested inlined calls of one specialisation (Python's stack bounds it)
+ATTEMPT_FUEL = 2_000     # inlined calls one specialisation may make (it also bounds the depth)
 
 
 class _Dynamic(Exception):
-    """Raised inside a specialisation when control depends on a dynamic value: the call is
-    left a call (the evaluator's state is put back as it was before the attempt)."""
+    """Raised inside a specialisation when control depends on a dynamic value, or the fuel is
+    spent (`out_of_fuel`): the call is left a call (the evaluator's state is put back as it was
+    before the attempt)."""
+
+    def __init__(self, out_of_fuel=False):
+        super().__init__()
+        self.out_of_fuel = out_of_fuel
 
 
 class _Slot:
@@ -206,7 +211,7 @@ class _PartialEvaluator:
         self.globals = mod.functions   # GlobalVar -> Function (A-normal form, typed)
         self.shared = shared           # across the globals' runs: instances, failed attempts
         self.trial = 0                 # > 0 while specialising a call (_Dynamic ends it)
-        self.depth = 0                 # nested inlined calls inside the specialisation
+        self.attempt_calls = 0         # calls the specialisation under way has inlined
 
     # ---- environment, clock and store -------------------------------------------------------
     def lookup(self, var):
@@ -495,7 +500,8 @@ class _PartialEvaluator:
     # ---- inlining known closures ------------------------------------------------------------
     def can_inline(self, func):
         return (not func.type_params and self.fuel_left()
-                and (self.trial or self.active.get(id(func), 0) < UNROLL))
+                and (self.trial and self.attempt_calls < ATTEMPT_FUEL
+                     or self.active.get(id(func), 0) < UNROLL))
 
     def fuel_left(self) -> bool:
         if self.budget <= 0 and self.mod is not None:
@@ -511,12 +517,12 @@ class _PartialEvaluator:
         is %x, a recursion on a constant runs to its end. Only where that cannot grow AD
         output: every argument fully static (_fully_static), or the callee small (SMALL nodes)
         and some argument not dynamic. It is attempted: an `if` or `match` on a dynamic value,
-        or running out of fuel (the pass's budget, STATIC_DEPTH nested calls) ends the attempt
+        or running out of fuel (the pass's budget, ATTEMPT_FUEL inlined calls) ends the attempt
         and puts the state back. Effects are residual code emitted in order, as anywhere. A
-        failed attempt is remembered per callee and shape of the arguments. None: leave the
-        call."""
-        if self.trial and (not self.fuel_left() or self.depth >= STATIC_DEPTH):
-            raise _Dynamic        # out of fuel: the attempt ends, the call stays as written
+        failed attempt is remembered per callee and shape of the arguments (one out of fuel,
+        per callee). None: leave the call."""
+        if self.trial and (not self.fuel_left() or self.attempt_calls >= ATTEMPT_FUEL):
+            raise _Dynamic(out_of_fuel=True)     # the attempt ends, the call stays as written
         if args and all(a.kind == _DYN for a in args) or not self.fuel_left():
             return None
         func = callee.data[0] if callee.kind == _CLOSURE else self.function_of(callee.data, call)
@@ -527,15 +533,16 @@ class _PartialEvaluator:
         if self.trial:            # inside an attempt: one attempt, one state to put back
             return self.inline(closure, args)
         key = (id(func), _shape(args))
-        if key in self.shared.failed:
+        if key in self.shared.failed or (id(func), None) in self.shared.failed:
             return None
         saved = self.save()
-        self.trial = 1
+        self.trial, self.attempt_calls = 1, 0
         try:
             return self.inline(closure, args)
-        except _Dynamic:
+        except _Dynamic as stop:
             self.restore(saved)
-            self.shared.failed.add(key)
+            # a recursion that spent its fuel once is not tried again at any arguments
+            self.shared.failed.add((id(func), None) if stop.out_of_fuel else key)
             return None
         finally:
             self.trial = 0
@@ -582,7 +589,7 @@ class _PartialEvaluator:
     def inline(self, closure, args):
         func, captured = closure.data
         self.budget -= 1
-        self.depth += 1
+        self.attempt_calls += self.trial
         self.active[id(func)] = self.active.get(id(func), 0) + 1
         saved = self.local, self.captured
         self.local = {id(p): a for p, a in zip(func.params, args)}
@@ -592,21 +599,20 @@ class _PartialEvaluator:
         finally:
             self.local, self.captured = saved
             self.active[id(func)] -= 1
-            self.depth -= 1
 
     def residual_function(self, closure):
         """A thunk building the Function a closure residualizes to: its body evaluated now with
         its parameters dynamic and an empty store (it may be called at any time)."""
         func, captured = closure.data
         params = [_fresh(p) for p in func.params]
-        saved = self.local, self.captured, self.trial, self.depth
+        saved = self.local, self.captured, self.trial, self.attempt_calls
         # its body runs when the residual code calls it: not part of a specialisation
-        self.local, self.captured, self.trial, self.depth = {}, captured, 0, 0
+        self.local, self.captured, self.trial = {}, captured, 0
         try:
             scope, result, _ = self.in_scope(
                 func.body, {}, [(p, _PV(_DYN, atom=q)) for p, q in zip(func.params, params)])
         finally:
-            self.local, self.captured, self.trial, self.depth = saved
+            self.local, self.captured, self.trial, self.attempt_calls = saved
         return lambda: Function(params, scope.build(result), func.ret_type, func.type_params)
 
     # ---- the end: writes to escaped references ----------------------------------------------

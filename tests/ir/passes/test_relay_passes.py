@@ -301,7 +301,7 @@ def test_fold_keeps_values_faults_and_non_constants():
 
 # ---- every program: the Relay-form passes keep values and print back -------------------------
 
-@settings(max_examples=25)
+@settings(max_examples=6)       # test_properties runs the passes at length; these are the forms
 @given(programs(max_depth=4))
 def test_the_relay_form_passes_keep_the_values_of_random_programs(prog):
     for passes in ([rl.passes.to_anf], [rl.passes.cse], [rl.passes.fold_constant],
