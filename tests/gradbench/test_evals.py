@@ -293,7 +293,7 @@ def test_ht(complicated):
     close(answer("ht", "jacobian", input), expected)
 
 
-@pytest.mark.slow     # the reverse-mode variants run the outer gradient on the interpreter
+@pytest.mark.slow     # the reverse-mode variants compile a recorded loop for 1-2 minutes
 @pytest.mark.parametrize("function", ["ff", "fr", "rf", "rr"])
 def test_saddle_all_modes(function):
     close(answer("saddle", function, {"start": [1.0, 1.0]}), [8.246324826140356e-06] * 4,

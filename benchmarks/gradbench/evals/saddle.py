@@ -6,9 +6,9 @@ loop, with the inner gradient @dcost_dp from rl.grad (r) or two rl.jvp tangents 
 outer gradient of @r1_cost, through that loop, by rl.grad (r) or rl.jvp (f). What is not: the
 outer descent loop, which would nest the inner loop in a loop, and a loop in a loop does not
 compile on the jax backend yet (notes/gradbench.md); it runs GradBench's gd.hpp algorithm in
-Python, calling the compiled programs. And the reverse-mode gradient through the inner loop
-(rf, rr): the jax backend refuses it (a loop argument that some iterations pass on unchanged
-and others replace), so it runs on the interpreter (tool.on_interpreter records it)."""
+Python, calling the compiled programs. Should the jax backend refuse the outer gradient
+through the inner loop, it runs on the interpreter (tool.on_interpreter records it); the loop
+is written so that it compiles (saddle.rly)."""
 import numpy as np
 
 import relayish as rl
