@@ -50,8 +50,9 @@ def to_jax(f_or_mod, capacity=None):
 
     `capacity` is rl.compile's, for the program and each of its derivative programs:
     `{"steps": S}` bounds the iterations of a loop that records rows for a backward pass
-    (1,024 by default), whose buffers each gradient call fills; a bound near the real trip
-    count (a scan's length) makes the gradient's loop cheaper.
+    (1,024 by default: rows cannot grow inside a jax trace as `rl.compile`'s do), whose
+    buffers each gradient call fills; a bound near the real trip count (a scan's length)
+    makes the gradient's loop cheaper.
 
     Parameters and results are tensors and (nested) tuples of them, which the jax function
     takes and returns as tuples of arrays. Its jax.grad/vjp is relayish's reverse mode, its
@@ -218,6 +219,10 @@ class _Program:
             if self._run is None:
                 from relayish.backend.api import compile as rl_compile
                 self._run = rl_compile(self.flat, backend="jax", capacity=self.capacity)
+                if "steps" not in (self.capacity or {}):
+                    # a loop's rows grow by retracing in `run`, which a jax trace cannot do:
+                    # fixed rows (DEFAULT_ROW_STEPS, as under rl.vmap), not the first 16
+                    self._run.row_steps = None
             return self._run
 
     def jax_call(self, *leaves):
