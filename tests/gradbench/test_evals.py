@@ -12,8 +12,6 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "benchmarks",
                                 "gradbench"))
-jax.config.update("jax_enable_x64", True)
-
 RUNS = {"min_runs": 1, "min_seconds": 0}
 
 
@@ -32,6 +30,16 @@ def close(actual, expected, rtol=1e-10, atol=1e-12):
 
 
 rng = np.random.default_rng(29)
+
+
+@pytest.fixture(autouse=True)
+def float64_jax():
+    """jax's references in float64 for these tests only: a switch set at import would hold for
+    the whole run, and tests/backend/test_jax.py checks that relayish never needs it."""
+    old = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", old)
 
 
 def test_hello():
