@@ -208,6 +208,9 @@ def test_float32_stays_float32_and_tuple_results_are_tuples():
 UNARY = [jnp.sin, jnp.cos, jnp.tanh, jnp.exp, jax.nn.sigmoid, lambda v: v * v,
          lambda v: jnp.sqrt(v * v + 1.0), lambda v: jnp.log1p(v * v), jnp.abs, jax.nn.relu,
          lambda v: jnp.expm1(v) + jnp.sign(v) * jnp.floor(v) + jnp.round(v),
+         lambda v: jax.lax.cond(v.sum() > 0, jnp.sin, lambda u: u * u, v),
+         lambda v: jax.lax.scan(lambda c, r: (jnp.tanh(c + r), c * r), jnp.zeros(v.shape[1]),
+                                v)[1],
          lambda v: v ** 3, lambda v: jax.lax.rsqrt(v * v + 2.0), jax.nn.softplus]
 BINARY = [jnp.add, jnp.subtract, jnp.multiply, jnp.maximum, jnp.minimum,
           lambda a, b: a / (b * b + 1.0), lambda a, b: jnp.where(a > b, a, b * 2.0),
