@@ -287,7 +287,9 @@ def _to_device(params):
     """Numpy values read by a compiled program become jax arrays, once: jax copies a numpy
     argument to the device at every call (~3 us each), a jax array it takes as it is. The
     data, the leaves of Python numbers and the results of earlier steps are read again and
-    again by a loop. (64-bit arrays stay numpy: jax would narrow them unless x64 is on.)"""
+    again by a loop. (64-bit arrays stay numpy: jax would narrow them unless x64 is on.)
+    On CPU they go to relayish's synchronous client (`run_device`), so the program runs
+    there, and so do the next steps, which read its results."""
     import numpy as np
     from relayish.backend.jax.values import load_jax
     jax = None
@@ -295,7 +297,39 @@ def _to_device(params):
         v = p.value
         if v.__class__ is np.ndarray and v.dtype.itemsize <= 4:
             jax = jax or load_jax()
-            p.value = jax.device_put(v)
+            p.value = jax.device_put(v, run_device())
+
+
+_DEVICE = []        # [the device compiled steps run on, or None: jax's default]
+
+
+def run_device():
+    """The device of relayish's compiled steps: on CPU, the device of a CPU client of its own
+    whose dispatch is synchronous (the program runs in the calling thread).
+
+    Why: every run of a recorded step is followed at once by a wait for its result (a run
+    happens because a value is inspected), so jax's default asynchronous CPU dispatch, which
+    hands the program to a worker thread, can only add the hand-off -- and after a step's
+    Python (tens of microseconds of recording) that worker has parked, so each call pays
+    its wake-up and the result's (measured, notes/eager.md: the small MLP's call 120-130
+    us async against 66 sync on a loaded machine; a 1024 x 1024 matmul chain the same both
+    ways). jax's own flag (`jax_cpu_enable_async_dispatch`) is the process's, read once;
+    this client leaves the user's jax code as it is. Arrays of the two clients mix freely
+    in jax operations. None (jax's default device) where the default backend is not the
+    CPU, where the user turned async dispatch off already, or if jax cannot make the
+    client."""
+    if _DEVICE:
+        return _DEVICE[0]
+    device = None
+    try:
+        import jax
+        from jax._src.lib import xla_client
+        if jax.default_backend() == "cpu" and jax.config.read("jax_cpu_enable_async_dispatch"):
+            device = xla_client.make_cpu_client(asynchronous=False).local_devices()[0]
+    except Exception:  # noqa: BLE001 - a private API of jax: without it, jax's default
+        device = None
+    _DEVICE.append(device)
+    return device
 
 
 def _live_bindings(nodes, outputs):

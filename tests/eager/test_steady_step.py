@@ -78,3 +78,23 @@ def test_stats_count_the_seconds_of_new_structures():
     compile_s = s["compile_s"]
     step()                              # a hit: no new seconds
     assert re.stats()["compile_s"] == compile_s
+
+
+def test_a_steady_step_runs_on_the_synchronous_cpu_client():
+    # on CPU relayish runs its compiled steps on a client of its own whose dispatch is
+    # synchronous (runner.run_device): the step's results are that client's arrays
+    device = runner.run_device()
+    if jax.default_backend() != "cpu" or not jax.config.read("jax_cpu_enable_async_dispatch"):
+        assert device is None
+        return
+    assert device is not None and device.client is not jax.devices()[0].client
+    re.clear_cache()
+    step = _mlp_step()
+    for _ in range(3):
+        loss, params = step()
+    for p in params:
+        (d,) = p.node.value.devices()
+        assert d.client is device.client
+    # the user's jax arrays mix with them
+    x = jax.numpy.ones(params[1].shape, "float32")
+    np.testing.assert_allclose(np.asarray(params[1].node.value + x), np.asarray(params[1]) + 1)
