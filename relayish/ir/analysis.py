@@ -38,7 +38,7 @@ from relayish.errors import RelayishError
 from relayish.ir.expr import Function, GlobalVar, Let, Match, PatternVar, Var
 from relayish.ir.fields import EXPR, EXPRS, children, iter_fields
 
-__all__ = ["FreeVars", "free_vars", "CallGraph", "global_refs", "use_counts", "walk"]
+__all__ = ["FreeVars", "free_vars", "CallGraph", "global_refs", "param_index", "use_counts", "walk"]
 
 # work items
 _VISIT, _BIND, _UNBIND, _EXIT = range(4)
@@ -174,6 +174,15 @@ def _pattern_vars(pattern) -> list:
 
 
 # ---- whole-program walks -------------------------------------------------------------------
+
+def param_index(func, var):
+    """The position of `var` among `func`'s parameters, or None: by identity (`==` on
+    expressions builds an op call, so `list.index` and `in` do not apply)."""
+    for k, p in enumerate(func.params):
+        if p is var:
+            return k
+    return None
+
 
 def walk(expr):
     """Every node inside `expr` (itself included: expressions, patterns, clauses), each once, in

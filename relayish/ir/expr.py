@@ -5,10 +5,12 @@ Var | GlobalVar | Constant | Tuple | TupleGetItem | Function | Call | Let | If |
 Match clauses hold patterns: PatternWildcard | PatternVar | PatternConstructor | PatternTuple.
 
 Nodes carry no pass logic. `checked_type` is filled in by type inference. Python operators on
-expressions build op calls (`x + y` is `add(x, y)`); `==` stays identity, use `rl.equal`.
+expressions build op calls (`x + y` is `add(x, y)`, `x == y` is `equal(x, y)`); nodes compare
+by identity everywhere else (`is`; the hash is the identity's).
 """
 from __future__ import annotations
 
+import math
 import re
 
 from attrs import Converter, define, field
@@ -18,7 +20,8 @@ from relayish.errors import RelayishError
 from relayish.ir.fields import (CLAUSES, DATA, EXPR, EXPRS, PATTERN, PATTERNS, TYPE, TYPES, VAR,
                                 VARS, node_field)
 from relayish.ir.types import (DTYPES, FuncType, GlobalTypeVar, Type, TensorType, TypeVar,
-                               normalize_dtype, printable_name)
+                               float_overflows, float_range_message, normalize_dtype,
+                               printable_name)
 
 
 class Node:
@@ -122,13 +125,17 @@ class Expr(Node):
     def __ge__(self, other): return _binary("greater_equal", self, other)
     def __neg__(self): return _call_op("negative", [self])
 
+    # `==` and `!=` build elementwise comparisons, as on numpy and jax arrays:
+    # `rl.where(x == 0.0, x, 1.0)`. Nodes still compare by identity everywhere else: the hash
+    # is the identity's (Exprs are dict keys and set members all over relayish), containers
+    # test `is` before `==`, and code that asks whether two nodes are the same one says `is`.
     __hash__ = object.__hash__
 
     def __eq__(self, other):
-        return self is other
+        return _comparison("equal", self, other)
 
     def __ne__(self, other):
-        return self is not other
+        return _comparison("not_equal", self, other)
 
     # numpy must not treat an expression as an array element: `np.ones(3) + x` would build an
     # object array of `1.0 + x` calls. With __array_ufunc__ = None numpy's operators return
@@ -155,12 +162,17 @@ class Expr(Node):
     def __bool__(self):
         # the value is not known while the program is built: `if x < y:` would silently take
         # one branch for every run (jax raises the same way for tracers)
+        same = ""
+        if isinstance(self, Call) and isinstance(self.op, Primitive) and \
+                self.op.name in ("equal", "not_equal"):
+            same = (" (`==` and `!=` on expressions build equal/not_equal; whether two nodes "
+                    "are the same one is `a is b`)")
         raise RelayishError(
             f"the truth value of the relayish expression {_short_text(self)} is not known while "
             "the program is built: `if`, `while`, `and`, `or`, `not` and `assert` would decide "
             "once, now. Use rl.If(cond, then, else) (or sb.if_scope) for a branch in the "
             "program, rl.where(cond, a, b) to choose elementwise, and rl.logical_and/or/not "
-            "to combine conditions")
+            f"to combine conditions{same}")
 
     def __getitem__(self, index):
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
@@ -321,6 +333,15 @@ def _binary(name, a, b):
     return _call_op(name, [a, b])
 
 
+def _comparison(name, a, b):
+    """`a == b` / `a != b` with an expression on the left: the op call when b is an expression
+    or a constant-like value (a number, a bool, a numpy value, a list of numbers); anything
+    else (None, a string, a Type) is NotImplemented, so Python compares identities: False."""
+    if not (isinstance(b, Expr) or isinstance(b, (bool, np.bool_)) or _constant_like(b)):
+        return NotImplemented
+    return _binary(name, a, b)
+
+
 def _const_array(value, dtype):
     if isinstance(value, (str, bytes)):
         raise RelayishError(f"{_shown(value)} is a string, not a value a relayish program can "
@@ -328,29 +349,17 @@ def _const_array(value, dtype):
     if value is None or isinstance(value, Node):
         raise RelayishError(f"{describe(value)} is not a constant: a constant is a number, a bool, "
                             "or an array of them")
-    narrow = False
+    if dtype is not None:
+        dtype = normalize_dtype(dtype)
     try:
-        if dtype is not None:
-            arr = np.asarray(value, dtype=normalize_dtype(dtype))
-        elif isinstance(value, (bool, np.bool_)):
-            arr = np.asarray(value, dtype="bool")
-        elif isinstance(value, int):
-            arr = np.asarray(value, dtype="int32")
-        elif isinstance(value, float) and not isinstance(value, np.generic):  # np.float64 keeps its dtype
-            arr = np.asarray(value, dtype="float32")
-        else:
-            arr = np.asarray(value)
-            if arr.dtype.kind == "f" and not isinstance(value, np.ndarray | np.generic):
-                arr = arr.astype("float32")      # a nested Python list of floats: float32 like scalars
-            elif arr.dtype.kind == "i" and not isinstance(value, np.ndarray | np.generic):
-                narrow = True           # a nested Python list of ints: int32 like scalars
+        with np.errstate(over="ignore"):    # a float past the dtype's range: checked below
+            arr, narrow = _as_array(value, dtype)
     except RelayishError:       # an expression inside a list: Expr.__array__ refused it
         raise RelayishError(f"{_shown(value)} is not a constant: it holds expressions; a list of "
                             "expressions is built with rl.Tuple([...]) or rl.stack([...])"
                             ) from None
     except OverflowError:
-        target = normalize_dtype(dtype) if dtype is not None else "int32"
-        raise RelayishError(_overflow_message(value, target)) from None
+        raise RelayishError(_overflow_message(value, dtype or "int32")) from None
     except ValueError:
         if isinstance(value, (list, tuple)):
             raise RelayishError(f"{_shown(value)} is not a constant: its nested lists have "
@@ -360,13 +369,60 @@ def _const_array(value, dtype):
     if narrow:
         arr = _fitting(value, arr, "int32")
     if arr.dtype.kind == "O" and _python_number_kind(value) == "i":   # ints past int64
-        raise RelayishError(_overflow_message(value, normalize_dtype(dtype or "int32")))
+        raise RelayishError(_overflow_message(value, dtype or "int32"))
     if arr.dtype.kind in "OUS":
         held = "strings" if arr.dtype.kind in "US" else "values that are not numbers"
         raise RelayishError(f"{_shown(value)} is not a constant: it holds {held}; a constant is "
                             "a number, a bool, or an array of them")
     normalize_dtype(arr.dtype)  # raises on complex and other unsupported arrays
+    if arr.dtype.kind == "f" and arr.dtype.itemsize < 8:
+        _check_float_range(value, arr)
     return arr
+
+
+def _as_array(value, dtype):
+    """(the array of `value`, whether it is a nested list of Python ints still to be narrowed
+    to int32): Python numbers are float32 and int32, numpy values keep their dtype."""
+    if dtype is not None:
+        return np.asarray(value, dtype=dtype), False
+    if isinstance(value, (bool, np.bool_)):
+        return np.asarray(value, dtype="bool"), False
+    if isinstance(value, int):
+        return np.asarray(value, dtype="int32"), False
+    if isinstance(value, float) and not isinstance(value, np.generic):  # np.float64 keeps its dtype
+        return np.asarray(value, dtype="float32"), False
+    arr = np.asarray(value)
+    if isinstance(value, np.ndarray | np.generic):
+        return arr, False
+    if arr.dtype.kind == "f":
+        return arr.astype("float32"), False     # a nested Python list of floats: like scalars
+    return arr, arr.dtype.kind == "i"           # a nested Python list of ints: int32 like scalars
+
+
+def _check_float_range(value, arr):
+    """A RelayishError when a finite number in `value` lies past the range of arr's float
+    dtype (it became inf or the largest value), as the text literal `1e39f` is."""
+    dtype = arr.dtype.name
+    if isinstance(value, np.ndarray | np.generic) and value.dtype.kind == "f" and \
+            value.dtype.itemsize <= arr.dtype.itemsize:
+        return                              # no wider than the target: nothing to lose
+    if isinstance(value, float):            # the common case: a Python scalar
+        if not (math.isfinite(value) and float_overflows(value, dtype)):
+            return
+        bad = value
+    else:
+        try:
+            wide = np.asarray(value, dtype="float64")
+        except OverflowError:               # a Python int past float64
+            raise RelayishError(float_range_message(_shown(value), dtype)) from None
+        except (TypeError, ValueError):
+            return
+        over = float_overflows(wide, dtype) & np.isfinite(wide)
+        if not over.any():
+            return
+        bad = float(wide[over].flat[0]) if wide.ndim else value
+    raise RelayishError(float_range_message(_shown(bad), dtype)
+                        + f'; give a wider dtype, e.g. rl.const({_shown(bad)}, dtype="float64")')
 
 
 _ADDRESS = re.compile(r" (object )?at 0x[0-9a-fA-F]+")

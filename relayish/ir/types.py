@@ -24,18 +24,26 @@ _NUMPY_NAMES = {np.dtype(d): d for d in DTYPES}
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
+# dtype names that numpy and Relay's text format read differently (numpy: float64, int64,
+# uint64; Relay: float32, int32, uint32): the Python API refuses them rather than guess
+_AMBIGUOUS = {"float": ("float32", "float64"), "int": ("int32", "int64"),
+              "uint": ("uint32", "uint64")}
+
+
 def normalize_dtype(dtype) -> str:
-    """'float' -> 'float32', np.float64 -> 'float64'; anything unknown is a RelayishError."""
+    """np.float64 or "float64" -> "float64"; Python's float, int and bool follow numpy
+    (float64, int64, bool). The bare names "float", "int" and "uint" are a RelayishError (numpy
+    reads "float" as float64, Relay's text format as float32), as is anything unknown."""
     if type(dtype) is str and dtype in _CANONICAL:    # the common case, and the fast one
         return dtype
     known = _NUMPY_NAMES.get(dtype) if isinstance(dtype, np.dtype) else None
     if known is not None:           # an array's dtype: numpy's .name costs about 9 us
         return known
     # only the strings: np.dtype("float64") == "float" is True in numpy
-    if isinstance(dtype, str) and dtype == "float":
-        return "float32"
-    if isinstance(dtype, str) and dtype == "int":
-        return "int32"
+    if isinstance(dtype, str) and dtype in _AMBIGUOUS:
+        narrow, wide = _AMBIGUOUS[dtype]
+        raise RelayishError(f"the dtype name {dtype!r} is ambiguous: numpy reads it as {wide}, "
+                            f"Relay's text format as {narrow}; write {narrow!r} or {wide!r}")
     try:
         name = np.dtype(dtype).name
     except (TypeError, ValueError):       # ValueError: an object whose .dtype is no dtype
@@ -44,6 +52,36 @@ def normalize_dtype(dtype) -> str:
     if name not in DTYPES:
         raise RelayishError(f"unsupported dtype {name!r}; expected one of {', '.join(DTYPES)}")
     return name
+
+
+def float_overflows(values, dtype) -> np.ndarray:
+    """Where the float64 `values` lie beyond `dtype`'s largest finite value (infinities
+    included): a bool array. A value past it counts even where it would round down to it
+    (65505 in float16), except the value of the largest one's shortest text (3.4028235e38 in
+    float32, a bit above the exact value), which is how that value prints. The one range
+    check of float literals (`1e39f`, ir/text/literals.py) and of rl.const."""
+    top, printed, _ = _largest_float(dtype)
+    magnitude = np.abs(np.asarray(values, dtype="float64"))
+    return (magnitude > top) & (magnitude != printed)
+
+
+def float_range_message(value_text, dtype) -> str:
+    """The message for a float value past `dtype`'s range (float_overflows)."""
+    return (f"{value_text} is out of range for {dtype} (the largest finite value is "
+            f"{_largest_float(dtype)[2]})")
+
+
+_LARGEST: dict = {}
+
+
+def _largest_float(dtype):
+    """(the largest finite value, the value of its shortest text, that text), as float64s."""
+    found = _LARGEST.get(dtype)
+    if found is None:
+        top = np.finfo(dtype).max
+        text = repr(float(top)) if dtype == "float64" else str(top)
+        found = _LARGEST[dtype] = (float(top), float(text), repr(float(top)).removesuffix(".0"))
+    return found
 
 
 def _shape(shape) -> tuple:

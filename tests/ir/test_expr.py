@@ -1,4 +1,5 @@
-"""Expression nodes: identity equality, operator overloads building op calls, rl.const dtypes."""
+"""Expression nodes: identity (`is`, hashing), operator overloads building op calls (`==` too),
+rl.const dtypes."""
 import numpy as np
 import pytest
 
@@ -7,7 +8,7 @@ import relayish as rl
 
 def test_vars_are_binders_compared_by_identity():
     x1, x2 = rl.var("x"), rl.var("x")
-    assert x1 == x1 and x1 != x2
+    assert x1 is not x2 and x1 in [x1] and x2 not in {x1}
     assert len({x1, x2}) == 2
     assert x1.name_hint == "x" and x1.type_annotation == rl.TensorType((), "float32")
 
@@ -26,9 +27,8 @@ def test_var_types_from_shape_dtype_or_type():
 def test_expressions_of_equal_structure_are_different_nodes():
     x = rl.var("x")
     a, b = rl.Tuple([x, x]), rl.Tuple([x, x])
-    assert a != b and a == a
-    assert a is not b and len({a, b}) == 2
-    assert rl.GlobalVar("f") != rl.GlobalVar("f")
+    assert a is not b and len({a, b}) == 2 and a in {a} and b not in {a: 1}
+    assert rl.GlobalVar("f") is not rl.GlobalVar("f")
 
 
 @pytest.mark.parametrize("value, dtype", [
@@ -92,10 +92,34 @@ def test_python_scalars_take_the_dtype_of_the_other_operand():
     assert ((x * x) + 1.0).args[1].data.dtype == np.float64
 
 
-def test_no_equality_overload_keeps_identity():
+def test_finding7_equality_builds_equal_and_not_equal():
+    # issue 25, finding 7: `x == 0.0` was Python's identity test, so rl.where(x == 0.0, x, 1.0)
+    # built where(False, ...) and silently gave ones. It builds equal/not_equal now, as numpy
+    # and jax arrays do, with a number or another expression on either side
+    x, y = rl.var("x", shape=(3,), dtype="float64"), rl.var("y", shape=(3,), dtype="float64")
+    for built, name, args in [(x == 0.0, "equal", (x, None)), (x != y, "not_equal", (x, y)),
+                              (0.0 == x, "equal", (x, None)), (x == x, "equal", (x, x)),
+                              (x == np.zeros(3), "equal", (x, None))]:
+        assert isinstance(built, rl.Call) and built.op.name == name
+        assert built.args[0] is args[0] and (args[1] is None or built.args[1] is args[1])
+    assert (x == 0.0).args[1].data.dtype == np.float64      # the number takes x's dtype
+    f = rl.Function([x], rl.where(x == 0.0, x, 1.0))
+    np.testing.assert_array_equal(rl.evaluate(f, np.array([0.0, 2.0, 0.0])), [0.0, 1.0, 0.0])
+    g = rl.Function([x, y], rl.where(x != y, x, y * 0.0))
+    np.testing.assert_array_equal(rl.evaluate(g, np.array([1.0, 2.0, 3.0]),
+                                             np.array([1.0, 5.0, 3.0])), [0.0, 2.0, 0.0])
+    # values that are no program's values stay Python's comparison (identity: False)
+    assert (x == None) is False and (x != "x") is True and (x == rl.TensorType(())) is False  # noqa: E711
+
+
+def test_finding7_equality_in_a_python_if_raises():
     x = rl.var("x")
-    assert (x == x) is True and (x == rl.var("x")) is False
-    assert rl.equal(x, x).op.name == "equal"
+    for cond in (lambda: x == 0.0, lambda: x != 0.0, lambda: x == rl.var("y")):
+        with pytest.raises(rl.RelayishError, match="truth value.*rl.where.*a is b"):
+            if cond():
+                pass
+    # identity still works where Python looks for it: containers test `is` first, dicts hash ids
+    assert x in [x] and {x: 1}[x] == 1 and [x].index(x) == 0
 
 
 def test_projection_and_call_sugar():
@@ -158,3 +182,30 @@ def test_repr_never_fails():
     x = rl.var("x")
     assert "Var" in repr(x)
     assert "Call" in repr(x + x)
+
+
+@pytest.mark.parametrize("make, literal", [
+    (lambda: rl.const(1e39, "float32"), "1e39f"),
+    (lambda: rl.const(1e39), "1e39f"),
+    (lambda: rl.const([1.0, -1e39]), "-1e39f"),
+    (lambda: rl.const(np.array([0.0, 1e39]), "float32"), "1e39f32"),
+    (lambda: rl.const(65505.0, "float16"), "65505f16"),
+    (lambda: rl.var("x") * 1e39, "1e39f"),
+])
+def test_finding8_const_overflow_is_an_error_like_the_literal(make, literal):
+    # issue 25, finding 8: rl.const(1e39, "float32") was silently inf while the literal 1e39f
+    # is an error; both run the same range check (ir/types.py float_overflows)
+    with pytest.raises(rl.RelayishError, match="out of range for float(32|16)") as built:
+        make()
+    with pytest.raises(rl.ParseError, match="out of range for float(32|16)") as parsed:
+        rl.parse_expr(literal)
+    assert "largest finite value" in str(built.value) and "largest finite value" in str(parsed.value)
+
+
+def test_finding8_const_range_keeps_what_the_literals_keep():
+    # what the literals accept, rl.const accepts: infinities, NaN, the largest value's text
+    assert np.isinf(rl.const(np.inf).data) and np.isnan(rl.const(float("nan"), "float16").data)
+    assert rl.const(3.4028235e38).data == np.finfo("float32").max
+    assert rl.const(np.array([1e39]), "float64").data[0] == 1e39
+    inf_array = rl.const(np.array([-np.inf, 1.0]), "float32")
+    rl.assert_structural_equal(rl.parse_expr(str(inf_array)), inf_array)

@@ -176,9 +176,9 @@ def test_expressions_have_no_truth_value(misuse):
     assert "rl.If" in text and "rl.where" in text
 
 
-def test_equality_stays_identity():
+def test_identity_is_is_and_hash():
     x = f64()
-    assert (x == x) is True and (x != f64()) is True and x in [x]
+    assert x is x and x is not f64() and x in [x] and len({x, f64()}) == 2
 
 
 # ---- numpy defers to relayish -------------------------------------------------------------------

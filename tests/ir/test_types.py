@@ -22,8 +22,6 @@ def test_tensor_type_defaults_and_normalization():
     t = rl.TensorType()
     assert t.shape == () and t.dtype == "float32" and t.ndim == 0 and t.is_float
     assert rl.TensorType(5).shape == (5,)
-    assert rl.TensorType((2,), "float").dtype == "float32"
-    assert rl.TensorType((2,), "int").dtype == "int32"
     assert not rl.TensorType((), "int64").is_float
     assert normalize_dtype(np.float64) == "float64"
 
@@ -154,3 +152,25 @@ def test_walk_type_visits_every_component_without_recursion():
     assert kinds.count("RefType") == 20_000
     f = rl.FuncType([scalar, rl.TypeVar("a")], rl.TupleType([]))
     assert list(walk_type(f)) == [f, scalar, rl.TypeVar("a"), rl.TupleType([])]
+
+
+@pytest.mark.parametrize("name, narrow, wide", [("float", "float32", "float64"),
+                                                ("int", "int32", "int64"),
+                                                ("uint", "uint32", "uint64")])
+def test_finding8_ambiguous_dtype_names_are_refused(name, narrow, wide):
+    # issue 25, finding 8: "float" meant float32 here and float64 in numpy; every entry point
+    # that takes a dtype refuses the bare names, naming both readings
+    x = rl.var("x")
+    for make in (lambda: rl.var("y", dtype=name), lambda: rl.TensorType((2,), name),
+                 lambda: rl.const(1, dtype=name), lambda: rl.zeros((2,), name),
+                 lambda: rl.ones((2,), name), lambda: rl.cast(x, name)):
+        with pytest.raises(rl.RelayishError, match=f"{name}' is ambiguous.*{wide}.*{narrow}"):
+            make()
+
+
+def test_finding8_python_type_objects_follow_numpy():
+    assert rl.TensorType((), float).dtype == "float64"
+    assert rl.TensorType((), int).dtype == "int64"
+    assert rl.TensorType((), bool).dtype == "bool"
+    assert rl.cast(rl.var("x"), float).attrs == {"dtype": "float64"}
+    assert rl.const(1, dtype=int).data.dtype == np.int64

@@ -65,7 +65,7 @@ def test_attribute_normalization():
     assert rl.transpose(x).attrs == {"axes": None}
     assert rl.broadcast_to(x, [4, 2, 3]).attrs == {"shape": (4, 2, 3)}
     assert rl.cast(x, np.float64).attrs == {"dtype": "float64"}
-    assert rl.cast(x, "float").attrs == {"dtype": "float32"}
+    assert rl.cast(x, "float32").attrs == {"dtype": "float32"}
     assert rl.zeros(3).attrs == {"shape": (3,), "dtype": "float32"}
     assert rl.softmax(x).attrs == {"axis": -1}
     assert rl.take(x, 0).attrs == {"axis": None}

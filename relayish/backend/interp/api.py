@@ -15,6 +15,7 @@ import weakref
 
 from relayish.errors import EvaluationError, RelayishError
 from relayish.ir.expr import Expr, Function
+from relayish.ir.identity import WeakIdentityMap
 from relayish.ir.link import link
 from relayish.ir.module import Module
 from relayish.ir.visitor import no_gc, run_deep
@@ -30,7 +31,7 @@ __all__ = ["evaluate"]
 # Weak caches: a cached value must not refer to its key, or the key would never die. Code holds
 # its top-level Function through a weakref, and a module's entry holds its main closure (whose
 # code refers to the module's functions, never to the Module).
-_FUNCTION_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # Function -> Code
+_FUNCTION_CACHE = WeakIdentityMap()     # Function -> Code (by identity: `==` builds an op)
 _MODULE_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # Module -> (stamp, main)
 
 

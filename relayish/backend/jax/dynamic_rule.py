@@ -58,7 +58,7 @@ Everything here is an IR analysis: loops with explicit stacks, no jax.
 """
 from __future__ import annotations
 
-from relayish.ir.analysis import CallGraph, global_refs, use_counts, walk
+from relayish.ir.analysis import CallGraph, global_refs, param_index, use_counts, walk
 from relayish.ir.fields import EXPR, EXPRS, iter_fields
 from relayish.ir.expr import (Call, Constructor, GlobalVar, If, Let, Match,
                               PatternConstructor, PatternVar, PatternWildcard, RefCreate,
@@ -218,9 +218,9 @@ def _left_fold_of(mod, name, func, graph, why=None):
     clauses' orders are the child fields in field order (what the table is encoded with when
     no right fold says otherwise)."""
     body = func.body
-    if not (isinstance(body, Match) and isinstance(body.data, Var) and body.data in func.params):
+    k = param_index(func, body.data) if isinstance(body, Match) else None
+    if k is None:
         return _no(why, NOT_A_MATCH)
-    k = func.params.index(body.data)
     t = getattr(func.params[k], "_checked_type", None) or func.params[k].type_annotation
     found = adt_fields(mod, t)
     checked = getattr(func, "_checked_type", None)
@@ -285,9 +285,9 @@ def _left_tail_calls(name, func, k, rhs, children):
 
 def _right_fold_of(mod, name, func, graph, why=None):
     body = func.body
-    if not (isinstance(body, Match) and isinstance(body.data, Var) and body.data in func.params):
+    k = param_index(func, body.data) if isinstance(body, Match) else None
+    if k is None:
         return _no(why, NOT_A_MATCH)
-    k = func.params.index(body.data)
     t = getattr(func.params[k], "_checked_type", None) or func.params[k].type_annotation
     found = adt_fields(mod, t)
     checked = getattr(func, "_checked_type", None)

@@ -28,6 +28,7 @@ import weakref
 
 from relayish.errors import EvaluationError, RelayishError
 from relayish.ir.expr import Expr, Function
+from relayish.ir.identity import WeakIdentityMap
 from relayish.ir.module import Module
 
 __all__ = ["checked", "param_type"]
@@ -79,11 +80,18 @@ def _is_checked(func):
 
 # Function -> (weakref to the module `checked` checked it under, that module's functions then).
 # Weak both ways: the record neither keeps a program nor its module alive.
-_CHECKED_UNDER: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_CHECKED_UNDER = WeakIdentityMap()      # by identity: `==` on expressions builds an op
 
 
 def _snapshot(mod):
     return tuple((gv.name_hint, weakref.ref(f)) for gv, f in mod.functions.items())
+
+
+def _same_snapshot(a, b) -> bool:
+    """The same functions under the same names (compared by identity: weak references compare
+    their referents with `==`, which on expressions builds an op)."""
+    return len(a) == len(b) and all(na == nb and ra() is rb() and ra() is not None
+                                    for (na, ra), (nb, rb) in zip(a, b))
 
 
 def _checked_under(funcs, mod) -> bool:
@@ -95,7 +103,7 @@ def _checked_under(funcs, mod) -> bool:
             return False
         if snapshot is None:
             snapshot = _snapshot(mod)
-        if record[1] != snapshot:
+        if not _same_snapshot(record[1], snapshot):
             return False
     return True
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from relayish.ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, Let, RefCreate,
                               RefRead, RefWrite, Tuple, TupleGetItem, Var)
+from relayish.ir.analysis import param_index
 from relayish.ir.fields import children, map_children
 from relayish.ir.op import Op, get_op, make_call
 from relayish.ir.passes.base import TYPED, Pass
@@ -360,7 +361,7 @@ def _hoist(mod, gv, func, params, stacks):
     """`mod` with @gv taking the stack of `params` as one parameter (step 2), or None when a
     caller passes something other than atoms for them (moving their evaluation into the
     concatenation could reorder effects)."""
-    positions = [func.params.index(p) for p in params]
+    positions = [param_index(func, p) for p in params]
     callers = _call_sites(mod, gv)
     if any(not all(_is_atom(c.args[i]) for i in positions) for c in callers):
         return None

@@ -14,6 +14,8 @@ import re
 
 import numpy as np
 
+from relayish.ir.types import float_overflows, float_range_message
+
 SUFFIX_OF = {"float32": "f", "float64": "f64", "float16": "f16", "int32": "",
              "int8": "i8", "int16": "i16", "int64": "i64",
              "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64"}
@@ -77,24 +79,10 @@ def float_value(text, dtype):
         x = float(body)
         with np.errstate(over="ignore"):
             value = np.asarray(x, dtype=dtype)
-        # beyond the largest finite value is out of range, even where it would round down to
-        # it (65505f16); the printed text of that value itself (3.4028235e38f, a bit above
-        # the exact value) is not
-        if np.isinf(value) or (abs(x) > _LARGEST[dtype][0] and abs(x) != _LARGEST[dtype][1]):
-            raise ValueError(f"{body} is out of range for {dtype} (the largest finite value is "
-                             f"{_LARGEST[dtype][2]})")
+        # the range check rl.const shares (a text reading as inf, 1e999, is out of range too)
+        if np.isinf(value) or float_overflows(x, dtype):
+            raise ValueError(float_range_message(body, dtype))
     return np.asarray(-value if neg else value, dtype=dtype)    # `-` of a 0-d array is a scalar
-
-
-def _largest(dtype):
-    """(the largest finite value, the value of its shortest text, that text), as float64s."""
-    top = np.finfo(dtype).max
-    text = repr(float(top)) if dtype == "float64" else str(top)    # float_text's first try
-    exact = repr(float(top)).removesuffix(".0")
-    return float(top), float(text), exact
-
-
-_LARGEST = {d: _largest(d) for d in ("float16", "float32", "float64")}
 
 
 def int_value(text, dtype):

@@ -12,10 +12,9 @@ infix operators, calls, names); parser.py puts them together and parses whole mo
 """
 from __future__ import annotations
 
-import weakref
-
 from relayish.errors import RelayishError
 from relayish.ir.expr import Constructor, GlobalVar, Var
+from relayish.ir.identity import WeakIdentityMap
 from relayish.ir.module import Module
 from relayish.ir.op import Op
 from relayish.ir.types import GlobalTypeVar
@@ -24,7 +23,7 @@ MAX_DEPTH = 30000      # nesting levels counted by ParserCore.enter (about one p
 
 # where each parsed expression starts: node -> (Source, offset). Weak, so it never keeps a
 # program alive; parser.source_position reads it for error messages that point into the text.
-POSITIONS = weakref.WeakKeyDictionary()
+POSITIONS = WeakIdentityMap()     # by identity: `==` on expressions builds an op
 _SHARED_NODES = (Var, GlobalVar, Constructor, Op)
 
 
