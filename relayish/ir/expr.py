@@ -19,9 +19,9 @@ import numpy as np
 from relayish.errors import RelayishError
 from relayish.ir.fields import (CLAUSES, DATA, EXPR, EXPRS, PATTERN, PATTERNS, TYPE, TYPES, VAR,
                                 VARS, node_field)
+from relayish.ir.float_range import float_overflows, float_range_message
 from relayish.ir.types import (DTYPES, FuncType, GlobalTypeVar, Type, TensorType, TypeVar,
-                               float_overflows, float_range_message, normalize_dtype,
-                               printable_name)
+                               normalize_dtype, printable_name)
 
 
 class Node:

@@ -88,6 +88,8 @@ def _check_node(node):
                 assert after is before or list(after) == list(before), name
             elif isinstance(before, np.ndarray):
                 assert after is before
+            elif isinstance(before, Node):      # a Constructor: `==` on it builds an op
+                assert after is before, f"{type(node).__name__}.{name} changed"
             else:
                 assert after == before, f"{type(node).__name__}.{name} changed"
 

@@ -2,7 +2,7 @@
 
 expr.py sits below op.py and the printer: `str(node)` and `x + y` reach them through the
 entry points they install on import (expr.provide), never through an import. The layers, bottom
-up: fields, types, expr, op / visitor / module, structural, text/printer, text/parser.
+up: fields, float_range, types, expr, op / visitor / module, structural, text/printer, text/parser.
 """
 from import_graph import describe_cycles, module_graph, strongly_connected
 
@@ -23,4 +23,6 @@ def test_the_bottom_layers_import_nothing_above_them():
     graph = _ir_graph()
     assert graph["relayish.ir.fields"] == set()
     assert graph["relayish.ir.types"] <= {"relayish.ir.fields", "relayish.ir.text.lexer"}
-    assert graph["relayish.ir.expr"] <= {"relayish.ir.fields", "relayish.ir.types"}
+    assert graph["relayish.ir.float_range"] == set()
+    assert graph["relayish.ir.expr"] <= {"relayish.ir.fields", "relayish.ir.types",
+                                         "relayish.ir.float_range"}

@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 
-from relayish.ir.types import float_overflows, float_range_message
+from relayish.ir.float_range import float_overflows, float_range_message
 
 SUFFIX_OF = {"float32": "f", "float64": "f64", "float16": "f16", "int32": "",
              "int8": "i8", "int16": "i16", "int64": "i64",
