@@ -137,7 +137,8 @@ def _parser():
         sp.add_argument("--device", choices=registry.all_devices(), default="cpu",
                         help="device of the backend" + (f" ({only})" if only else ""))
 
-    sp = command("run", "evaluate @main on JSON arguments and print the result as JSON",
+    sp = command("run", "evaluate @main on JSON arguments and print the result as JSON (an "
+                 "index out of range, as in take, is an error on both backends: jax checks)",
                  "relayish run prog.rly '[1.0, 2.0]' 3")
     sp.add_argument("file", metavar="FILE")
     sp.add_argument("args", nargs="*", metavar="ARG",

@@ -42,7 +42,7 @@ __all__ = ["gradient", "grad", "value_and_grad", "vjp", "hessian", "hvp", "jvp",
            "derivative", "hvp_forward_over_reverse", "hvp_reverse", "hessian_forward"]
 
 
-def gradient(f, argnums=None, mod=None, checkpoint=None, optimize=True):
+def gradient(f, argnums=None, mod=None, checkpoint=None, optimize=True, debug_nans=False):
     """`fn(T1..Tn) -> R` to `fn(T1..Tn) -> (R, (dT1..dTn))`.
 
     argnums (an int or a tuple; None: every parameter) selects the gradients: `argnums=1` gives
@@ -66,11 +66,16 @@ def gradient(f, argnums=None, mod=None, checkpoint=None, optimize=True):
     also takes "revolve" or ("revolve", snapshots), the schedule computed when it runs.
     With checkpoint=, optimize= applies to each step's derivative program, never to the
     schedule's globals (inlining them would keep every state alive in one frame).
+    debug_nans=True (here and in grad, value_and_grad, vjp): the adjoints start as ordinary
+    zeros, not symbolic zero adjoints (ir/passes/ieee_zeros.py), so that neither the passes
+    nor the jax backend fold `g * 0` where g is inf or nan: the gradient gives the raw
+    transform's nan rather than 0, and running it with debug_nans=True names the binding.
     """
     if checkpoint is not None:
         _no_argnums_with_checkpoint(argnums, "gradient")
-        return _run_transform(_checkpointed, f, mod, checkpoint, optimize)
-    return _optimized(_transform(f, mod, "gradient", argnums), optimize)
+        return _run_transform(_checkpointed, f, mod, checkpoint, optimize, "gradient", None,
+                              debug_nans)
+    return _optimized(_transform(f, mod, "gradient", argnums), optimize, debug_nans)
 
 
 def _no_argnums_with_checkpoint(argnums, what):
@@ -79,7 +84,7 @@ def _no_argnums_with_checkpoint(argnums, what):
                             "rl.value_and_grad take both")
 
 
-def _checkpointed(f, mod, spec, optimize, mode="gradient", argnums=None):
+def _checkpointed(f, mod, spec, optimize, mode="gradient", argnums=None, debug_nans=False):
     """gradient, grad, value_and_grad or vjp (`mode`) with checkpoint=spec: a Module."""
     from relayish.ad.checkpoint import (checkpoint_options, checkpointed_gradient,
                                         checkpointed_vjp, select_gradients)
@@ -89,47 +94,51 @@ def _checkpointed(f, mod, spec, optimize, mode="gradient", argnums=None):
     if isinstance(f, Module):
         from relayish.ad.checkpoint_foldr import checkpointed_module
         func, _, _ = _prepare(f, None)
-        out = checkpointed_module(f, spec, mode == "vjp", *_step_transforms(optimize))
+        out = checkpointed_module(f, spec, mode == "vjp", *_step_transforms(optimize, debug_nans))
         if mode == "vjp":
-            return out
+            return _ieee(out, debug_nans)
     else:
         checkpoint_options(spec)             # a bad value is reported before anything runs
         func, _, _ = _prepare(f, None)
         if mode == "vjp":
-            return checkpointed_vjp(func, spec, _step_transforms(optimize)[0])
-        out = checkpointed_gradient(func, spec, *_step_transforms(optimize))
-    return out if mode == "gradient" else select_gradients(out, func, mode, argnums)
+            return _ieee(checkpointed_vjp(func, spec, _step_transforms(optimize, debug_nans)[0]),
+                         debug_nans)
+        out = checkpointed_gradient(func, spec, *_step_transforms(optimize, debug_nans))
+    out = out if mode == "gradient" else select_gradients(out, func, mode, argnums)
+    return _ieee(out, debug_nans)
 
 
-def _step_transforms(optimize):
-    return (lambda g, mod=None: vjp(g, mod=mod, optimize=optimize),
-            lambda g, mod=None: gradient(g, mod=mod, optimize=optimize))
+def _step_transforms(optimize, debug_nans=False):
+    return (lambda g, mod=None: vjp(g, mod=mod, optimize=optimize, debug_nans=debug_nans),
+            lambda g, mod=None: gradient(g, mod=mod, optimize=optimize, debug_nans=debug_nans))
 
 
-def grad(f, argnums=0, mod=None, checkpoint=None, optimize=True):
+def grad(f, argnums=0, mod=None, checkpoint=None, optimize=True, debug_nans=False):
     """`fn(T1..Tn) -> scalar` to `fn(T1..Tn) -> gradient` w.r.t. argnums (int, or tuple -> tuple).
 
         df = rl.grad(f)                  # d f / d x0
         d2f = rl.grad(rl.grad(f))        # any order (for scalar -> scalar functions)
 
-    checkpoint=: as rl.gradient's (a Module whose @main is the result).
+    checkpoint=, debug_nans=: as rl.gradient's (checkpoint=: a Module whose @main is the result).
     """
     if checkpoint is not None:
-        return _run_transform(_checkpointed, f, mod, checkpoint, optimize, "grad", argnums)
-    return _optimized(_transform(f, mod, "grad", argnums), optimize)
+        return _run_transform(_checkpointed, f, mod, checkpoint, optimize, "grad", argnums,
+                              debug_nans)
+    return _optimized(_transform(f, mod, "grad", argnums), optimize, debug_nans)
 
 
-def value_and_grad(f, argnums=0, mod=None, checkpoint=None, optimize=True):
+def value_and_grad(f, argnums=0, mod=None, checkpoint=None, optimize=True, debug_nans=False):
     """`fn(T1..Tn) -> scalar` to `fn(T1..Tn) -> (value, gradient w.r.t. argnums)`.
 
-    checkpoint=: as rl.gradient's (a Module whose @main is the result)."""
+    checkpoint=, debug_nans=: as rl.gradient's (checkpoint=: a Module whose @main is the
+    result)."""
     if checkpoint is not None:
         return _run_transform(_checkpointed, f, mod, checkpoint, optimize, "value_and_grad",
-                              argnums)
-    return _optimized(_transform(f, mod, "value_and_grad", argnums), optimize)
+                              argnums, debug_nans)
+    return _optimized(_transform(f, mod, "value_and_grad", argnums), optimize, debug_nans)
 
 
-def vjp(f, argnums=None, mod=None, checkpoint=None, optimize=True):
+def vjp(f, argnums=None, mod=None, checkpoint=None, optimize=True, debug_nans=False):
     """`fn(T1..Tn) -> R` to `fn(T1..Tn) -> (R, fn(R) -> (T1..Tn))`.
 
     The returned backpropagator maps an output cotangent to the input gradients and may be
@@ -138,11 +147,13 @@ def vjp(f, argnums=None, mod=None, checkpoint=None, optimize=True):
 
     checkpoint=: as rl.gradient's (a Module whose @main is the result); the forward runs once
     keeping nothing, and each call of the backpropagator runs the schedule from the inputs.
+    debug_nans=: as rl.gradient's.
     """
     if checkpoint is not None:
         _no_argnums_with_checkpoint(argnums, "vjp")
-        return _run_transform(_checkpointed, f, mod, checkpoint, optimize, "vjp")
-    return _optimized(_transform(f, mod, "vjp", argnums), optimize)
+        return _run_transform(_checkpointed, f, mod, checkpoint, optimize, "vjp", None,
+                              debug_nans)
+    return _optimized(_transform(f, mod, "vjp", argnums), optimize, debug_nans)
 
 
 def hessian(f, argnums=0, mod=None, optimize=True):
@@ -390,13 +401,24 @@ def derivative(f, order=1, argnums=0, mod=None, optimize=True):
 
 # ---- plumbing --------------------------------------------------------------------------------
 
-def _optimized(prog, optimize):
-    """prog through rl.optimize's default pipeline when `optimize` is true.
+def _ieee(prog, debug_nans):
+    """prog with its zero adjoints as ordinary zeros when `debug_nans` (ir/passes/ieee_zeros)."""
+    if not isinstance(debug_nans, bool):
+        raise GradientError(f"debug_nans= must be True or False, got {debug_nans!r}")
+    if not debug_nans:
+        return prog
+    from relayish.ir.passes.ieee_zeros import ieee_zeros
+    return ieee_zeros(prog)
+
+
+def _optimized(prog, optimize, debug_nans=False):
+    """prog through rl.optimize's default pipeline when `optimize` is true (after _ieee).
 
     A Module's globals that @main does not reach (a prelude's, mostly) are left as they are:
     optimizing them would cost time on every derivative and change nothing it computes."""
     if not isinstance(optimize, bool):
         raise GradientError(f"optimize= must be True or False, got {optimize!r}")
+    prog = _ieee(prog, debug_nans)
     if not optimize:
         return prog
     from relayish.ir.passes.manager import optimize as run_pipeline

@@ -120,8 +120,10 @@ def check_device(backend, device):
                         f"got device={device!r}")
 
 
-def compile_with(backend, f_or_mod, device=None, limits=None, capacity=None):
-    """Compile `f_or_mod` with the Backend record `backend` (device and limits checked)."""
+def compile_with(backend, f_or_mod, device=None, limits=None, capacity=None,
+                 check_indices=True):
+    """Compile `f_or_mod` with the Backend record `backend` (device and limits checked).
+    check_indices=False: a compiler's index checks off (the interpreter always checks)."""
     check_device(backend, device)
     if limits is not None and not backend.takes_limits:
         raise RelayishError(f"limits= bounds tracing for a compiler; the {backend.name} "
@@ -131,6 +133,10 @@ def compile_with(backend, f_or_mod, device=None, limits=None, capacity=None):
     if extra and not backend.takes_limits:
         raise RelayishError(f"capacity= sizes a compiler's loops over dynamic structure; the "
                             f"{backend.name} takes none")
+    if not isinstance(check_indices, bool):
+        raise RelayishError(f"check_indices= must be True or False, got {check_indices!r}")
+    if not check_indices and backend.takes_limits:
+        extra["check_indices"] = False
     compile_fn = backend.load()
     _USED.add(backend.name)
     if isinstance(f_or_mod, (Function, Module)):

@@ -59,6 +59,12 @@ An op's record (`register_op` fills it; the families in relayish/ops/ register t
                                              `axis` (take's gradient): reverse AD leaves
                                              `!r + op(..)` inline, the interpreter adds the rows
                                              into r in place (no dense array)
+    index_range = None                       ops whose argument indexes an axis (take, gather):
+                                             fn(arg shapes, attrs) -> (position of the indices
+                                             argument, the axis length n); each index must lie
+                                             in [-n, n). The numpy impl raises past it; jax
+                                             clamps or drops, so the jax backend checks the
+                                             indices from this (rl.compile's check_indices)
 
 Defaults say nothing, so most ops name only their type rule, impl and doc. Adding an op is
 one `register_op` call plus its rules (notes/ops.md walks through one). `unregister` and
@@ -140,6 +146,7 @@ class Op(Primitive):
     involution: bool = False
     shape_only_in: tuple = ()
     scatters_rows: bool = False
+    index_range: Callable | None = None
     _fast_impl_of: Callable | None = field(default=None, init=False)   # the impl fast_impl stands for
     _checked_type: object = field(default=None, init=False)
 
@@ -175,7 +182,8 @@ def register_op(name, num_inputs, *, attrs=None, type_rule=None, impl=None, diff
                 prefix=None, effects=frozenset(), result_dtype=_ARG0, linear_in=(),
                 bilinear=False, accumulates=False, fills_zeros=False, symbolic_zero=False,
                 identity_in=None,
-                involution=False, shape_only_in=(), scatters_rows=False, override=False) -> Op:
+                involution=False, shape_only_in=(), scatters_rows=False, override=False,
+                index_range=None) -> Op:
     """Add the op `name` to the registry and return it (the fields: the module docstring).
 
     A name already registered is an error (Relay's `register_op` refuses one too: a second
@@ -226,6 +234,7 @@ def register_op(name, num_inputs, *, attrs=None, type_rule=None, impl=None, diff
     op.involution = involution
     op.shape_only_in = tuple(shape_only_in)
     op.scatters_rows = scatters_rows
+    op.index_range = index_range
     return op
 
 

@@ -17,6 +17,17 @@ from relayish.ir.types import (FLOAT_DTYPES, INT_DTYPES, TensorType, TupleType, 
 NUMERIC = INT_DTYPES + FLOAT_DTYPES
 
 
+# ---- the index_range records of take and gather (ir/op.py) ----------------------------------
+
+def axis_range(k, at):
+    """An index_range record (ir/op.py): argument k holds the indices, into the axis `axis`
+    (an attribute; None: the flattened array) of argument `at`."""
+    def index_range(shapes, attrs):
+        shape, axis = shapes[at], attrs["axis"]
+        return k, (int(np.prod(shape)) if axis is None else shape[axis % len(shape)])
+    return index_range
+
+
 # ---- argument checks for type rules ---------------------------------------------------------
 
 def tensor_arg(op, types, i, what=None) -> TensorType:
@@ -188,7 +199,8 @@ def as_array(xp, value, dtype=None):
 
 def check_indices(xp, op, indices, n):
     """Under numpy, an index outside [-n, n) is an EvaluationError naming it (jax cannot raise:
-    the ops clip or drop there)."""
+    the ops clip or drop there, and the jax backend checks the range from the op's
+    index_range record: axis_range, backend/jax/index_checks.py)."""
     if xp is np and indices.size and (indices.min() < -n or indices.max() >= n):
         from relayish.errors import EvaluationError
         bad = indices[(indices < -n) | (indices >= n)].flat[0]

@@ -19,8 +19,8 @@ from relayish.ir.expr import Tuple, const
 from relayish.ir.op import FAIL, register_gradient, register_op, register_tangent
 from relayish.ir.types import INT_DTYPES, TensorType
 from relayish.ops import api
-from relayish.ops._common import (as_array, can_broadcast_to, canon_axis, canon_int, canon_ints,
-                                  check_indices, linear_tangent, need_type, norm_axis,
+from relayish.ops._common import (as_array, axis_range, can_broadcast_to, canon_axis, canon_int,
+                                  canon_ints, check_indices, linear_tangent, need_type, norm_axis,
                                   normalizer, reshape_fast, same_dtype, tensor_arg,
                                   tuple_of_tensors, tuple_size)
 
@@ -545,6 +545,7 @@ register_op("take", 2, attrs={"axis": None}, type_rule=take_rule, impl=take_impl
             normalize_attrs=normalizer("take", axis=lambda o, k, v: None if v is None
                                        else canon_int(o, k, v)),
             effects={FAIL},     # an index out of range (the numpy impl checks)
+            index_range=axis_range(1, 0),
             doc="take(x, indices, axis=None): numpy.take; axis=None indexes the flattened x")
 
 
@@ -596,6 +597,7 @@ register_op("take_backward", 3, attrs={"axis": None}, type_rule=take_backward_ru
             normalize_attrs=normalizer("take_backward", axis=lambda o, k, v: None if v is None
                                        else canon_int(o, k, v)),
             effects={FAIL},     # an index out of range
+            index_range=axis_range(1, 2),
             scatters_rows=True, shape_only_in=(2,),
             doc="internal: scatter-add g into zeros shaped like `like` (the gradient of take)")
 

@@ -18,7 +18,8 @@ from relayish.ir.expr import const
 from relayish.ir.op import FAIL, attr_dtype, fixed_dtype, register_gradient, register_op, register_tangent
 from relayish.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, TupleType
 from relayish.ops import api
-from relayish.ops._common import (NUMERIC, as_array, canon_axis, canon_bool, canon_dtype,
+from relayish.ops._common import (NUMERIC, as_array, axis_range, canon_axis, canon_bool,
+                                  canon_dtype,
                                   canon_float, canon_int, canon_ints, check_indices, libm_impl,
                                   linear_tangent, need_type, norm_axes, norm_axis, normalizer,
                                   require_dtype, tensor_arg)
@@ -511,7 +512,7 @@ def gather_impl(xp, data, indices, axis):
 register_op("gather", 2, attrs={"axis": 0}, type_rule=gather_rule, impl=gather_impl,
             normalize_attrs=normalizer("gather", axis=canon_int),
             effects={FAIL},     # an index out of range (the numpy impl checks)
-            linear_in=(0,),
+            index_range=axis_range(1, 0), linear_in=(0,),
             doc="gather(data, indices, axis=0): out[..i..] = data[..indices[..i..]..] along "
                 "axis (numpy.take_along_axis)")
 
@@ -554,7 +555,7 @@ def scatter_add_impl(xp, data, indices, updates, axis):
 register_op("scatter_add", 3, attrs={"axis": 0}, type_rule=scatter_add_rule,
             impl=scatter_add_impl, normalize_attrs=normalizer("scatter_add", axis=canon_int),
             effects={FAIL},     # an index out of range
-            linear_in=(0, 2),
+            index_range=axis_range(1, 0), linear_in=(0, 2),
             doc="scatter_add(data, indices, updates, axis=0): data with updates added at the "
                 "positions gather would read")
 

@@ -147,3 +147,45 @@ def test_the_modes_compile_through_rl_compile():
     g = raw_grad(rl.Function([x], rl.sum(x * x)))
     run = rl.compile(g, debug_alloc=True)
     assert np.allclose(run(np.arange(3.0)), 2 * np.arange(3.0))
+
+
+def _zero_adjoint_meets_inf():
+    # (2x, sqrt(x)): rl.gradient seeds the first field, so sqrt's adjoint is a zero adjoint,
+    # and its rule divides it by 2 sqrt(x) = 0 at x = 0: nan as written, 0 folded
+    x = rl.var("x", dtype="float64")
+    return rl.parse(rl.astext(rl.Module.from_expr(
+        rl.Function([x], rl.Tuple([x * 2.0, rl.sqrt(x)])))))["main"]
+
+
+def test_finding11_debug_nans_reports_what_zero_adjoints_fold_away():
+    # issue 25, finding 11: the optimized and the compiled gradient give 0 where the raw
+    # transform gives nan (README, notes/ad.md), and debug_nans on them said nothing. The
+    # difference stays (it is jax's), and asking for debug_nans reports it
+    f, at = _zero_adjoint_meets_inf(), np.float64(0.0)
+    raw, optimized = rl.gradient(f, optimize=False), rl.gradient(f)
+    assert np.isnan(rl.evaluate(raw, at)[1][0])
+    assert rl.evaluate(optimized, at)[1][0] == 2.0
+    assert float(rl.compile(raw)(at)[1][0]) == 2.0
+    rl.evaluate(optimized, at, debug_nans=True)         # folded already: nothing to see
+    # the AD entry points' debug_nans keeps the zeros ordinary: nan on every backend, and
+    # the run's debug_nans names the backward step that makes it
+    checked = rl.gradient(f, debug_nans=True)
+    assert np.isnan(rl.evaluate(checked, at)[1][0])
+    assert np.isnan(float(rl.compile(checked)(at)[1][0]))
+    for run in (lambda: rl.evaluate(checked, at, debug_nans=True),
+                lambda: rl.compile(checked, debug_nans=True)(at),
+                lambda: rl.compile(raw, debug_nans=True)(at)):    # compiled raw: not folded
+        with pytest.raises(rl.EvaluationError, match=r"debug_nans: NaN in .*/ \(%sqrt \+ "
+                                                     r"%sqrt\).*\(a backward step AD "
+                                                     r"generated for the expression at line 2"):
+            run()
+    # grad, value_and_grad and vjp take it too; finite points are unchanged
+    x = rl.var("x", dtype="float64")
+    h = rl.Function([x], rl.sqrt(x) * x)
+    assert float(rl.evaluate(rl.grad(h, debug_nans=True), np.float64(4.0))) == pytest.approx(3.0)
+    value, grad = rl.evaluate(rl.value_and_grad(h, debug_nans=True), np.float64(4.0))
+    assert (float(value), float(grad)) == pytest.approx((8.0, 3.0))
+    _, back = rl.evaluate(rl.vjp(h, debug_nans=True), np.float64(4.0))
+    assert float(back(np.float64(2.0))[0]) == pytest.approx(6.0)
+    with pytest.raises(rl.GradientError, match="debug_nans= must be True or False"):
+        rl.gradient(f, debug_nans="on")

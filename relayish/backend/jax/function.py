@@ -37,6 +37,7 @@ from relayish.backend.jax.dtypes import program_uses64
 from relayish.backend.jax.dynamic_rule import dynamic_params, find_folds, find_tail_loops
 from relayish.backend.jax.dynamic_tables import JTable, NodeTable, TableSpec
 from relayish.backend.jax.dynamic_tail import DEFAULT_ROW_STEPS, FIRST_ROW_STEPS, MAX_ROW_STEPS
+from relayish.backend.jax.index_checks import functionalized, raise_failed, uses_index_ops
 from relayish.backend.jax.limits import chain_depth, trace_limits
 from relayish.backend.jax.trace import TraceEvaluator
 from relayish.backend.jax.values import JClosure, Restart, jax_array_class, load_jax
@@ -69,6 +70,8 @@ class _Entry:
         self.faults = []                 # messages of run-time checks (a flag output each)
         self.growable = set()            # those a doubled capacity may pass (JaxFunction._grow)
         self.row_steps = None            # the capacity of loops with rows it was traced with
+        self.checked = False             # jitted returns (checkify error leaves, outputs)
+        self.error_tree = None           # their tree (index_checks.functionalized)
 
 
 class _Overflow(Exception):
@@ -83,7 +86,7 @@ class JaxFunction:
     `jax_function()` gives the pure jax function behind `run` (tensor parameters and results).
     """
 
-    def __init__(self, mod, main, device="cpu", limits=None, capacity=None):
+    def __init__(self, mod, main, device="cpu", limits=None, capacity=None, check_indices=True):
         self.mod = mod
         self.main = main
         self.device = resolve_device(device)
@@ -100,7 +103,7 @@ class JaxFunction:
             raise CompileError(f"the compiled function has free variables ({names}); compile a "
                                "closed function")
         self.uses_x64 = program_uses64(mod)
-        self.trace_count = 0
+        self._traces = 0
         self._cache: dict = {}
         self._lock = threading.Lock()
         tensor_params = all(sig is not None for sig in self.parameters.tensors)
@@ -120,9 +123,18 @@ class JaxFunction:
                         for k, (adt, orders) in dynamic_params(mod, main, folds).items()}
         self._folds = folds if self._tables else {}
         self._tail_loops = find_tail_loops(mod)
+        # index checks (index_checks.py) only where an op could index out of range: a program
+        # without one is traced and jitted as before
+        self.check_indices = bool(check_indices) and uses_index_ops(mod)
+        self._unchecked = None           # its twin without checks (jax_function, rl.vmap)
 
     def __repr__(self):
         return f"<relayish JaxFunction on {self.device}>"
+
+    @property
+    def trace_count(self):
+        """How many times the program was traced (its unchecked twin's traces included)."""
+        return self._traces + (self._unchecked.trace_count if self._unchecked else 0)
 
     # ---- calling ----------------------------------------------------------------------------
     def __call__(self, *args):
@@ -173,6 +185,8 @@ class JaxFunction:
         capacity) returned rather than raised: `flags` a bool vector of that trace (None when
         the program has no checks), `messages` their texts, for the caller to check after its
         own run. A program that writes its reference arguments is a CompileError here."""
+        if self.check_indices:
+            return self._without_checks().call_in_trace(*args)
         leaves, key, tree, refs = self._flatten_args(args)
         entry = self._entry(key, tree, len(leaves), refs)
         if not entry.traced:
@@ -202,7 +216,12 @@ class JaxFunction:
         if key != () or self._tensor_sig is None or entry.written or entry.faults:
             return
         jitted = entry.jitted
-        if entry.pure:
+        if entry.checked:
+            def call(*leaves):
+                error, out = jitted(*leaves)
+                raise_failed(entry, error)
+                return out if entry.pure else decode(entry.out_desc, out, [], entry)
+        elif entry.pure:
             call = jitted                # the jitted function itself: no extra Python frame
         else:
             def call(*leaves):
@@ -274,6 +293,8 @@ class JaxFunction:
         tensor, or a result that is not tensors and tuples of them (closures, ADT values,
         references); a failure to trace the program is the CompileError it raises.
         """
+        if self.check_indices:           # jax's own semantics, for jax's transformations
+            return self._without_checks().jax_function()
         if self._tensor_sig is None:
             raise NotTensorFunction("jax_function() needs a function whose parameters are all "
                                "tensors; this one takes " + ", ".join(
@@ -321,6 +342,15 @@ class JaxFunction:
         return {"read": [p.name_hint for p in self.params if p.name_hint not in written],
                 "written": written}
 
+    def _without_checks(self):
+        """This program compiled without index checks (made once, when first asked for)."""
+        if self._unchecked is None:
+            twin = JaxFunction(self.mod, self.main, self.device.platform, self.limits,
+                               self.capacity, check_indices=False)
+            twin.select_joins = self.select_joins
+            self._unchecked = twin
+        return self._unchecked
+
     # ---- specializations ----------------------------------------------------------------------
     def _entry(self, key, tree, n_leaves, refs):
         entry = self._cache.get(key)
@@ -329,6 +359,7 @@ class JaxFunction:
                 entry = self._cache.get(key)
                 if entry is None:
                     entry = _Entry(tree, n_leaves, ref_paths(tree, len(self.params)))
+                    entry.checked = self.check_indices
                     entry.jitted = self._jit(entry)
                     self._cache[key] = entry
         return entry
@@ -343,13 +374,15 @@ class JaxFunction:
             sharding = SingleDeviceSharding(self.device)
             kwargs["in_shardings"] = sharding
             kwargs["out_shardings"] = sharding
-        return jax.jit(lambda *leaves: self._trace(entry, leaves), **kwargs)
+        def trace(*leaves):
+            return self._trace(entry, leaves)
+        return jax.jit(functionalized(trace, entry) if entry.checked else trace, **kwargs)
 
     def _trace(self, entry, leaves):
         """The function jax traces: rebuild the arguments, evaluate @main, encode the result."""
         if self._tensor_sig is not None:    # the fast path leaves shapes to jax: check them here
             self.parameters.convert(list(leaves))
-        self.trace_count += 1
+        self._traces += 1
         try:
             return self._evaluate(entry, leaves, batching=True)
         except Restart:
@@ -365,6 +398,7 @@ class JaxFunction:
         ev.row_steps = DEFAULT_ROW_STEPS if self.select_joins or self.row_steps is None else \
             self.row_steps
         entry.row_steps = self.row_steps
+        ev.check_indices = entry.checked
         refs = []
         args = [JTable(t[1], [leaves[j] for j in t[2]]) if t[0] == "table" else
                 build_arg(t, leaves, refs) for t in entry.tree]
@@ -482,7 +516,10 @@ class JaxFunction:
 
 def _with_writes(entry, outcome):
     """(result, written reference contents) from the jitted function's outputs; a run-time
-    check that failed (entry.faults) is an EvaluationError."""
+    check that failed (entry.faults, an index check) is an EvaluationError."""
+    error = None
+    if entry.checked:
+        error, outcome = outcome
     if entry.faults:
         outcome, flags = outcome
         if isinstance(flags, load_jax().core.Tracer):
@@ -491,9 +528,11 @@ def _with_writes(entry, outcome):
             return _with_writes_unchecked(entry, outcome)
         failed = [m for m, f in zip(entry.faults, np.asarray(flags)) if f]
         if failed and all(m in entry.growable for m in failed):
-            raise _Overflow()
+            raise _Overflow()       # first: past a capacity, the indices read may be garbage
         if failed:
             raise EvaluationError("; ".join(failed))
+    if error is not None:
+        raise_failed(entry, error)
     return _with_writes_unchecked(entry, outcome)
 
 
@@ -529,14 +568,14 @@ def dynamic_capacity(capacity):
     return dict(capacity)
 
 
-def compile_jax(f_or_mod, device="cpu", limits=None, capacity=None):
-    """`rl.compile(f_or_mod, backend="jax", device=..., limits=..., capacity=...)`: see
-    JaxFunction, TRACE_LIMITS and dynamic_capacity. Type-checked once, by the rule every
-    backend shares (runtime/check.py)."""
+def compile_jax(f_or_mod, device="cpu", limits=None, capacity=None, check_indices=True):
+    """`rl.compile(f_or_mod, backend="jax", device=..., limits=..., capacity=...,
+    check_indices=...)`: see JaxFunction, TRACE_LIMITS, dynamic_capacity and index_checks.py.
+    Type-checked once, by the rule every backend shares (runtime/check.py)."""
     mod = None
     if isinstance(f_or_mod, Expr):
         # the trace looks globals up in a Module: one whose @main is the function
         mod = Module.from_expr(f_or_mod)
         f_or_mod = mod["main"]
     mod, main = checked(f_or_mod, mod, who="rl.compile", error=CompileError)
-    return JaxFunction(mod, main, device, limits, capacity)
+    return JaxFunction(mod, main, device, limits, capacity, check_indices)

@@ -35,6 +35,7 @@ from relayish.backend.jax.dynamic_loops import fold_call
 from relayish.backend.jax.dynamic_rows import JPoolRef, JRow
 from relayish.backend.jax.dynamic_tables import JCursor, JTable
 from relayish.backend.jax.dynamic_tail import tail_call
+from relayish.backend.jax.index_checks import check_call
 from relayish.backend.jax.joins import select_tree, switch, tensor_contents
 from relayish.backend.jax.limits import MAX_ACTIVATIONS_UNDER_JOIN, TRACE_LIMITS
 from relayish.backend.jax.values import (POISON, Frame, JAdt, JClosure, JConstructorFn, JRef,
@@ -107,6 +108,7 @@ class TraceEvaluator:
         self.tail_loops: dict = {}           # Function -> TailLoop run as a while loop
         self.tail = None                     # the tail loop being traced (dynamic_tail.py)
         self.capacity: dict = {}             # rl.compile(..., capacity=...)
+        self.check_indices = False           # trace index checks (index_checks.py)
 
     # ---- entry ------------------------------------------------------------------------------
     def eval(self, expr, env, tail=False):
@@ -289,6 +291,8 @@ class TraceEvaluator:
         else:
             import jax.numpy as xp
         if not concrete:
+            if self.check_indices and op.index_range is not None:
+                check_call(op, args, attrs, where)      # jax would clamp them (index_checks.py)
             folded = self.zeros.fold(op, args, attrs, getattr(where, "_checked_type", None))
             if folded is not None:
                 return folded
