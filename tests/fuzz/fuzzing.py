@@ -36,6 +36,8 @@ EXAMPLES = {
     "dynamic_nested": (4, 200),
     # test_eager_vs_torch.py: each example runs 3 steps, compiling with jax from the second
     "eager_vs_torch": (6, 500),
+    # test_builder_vs_eager.py: each example runs eager's recorder once (jax) and the interpreter
+    "builder_vs_eager": (8, 500),
 }
 
 # nesting depths of the deep-nesting cases (the parser stops at 30,000 levels or brackets).
