@@ -265,6 +265,16 @@ def dtype_hint(expr):
         if isinstance(expr, Tuple) and expr.fields:     # concatenate/stack((a, ...)): a's dtype
             expr = expr.fields[0]
             continue
+        if isinstance(expr, Let):            # a let-chain's value is its body's
+            expr = expr.body
+            continue
+        if isinstance(expr, Call) and isinstance(expr.op, Function):   # (fn (..) { body })(..)
+            t = expr.op.ret_type
+            if isinstance(t, TensorType):
+                hint = t.dtype
+                break
+            expr = expr.op.body
+            continue
         if isinstance(expr, Call) and isinstance(expr.op, Primitive):
             # the op's record says: a dtype ("bool", cast's attribute) or an argument to follow
             # (where(cond, x, y): 1)

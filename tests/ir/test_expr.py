@@ -209,3 +209,10 @@ def test_finding8_const_range_keeps_what_the_literals_keep():
     assert rl.const(np.array([1e39]), "float64").data[0] == 1e39
     inf_array = rl.const(np.array([-np.inf, 1.0]), "float32")
     rl.assert_structural_equal(rl.parse_expr(str(inf_array)), inf_array)
+
+
+def test_a_number_meeting_a_call_of_a_function_literal_takes_its_dtype():
+    # found by tests/fuzz/test_builder_vs_eager.py: `call * call + 1.0` made a float32 1f
+    p = rl.var("p", shape=(3,), dtype="float64")
+    y = rl.Function([p], rl.Let(rl.var("q"), p, p))(rl.var("x", shape=(3,), dtype="float64"))
+    assert (y * y + 1.0).args[1].data.dtype == np.float64
