@@ -581,6 +581,90 @@ def nested_section(args, rng):
         print(f"  {name:38s} {ms:8.4f} ms   {ms / hand:5.2f}x by hand")
 
 
+HALVING_TEXT = """
+def @f(%x: Tensor[(2), float64]) -> float64 { sum((%x - 1f64) * (%x - 1f64) * (%x * %x + 1f64)) }
+def @descend(%x: Tensor[(2), float64], %s: float64, %k: int32) -> Tensor[(2), float64] {
+  let %g = 2f64 * (%x - 1f64) * (%x * %x + 1f64) + 2f64 * %x * (%x - 1f64) * (%x - 1f64);
+  let %y = %x - %s * %g;
+  if (logical_and(%k < 60, sum(%g * %g) > 1e-16f64)) {
+    if (@f(%y) < @f(%x)) { @descend(%y, %s, %k + 1) } else { @descend(%x, %s * 0.5f64, %k + 1) }
+  } else { %x }
+}
+def @main(%x: Tensor[(2), float64]) -> float64 { sum(@descend(%x, 1f64, 0) * %x) }
+"""
+
+
+def halving_jax(x, trips):
+    """The step-halving descent in jax for a static trip count (lax.fori_loop: jax.grad
+    cannot differentiate a while loop)."""
+    import jax
+    import jax.numpy as jnp
+
+    def f(v):
+        return jnp.sum((v - 1) ** 2 * (v * v + 1))
+
+    def step(_, state):
+        v, s = state
+        g = 2 * (v - 1) * (v * v + 1) + 2 * v * (v - 1) ** 2
+        y = v - s * g
+        better = f(y) < f(v)
+        return jnp.where(better, y, v), jnp.where(better, s, s * 0.5)
+    end, _ = jax.lax.fori_loop(0, trips, step, (x, jnp.float64(1)))
+    return jnp.sum(end * x)
+
+
+def _halving_trips(x):
+    """The descent's trip count for x (the interpreter's arithmetic, in numpy)."""
+    def f(v):
+        return np.sum((v - 1) ** 2 * (v * v + 1))
+    k, s = 0, 1.0
+    while True:
+        g = 2 * (x - 1) * (x * x + 1) + 2 * x * (x - 1) ** 2
+        if not (k < 60 and np.sum(g * g) > 1e-16):
+            return k
+        y = x - s * g
+        x, s, k = (y, s, k + 1) if f(y) < f(x) else (x, s * 0.5, k + 1)
+
+
+def halving_section(args, rng):
+    """The step-halving descent (keeps x when a step fails): value_and_grad, one relayish
+    program for every input, against jax.jit(jax.value_and_grad) of lax.fori_loop per trip
+    count, and the interpreter (values to 1e-9)."""
+    import jax
+    vg = rl.value_and_grad(rl.parse(HALVING_TEXT))
+    run = rl.compile(vg, backend="jax")
+    xs = [rng.normal(size=2) * s for s in (0.5, 1.0, 2.0, 4.0, 8.0)]
+    trips = [_halving_trips(x) for x in xs]
+    with jax.enable_x64(True):
+        t0 = time.process_time()
+        run(xs[-1])
+        ours_compile = time.process_time() - t0
+        refs, compiles = {}, []
+        for x, k in zip(xs, trips):
+            if k not in refs:
+                refs[k] = jax.jit(jax.value_and_grad(lambda v, k=k: halving_jax(v, k)))
+                t0 = time.process_time()
+                jax.block_until_ready(refs[k](x))
+                compiles.append(time.process_time() - t0)
+        for x, k in zip(xs, trips):
+            got, expected = run(x), rl.evaluate(vg, x)
+            np.testing.assert_allclose(got[0], expected[0], rtol=1e-9)
+            np.testing.assert_allclose(got[1], expected[1], rtol=1e-9)
+            np.testing.assert_allclose(got[1], refs[k](x)[1], rtol=1e-9)
+        best = interleaved_best({
+            "relayish jax (one program)": lambda i: run(xs[i % len(xs)]),
+            "jax.jit per trip count, fori_loop": lambda i: jax.block_until_ready(
+                refs[trips[i % len(xs)]](xs[i % len(xs)]))}, len(xs) * args.loop_repeats,
+            args.rounds)
+    hand = best["jax.jit per trip count, fori_loop"]
+    print(f"\nstep-halving descent (keeps x when a step fails), value_and_grad, float64[2], "
+          f"{len(xs)} inputs of {min(trips)}-{max(trips)} iterations; relayish {run.trace_count} "
+          f"traces ({run.growths} capacity doublings), first call {ours_compile:.2f} s; jax "
+          f"{len(compiles)} compilations, {min(compiles):.2f}-{max(compiles):.2f} s each")
+    for name, ms in best.items():
+        print(f"  {name:38s} {ms:8.4f} ms   {ms / hand:5.2f}x jax")
+
+
 def _trips_f32(x):
     """The loop's trip count for x, run in float32 by XLA (the compiled programs' arithmetic:
     a float64 count can differ by one at the boundary)."""
@@ -619,8 +703,8 @@ def main(argv=None):
     parser.add_argument("--loop-inputs", type=int, default=20)
     parser.add_argument("--loop-repeats", type=int, default=20)
     parser.add_argument("--rk4-size", type=int, default=1000)
-    parser.add_argument("--sections", default="rnn,loop,loop_grad,rk4,nested",
-                        help="comma-separated: rnn, loop, loop_grad, rk4, nested")
+    parser.add_argument("--sections", default="rnn,loop,loop_grad,rk4,nested,halving",
+                        help="comma-separated: rnn, loop, loop_grad, rk4, nested, halving")
     parser.add_argument("--quick", action="store_true",
                         help="a short run: 20 sequences, 3 timed, 2 rounds")
     args = parser.parse_args(argv)
@@ -628,7 +712,7 @@ def main(argv=None):
         args.seqs, args.timed, args.rounds, args.loop_repeats = 20, 3, 2, 5
     rng = np.random.default_rng(args.seed)
     sections = {"rnn": rnn_section, "loop": loop_section, "loop_grad": loop_grad_section,
-                "rk4": rk4_section, "nested": nested_section}
+                "rk4": rk4_section, "nested": nested_section, "halving": halving_section}
     for name in args.sections.split(","):
         sections[name](args, rng)
 

@@ -20,7 +20,7 @@ import relayish as rl
 from relayish.errors import CompileError, EvaluationError
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "benchmarks"))
-from dynamic import loop_module, loop_step_jax, rk4_module  # noqa: E402
+from dynamic import HALVING_TEXT, loop_module, loop_step_jax, rk4_module  # noqa: E402
 
 EPS = 0.001
 
@@ -387,3 +387,28 @@ def test_a_loops_rows_grow_by_doubling_and_explain_counts_the_retraces():
     with pytest.raises(EvaluationError, match=r"ran more than 16 iterations"):
         fixed(x, np.int32(40))
     assert fixed.growths == 0
+
+
+# ---- state-keeping iterations (issue 26) -------------------------------------------------------
+
+@pytest.mark.parametrize("keep", ["two calls", "a joined argument"])
+def test_a_descent_that_keeps_x_when_a_step_fails_has_a_compiled_gradient(keep):
+    # the step-halving descent of benchmarks/dynamic.py: an iteration whose step fails passes
+    # its (x, %rx) on, so the loop's %rx is the caller's reference in some iterations and one
+    # made in the loop in others (the caller's is adopted as a slot of the loop's pool); x is
+    # also used after the loop, so the caller's adjoint gets a sum from both sides
+    text = HALVING_TEXT
+    if keep == "a joined argument":
+        text = text.replace(
+            "if (@f(%y) < @f(%x)) { @descend(%y, %s, %k + 1) } else { @descend(%x, %s * 0.5f64, "
+            "%k + 1) }",
+            "let %ok = @f(%y) < @f(%x); "
+            "@descend(if (%ok) { %y } else { %x }, if (%ok) { %s } else { %s * 0.5f64 }, %k + 1)")
+        assert text != HALVING_TEXT
+    vg = rl.value_and_grad(rl.parse(text))
+    run = rl.compile(vg, backend="jax")
+    rng = np.random.default_rng(11)
+    for x in [np.array([3.0, -2.0]), np.array([1.0, 1.0])] + [rng.normal(size=2) * 4
+                                                             for _ in range(3)]:
+        _close(run(x), rl.evaluate(vg, x), 1e-9)
+    assert run.trace_count == 1 + run.growths

@@ -2,14 +2,15 @@
 (issue 17), as text, with inputs of random structure: the generator of
 tests/fuzz/test_dynamic_loops.py.
 
-    program = draw(programs(kind))       # kind: "right", "left", "loop", "nested", "under_if"
+    program = draw(programs(kind))       # "right", "left", "loop", "nested", "under_if", "keeping"
     args = program.inputs(rng, size)     # weights (w, W, E) and a structure of `size` nodes
 
 Every program has the weights `%w: (3)`, `%W: (3, 3)`, `%E: (5, 3)` (an embedding read through
 int32 word fields, `take(%E, %i, axis=0)`) as its first parameters and one structure: a list or
 a random tree ADT of 2-3 constructors (folded by a right fold, or walked by a left fold with an
 accumulator), or a vector iterated by a traced-condition loop (alone, with an inner loop in
-each step: `nested`, or two of them in the branches of a traced if: `under_if`). Programs are type-correct by
+each step: `nested`, two of them in the branches of a traced if: `under_if`, or one whose
+iterations keep x when a traced test fails: `keeping`). Programs are type-correct by
 construction. Clause bodies are small random expressions over the recursive results, the
 fields and the weights; each clause result is squashed (tanh, sin, sigmoid) so that values
 stay in range over 20 nodes or 30 trips, and a traced `if` compares sums offset by 0.3701 (as
@@ -303,31 +304,32 @@ def tail_loops(draw, let_ifs=True):
     inputs are small (|x| < 2): a sin(4 x^2) of a large x makes the gradient so ill-conditioned
     (|dloss/dx| ~ 1e4 over a dozen trips) that numpy's and XLA's last-ulp differences grow
     past rtol 1e-9 (the compiled program then agrees with jax.grad of the unrolled loop)."""
-    gen = Clauses(draw, let_ifs)
-    gen.favored = ["%x"]
-    word = draw(st.integers(0, 4))
-    scope = ["%x", "%w", f"take(%E, {word}, axis=0)"]
-    lines = gen.lets(scope)
-    step = (f"%x * (0.4f64 + 0.4f64 * sigmoid({gen.vector(scope)})) "
-            f"+ sin(%x) * (0.05f64 * {gen.squashed(scope)})")
-    exit_ = gen.exit(["%x", "%w"], "%x", depth=1)
-    loop = f"@loop({', '.join(WEIGHT_ARGS)}, "
-    text = (f"def @loop({WEIGHTS}, %x: {VEC}) -> {VEC} {{\n"
-            f"  if (sum(%x * %x) > 1e-6f64) {{ {' '.join(lines)} {loop}{step}) }}\n"
-            f"  else {{ {exit_} }}\n}}\n"
-            f"def @main({WEIGHTS}, %x: {VEC}) -> float64 {{\n"
-            f"  let %h = {loop}%x); {draw(st.sampled_from(LOSSES))}\n}}\n")
+    text = _loop_text(draw, "loop", let_ifs=let_ifs)
+    text += (f"def @main({WEIGHTS}, %x: {VEC}) -> float64 {{\n"
+             f"  let %h = @loop({', '.join(WEIGHT_ARGS)}, %x); "
+             f"{draw(st.sampled_from(LOSSES))}\n}}\n")
     return Program(text, "loop", None)
 
 
-def _loop_text(draw, name, inner=None):
-    """A traced-condition loop `@name(weights, %x)` as tail_loops draws it; with `inner` (the
-    name of another such loop) its step first runs that loop from a vector made of %x, whose
-    result joins the step's scope: a loop inside a loop."""
-    gen = Clauses(draw, False)
+def _loop_scope(draw, let_ifs=False):
+    """(clause drawer, scope) of a loop's body over %x: x (favored), w and an embedding row."""
+    gen = Clauses(draw, let_ifs)
     gen.favored = ["%x"]
     word = draw(st.integers(0, 4))
-    scope = ["%x", "%w", f"take(%E, {word}, axis=0)"]
+    return gen, ["%x", "%w", f"take(%E, {word}, axis=0)"]
+
+
+def _shrinking_step(gen, scope):
+    """x times a factor in [0.4, 0.8] plus a term no larger than 0.05 |x| (tail_loops)."""
+    return (f"%x * (0.4f64 + 0.4f64 * sigmoid({gen.vector(scope)})) "
+            f"+ sin(%x) * (0.05f64 * {gen.squashed(scope)})")
+
+
+def _loop_text(draw, name, inner=None, let_ifs=False):
+    """A traced-condition loop `@name(weights, %x)` (tail_loops); with `inner` (the name of
+    another such loop) its step first runs that loop from a vector made of %x, whose result
+    joins the step's scope: a loop inside a loop."""
+    gen, scope = _loop_scope(draw, let_ifs)
     lines = []
     if inner is not None:
         start = gen.pick(("%x", "tanh(%x)", "(%x * 1.5f64)", "sin(%x * %w)"))
@@ -335,8 +337,7 @@ def _loop_text(draw, name, inner=None):
         scope.append("%s")
         gen.favored.append("%s")
     lines += gen.lets(scope)
-    step = (f"%x * (0.4f64 + 0.4f64 * sigmoid({gen.vector(scope)})) "
-            f"+ sin(%x) * (0.05f64 * {gen.squashed(scope)})")
+    step = _shrinking_step(gen, scope)
     exit_ = gen.exit(["%x", "%w"], "%x", depth=1)
     call = f"@{name}({', '.join(WEIGHT_ARGS)}, "
     return (f"def @{name}({WEIGHTS}, %x: {VEC}) -> {VEC} {{\n"
@@ -369,9 +370,31 @@ def loops_under_ifs(draw):
     return Program(text, "loop", None)
 
 
+@st.composite
+def keeping_loops(draw):
+    """A state-keeping loop: each iteration computes a step %y of x (tail_loops' shrinking
+    step) and goes on with it when a random traced comparison holds, else keeps x and halves
+    %s; it stops when |x|^2 <= 1e-6 or %s <= 0.01 (at most 7 kept iterations in a row)."""
+    gen, scope = _loop_scope(draw)
+    lines = gen.lets(scope)
+    lines.append(f"let %y = {_shrinking_step(gen, scope)};")
+    scope.append("%y")
+    exit_ = gen.exit(["%x", "%w"], "%x", depth=1)
+    call = f"@loop({', '.join(WEIGHT_ARGS)}, "
+    text = (f"def @loop({WEIGHTS}, %x: {VEC}, %s: float64) -> {VEC} {{\n"
+            f"  if (logical_and(sum(%x * %x) > 1e-6f64, %s > 0.01f64)) {{ {' '.join(lines)}\n"
+            f"    if ({gen.condition(scope)}) {{ {call}%y, %s) }}\n"
+            f"    else {{ {call}%x, %s * 0.5f64) }}\n"
+            f"  }} else {{ {exit_} }}\n}}\n"
+            f"def @main({WEIGHTS}, %x: {VEC}) -> float64 {{\n"
+            f"  let %h = {call}%x, 1f64); {draw(st.sampled_from(LOSSES))}\n}}\n")
+    return Program(text, "loop", None)
+
+
 def programs(kind, **options):
     """The strategy of programs of `kind` ("right", "left", "loop"); options: let_ifs (a traced
     if bound by a let, not only as a clause's result), pre_lets (right folds: pure lets before
     the recursive calls), data_grad (folds: sometimes the gradient for the structure too)."""
     return {"right": right_folds, "left": left_folds, "loop": tail_loops,
-            "nested": nested_loops, "under_if": loops_under_ifs}[kind](**options)
+            "nested": nested_loops, "under_if": loops_under_ifs,
+            "keeping": keeping_loops}[kind](**options)

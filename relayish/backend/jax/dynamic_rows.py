@@ -196,6 +196,7 @@ class Pool:
 
     def __init__(self, key, rows):
         self.key, self.rows, self.per_row = key, rows, None
+        self.entries = 0             # slots after the rows: references adopted (dynamic_tail)
         self.cell = PoolCell(None, next_serial())
         self.own = []                # the slots of the iteration being traced (`start_row`)
         self.own_k = {}              # id(one of them) -> k
@@ -222,7 +223,7 @@ class Pool:
 
     def zeros(self, per_row):
         import jax.numpy as jnp
-        n = self.rows * max(per_row, 1) + 1      # + a spare row (flush)
+        n = self.rows * max(per_row, 1) + self.entries + 1      # + a spare row (flush)
         return _rebuild_key(self.key, iter([jnp.zeros((n,) + shape, dtype)
                                             for shape, dtype in _key_leaves(self.key, [])]))
 

@@ -58,8 +58,10 @@ an outer one, GradBench's saddle). Run-time checks (a loop past its capacity) ar
 cells (TraceEvaluator.fault): the nested loop carries those its body raises, a join joins
 them like any written reference. CompileErrors naming the function: a loop with rows inside
 a loop that records rows itself, or under a traced if (its rows would have to outlive the
-iteration or the branch: the gradient of a nested loop); an argument position that holds different kinds of values across iterations (a
-reference made before the loop in some, one made in the loop in others), or a value made in an
+iteration or the branch: the gradient of a nested loop); an argument position that holds
+different kinds of values across iterations (a reference made before the loop in some, one
+made in the loop in others) -- except in a gradient's loop, whose iterations may keep their
+state (`_adopt`: the caller's reference becomes a pool slot) -- or a value made in an
 iteration other than a tensor or a pool reference passed to the next one (a closure); a result
 that returns a reference made before the loop from inside it; an outer reference the loop
 writes data holding its references to (the gradient of a loop accumulating into an outer
@@ -76,9 +78,9 @@ from relayish.backend.jax.dynamic_loops import _content_key, _reachable
 from relayish.backend.jax.dynamic_tables import JCursor, JTable
 from relayish.backend.jax.dynamic_rows import (Family, JPoolRef, JRow, Pool, _cast as _cast_to,
                                                new_pool_ref, write_family_rows)
-from relayish.backend.jax.values import (Frame, JClosure, JRef, JUnion, closure_name, describe,
-                                         is_tensor, is_traced, load_jax, next_serial,
-                                         serial_of)
+from relayish.backend.jax.values import (Frame, JClosure, JRef, JUnion, TailCall, closure_name,
+                                         describe, is_tensor, is_traced, load_jax,
+                                         next_serial, serial_of)
 
 DEFAULT_STEPS = 100_000
 DEFAULT_ROW_STEPS = 1_024      # a loop with rows under rl.vmap (which cannot retrace per call)
@@ -142,6 +144,44 @@ def tail_call(ev, loop, callee, args):
                            f"for a backward pass (a gradient's loop) {where} is not compiled "
                            "as a loop yet (the gradient of a nested loop); use rl.evaluate")
     return _RowsLoop(ev, loop, name, args).run()
+
+
+class JSync:
+    """A callable value: merges the references a state-keeping loop adopted with their pool
+    slots, then calls `inner` (_RowsLoop._adopt). `to_ref`: each reference gets its slot's
+    content. Else (`released`: each reference's content and its pool's tables as the forward
+    loop left them) the slot gets what was added to the reference since: all of it when the
+    pool is as the loop left it, the increment `ref - content then` when both copies were
+    added to (a backpropagator's adjoints, whose writes are accumulations `r := !r + g`), and
+    nothing when the reference is unchanged."""
+    __slots__ = ("inner", "adopted", "to_ref", "released", "serial")
+
+    def __init__(self, inner, adopted, to_ref, released=None):
+        self.inner, self.adopted, self.to_ref = inner, adopted, to_ref
+        self.released = released
+        self.serial = next_serial()
+
+    def enter(self, ev, args):
+        for k, (ref, slot) in enumerate(self.adopted):
+            if self.to_ref:
+                ev.write(ref, slot.read(ev))
+                continue
+            then, tables = self.released[k]
+            now = ev.read(ref)
+            if now is then:
+                continue
+            if slot.pool.cell.value is tables:
+                slot.write(ev, now)
+            else:
+                slot.write(ev, _tmap(lambda s, a, b: s + (a - b), slot.read(ev), now, then))
+        return TailCall(self.inner, list(args))
+
+
+def _backpropagators(v):
+    """Is `v` closures of no parameters (a union of them too): what reverse AD's `%bp`
+    holds?"""
+    alts = v.alts if isinstance(v, JUnion) else [v]
+    return all(isinstance(a, JClosure) and not a.func.params for a in alts)
 
 
 def _loop_value(v):
@@ -361,7 +401,7 @@ class _RowsLoop:
 
     def spare(self, pool):
         import jax.numpy as jnp
-        return jnp.asarray(pool.rows * (pool.per_row or 1), jnp.int32)
+        return jnp.asarray(pool.rows * (pool.per_row or 1) + pool.entries, jnp.int32)
 
     def stand_in(self, t):
         """The value of the recursive call inside the body (the iteration continues, so it is
@@ -494,7 +534,7 @@ class _RowsLoop:
 
         # trace D: the recursive call's arguments (which positions pass the entry's object on)
         # and the references an iteration makes (the pools' slots per row)
-        calls, conts = [], []
+        calls, conts, written = [], [], []
 
         def discover():
             frame = Frame(self.start)
@@ -504,6 +544,7 @@ class _RowsLoop:
                 cont, _, _, found = self._step(self.args, self.args)
                 calls.extend(found)
                 conts.append(cont)
+                written.extend((ref, ref.value) for ref, _ in frame.log.values())
             finally:
                 ev.frames = saved_frames
                 restore()
@@ -520,11 +561,13 @@ class _RowsLoop:
         for key, pool in self.pools.items():
             pool.per_row = max(per_row.get(key, 0), 1)
             pool.cell.value = pool.zeros(pool.per_row)
+        self._adopt(calls, written)
 
         # the peeled first iteration, into the enclosing trace
         self.i = np.int32(self.rows)
         cont0, args1, result0, _ = self._step(self.args, self._blank(calls[0]))
         if not is_traced(cont0) and not bool(cont0):
+            self._release()
             return result0
         leaves1 = _flatten(tuple(args1), [])
         self.arg_kinds = self._kinds(leaves1, "argument")
@@ -633,11 +676,95 @@ class _RowsLoop:
             fam.tables, fam.count = tables, trips
             # no iteration left a new closure: the reference holds what the peel left
             ev.write(fam.ref, fam.base if fam.template is None else JRow(fam, ptr))
+        self._release()
         looped = self._value(res, self.res_kinds, self.res_shape)
         if not is_traced(cont0):
             return looped
         index = jnp.asarray(cont0).astype(jnp.int32)
         return ev.switch(index, [lambda stop: result0, lambda stop: looped])
+
+    def _adopt(self, calls, written):
+        """State-keeping iterations: an argument position where some recursive call passes
+        the entry's reference on (a descent keeping x when its step fails passes its `(x, %rx)`
+        back) and another a reference made in the iteration. The peel alone receives the
+        caller's reference, so its next argument there would be either kind; instead the
+        caller's reference is *adopted*: it becomes a slot of its content type's pool after
+        the rows (`Pool.entries`), holding its content, and the loop sees only pool slots. The
+        two copies meet where the backward pass crosses the loop (a JSync each side of its
+        chain, in the reference holding the backpropagator: the pool's slot gets what was
+        added to the caller's reference after the loop before the chain runs, the caller's
+        reference what the chain left in the slot before the closures made before the loop
+        run), and after the forward loop the caller's reference holds the slot's content."""
+        import jax.numpy as jnp
+        self.adopted, self.sync_ref = [], None
+        keeps = []
+        for k, v in enumerate(self.entry):
+            if not (isinstance(v, JRef) and _is_tree(v.value)):
+                continue
+            leaves = [_flatten(tuple(c), [])[k] for c in calls]
+            # passed on by some call (or some alternative of a call's joined argument), and
+            # not by every call
+            kept = [x is v or (isinstance(x, JUnion) and any(a is v for a in x.alts))
+                    for x in leaves]
+            if any(kept) and not all(x is v for x in leaves) and \
+                    not any(v is j for j, *_ in keeps):
+                mixed = [x for x in leaves if isinstance(x, JUnion)]
+                keeps.append((v, k, mixed[0] if mixed else v))
+        if not keeps:
+            return
+        # the loop's one family must be a backpropagator (closures of no parameters, reverse
+        # AD's `%bp`): JSync merges the two copies of an adopted adjoint as accumulations
+        fams = [ref for ref, new in written
+                if isinstance(ref, JRef) and ref is not self.cont and ref is not self.nxt and
+                not self.ev.is_fault_cell(ref) and _holds_closure(new)]
+        if len(fams) != 1 or not _backpropagators(dict(written)[fams[0]]):
+            raise CompileError(self._mixed("argument", keeps[0][2], keeps[0][1]))
+        slots = {}
+        for ref, k, _ in keeps:
+            pool = self.pool(_key(ref.value))
+            pool.per_row = pool.per_row or 1
+            slots[id(ref)] = (pool, pool.entries)
+            pool.entries += 1
+        for pool in {id(p): p for p, _ in slots.values()}.values():
+            pool.cell.value = pool.zeros(pool.per_row)
+        for k, v in enumerate(self.entry):
+            if id(v) in slots and isinstance(v, JRef):
+                pool, j = slots[id(v)]
+                slot = jnp.asarray(pool.rows * pool.per_row + j, jnp.int32)
+                adopted = JPoolRef(pool, slot)
+                adopted.write(self.ev, v.value)
+                self.adopted.append((v, adopted))
+                self.entry = [adopted if x is v else x for x in self.entry]
+        self.args = list(_rebuild(self.arg_shape, iter(self.entry)))
+        self.sync_ref = fams[0]
+        self.ev.write(fams[0], JSync(fams[0].value, self.adopted, to_ref=True))
+
+    def _release(self):
+        """After the forward loop: the adopted references hold their slots' contents, and the
+        backpropagator reference syncs the slots from them when called (_adopt)."""
+        ev = self.ev
+        released = []
+        for ref, slot in self.adopted:
+            ev.write(ref, slot.read(ev))
+            released.append((ref.value, slot.pool.cell.value))
+        if self.sync_ref is not None:
+            ev.write(self.sync_ref, JSync(self.sync_ref.value, self.adopted, to_ref=False,
+                                          released=released))
+
+    def _adopted_pool(self, v):
+        """The pool of `v` when it is an adopted reference, or a join of such references
+        and slots of one pool; else None."""
+        alts = v.alts if isinstance(v, JUnion) else [v]
+        pools = []
+        for a in alts:
+            slot = [s for ref, s in self.adopted if ref is a]
+            if slot:
+                pools.append(slot[0].pool)
+            elif isinstance(a, JPoolRef) and isinstance(v, JUnion):
+                pools.append(a.pool)
+            else:
+                return None
+        return pools[0] if all(p is pools[0] for p in pools) else None
 
     def _blank(self, raw):
         """What `next` holds before the peeled iteration runs: the recursive call's arguments
@@ -646,8 +773,11 @@ class _RowsLoop:
         import jax.numpy as jnp
         out = []
         for k, v in enumerate(_flatten(tuple(raw), [])):
+            adopted = self._adopted_pool(v)
             if v is self.entry[k]:
                 out.append(v)
+            elif adopted is not None:
+                out.append(JPoolRef(adopted, self.spare(adopted)))
             elif isinstance(v, JPoolRef):
                 out.append(JPoolRef(v.pool, self.spare(v.pool)))
             elif isinstance(v, JCursor):
@@ -661,4 +791,4 @@ class _RowsLoop:
         return list(_rebuild(_shape(tuple(raw)), iter(out)))
 
 
-__all__ = ["DEFAULT_STEPS", "DEFAULT_ROW_STEPS", "FIRST_ROW_STEPS", "MAX_ROW_STEPS", "tail_call"]
+__all__ = ["JSync", "DEFAULT_STEPS", "DEFAULT_ROW_STEPS", "FIRST_ROW_STEPS", "MAX_ROW_STEPS", "tail_call"]

@@ -34,7 +34,7 @@ from relayish.backend.jax.dynamic_left import match_cursor
 from relayish.backend.jax.dynamic_loops import fold_call
 from relayish.backend.jax.dynamic_rows import JPoolRef, JRow
 from relayish.backend.jax.dynamic_tables import JCursor, JTable
-from relayish.backend.jax.dynamic_tail import tail_call
+from relayish.backend.jax.dynamic_tail import JSync, tail_call
 from relayish.backend.jax.index_checks import check_call
 from relayish.backend.jax.joins import select_tree, switch, tensor_contents
 from relayish.backend.jax.limits import MAX_ACTIVATIONS_UNDER_JOIN, TRACE_LIMITS
@@ -177,6 +177,8 @@ class TraceEvaluator:
             return JAdt(callee.constructor, list(args), next_serial())
         if isinstance(callee, JRow):        # closures a fold's loop left: the backward loop
             return callee.call(self, args)
+        if isinstance(callee, JSync):       # around a state-keeping loop's chain (dynamic_tail)
+            return callee.enter(self, args)
         raise CompileError(f"cannot call a {describe(callee)}")
 
     def unrolled(self):
