@@ -35,6 +35,7 @@ ALL_EVALS = ("hello", "lse", "llsq", "kmeans", "gmm", "ode", "det", "lstm", "ba"
 TOOL_EVALS = {
     "relayish": set(ALL_EVALS),
     "jax": {"hello", "lse", "gmm", "kmeans", "llsq", "ode"},
+    "jax_blocking": {"lse", "gmm", "kmeans", "llsq", "ode"},
     "pytorch": {"hello", "lse", "gmm", "kmeans", "lstm", "ba", "ht"},
     "manual": {"hello", "lse", "gmm", "kmeans", "llsq", "ode", "lstm", "det", "ba", "ht"},
 }
@@ -43,6 +44,8 @@ TOOL_EVALS = {
 def tool_command(tool, gradbench_dir):
     if tool == "relayish":
         return [sys.executable, os.path.join(HERE, "run.py")]
+    if tool == "jax_blocking":
+        return [sys.executable, os.path.join(HERE, "jax_blocking.py"), gradbench_dir]
     package = os.path.join(gradbench_dir, "python", "gradbench", "gradbench")
     if tool == "manual":
         return [sys.executable, os.path.join(package, "cpp.py"), "manual"]
@@ -225,22 +228,51 @@ def fmt(ms):
 def table(results, tools):
     """Markdown rows from {tool: {eval: [rows]}}."""
     header = ["eval", "function", "size", "valid", "relayish ms", "jax ms", "ratio",
-              "PyTorch ms", "manual ms", "relayish first call ms"]
+              "jax as shipped ms", "PyTorch ms", "manual ms", "relayish first call ms"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for eval_name, rows in results.get("relayish", {}).items():
-        for i, row in enumerate(rows):
+        for row in rows:
             def other(tool):
                 theirs = results.get(tool, {}).get(eval_name, [])
                 match = [r for r in theirs if r["function"] == row["function"]
                          and r["size"] == row["size"]]
                 return median_ms(match[0]) if match else None
-            ours, jax_ms = median_ms(row), other("jax")
+            ours, jax_ms = median_ms(row), other("jax_blocking")
             ratio = f"{ours / jax_ms:.2f}" if ours is not None and jax_ms else "-"
             first = fmt(row["timings"][0] / 1e6) if row.get("timings") else "-"
             valid = "yes" if row.get("valid") else ("no" if row.get("success") else "error")
             lines.append("| " + " | ".join([eval_name, row["function"], row["size"], valid,
-                                            fmt(ours), fmt(jax_ms), ratio, fmt(other("pytorch")),
-                                            fmt(other("manual")), first]) + " |")
+                                            fmt(ours), fmt(jax_ms), ratio, fmt(other("jax")),
+                                            fmt(other("pytorch")), fmt(other("manual")),
+                                            first]) + " |")
+    return "\n".join(lines)
+
+
+def summary(results):
+    """Per eval, the geometric mean over its evaluations of relayish's median over each other
+    tool's (where both ran and relayish's answer was valid): the issue's goal is <= 1.0 against
+    jax and PyTorch, <= 2.0 against manual."""
+    import math
+    lines = ["| eval | vs jax | vs PyTorch | vs manual | first call vs jax's |", "|---|---|---|---|---|"]
+    for eval_name, rows in results.get("relayish", {}).items():
+        cells = []
+        for tool, first in (("jax_blocking", False), ("pytorch", False), ("manual", False),
+                            ("jax_blocking", True)):
+            ratios = []
+            for row in rows:
+                theirs = [r for r in results.get(tool, {}).get(eval_name, [])
+                          if r["function"] == row["function"] and r["size"] == row["size"]]
+                if not (theirs and row.get("valid") and theirs[0].get("timings")):
+                    continue
+                if first:
+                    ours, other = row["timings"][0], theirs[0]["timings"][0]
+                else:
+                    ours, other = median_ms(row), median_ms(theirs[0])
+                if ours and other:
+                    ratios.append(ours / other)
+            cells.append(f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f} "
+                         f"({len(ratios)})" if ratios else "-")
+        lines.append(f"| {eval_name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -248,7 +280,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("gradbench_dir")
     parser.add_argument("--evals", nargs="+", default=list(ALL_EVALS), choices=ALL_EVALS)
-    parser.add_argument("--tools", nargs="+", default=["relayish", "jax", "pytorch", "manual"],
+    parser.add_argument("--tools", nargs="+",
+                        default=["relayish", "jax_blocking", "jax", "pytorch", "manual"],
                         choices=sorted(TOOL_EVALS))
     parser.add_argument("--eval-args", action="append", default=[], metavar="EVAL=ARGS",
                         help='arguments for one eval program, e.g. --eval-args "lse=-n 2500 5000"')
@@ -259,7 +292,19 @@ def main(argv=None):
                              "leave the first run out, which compiles)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per eval and tool")
     parser.add_argument("--json", help="write the raw results here")
+    parser.add_argument("--merge", nargs="+", default=[], metavar="JSON",
+                        help="print the table of these results files (from --json) and exit")
     args = parser.parse_args(argv)
+    if args.merge:
+        merged = {}
+        for path in args.merge:
+            with open(path) as f:
+                for tool, evals in json.load(f).items():
+                    merged.setdefault(tool, {}).update(evals)
+        print(table(merged, None))
+        print()
+        print(summary(merged))
+        return
     gradbench_dir = os.path.abspath(args.gradbench_dir)
     extra = {}
     for item in args.eval_args:
@@ -292,6 +337,8 @@ def main(argv=None):
             with open(args.json, "w") as f:
                 json.dump(results, f)
     print(table(results, args.tools))
+    print()
+    print(summary(results))
 
 
 if __name__ == "__main__":
