@@ -278,11 +278,11 @@ def _boundary(y, targets, stop_ids=frozenset(), total=False):
 
 def _updated_into(n, target_ids):
     """The target that the leaf n became by in-place updates (itself excluded), or None."""
-    nxt = getattr(n, "successor", None)
+    nxt = n.successor
     while nxt is not None:
         if id(nxt) in target_ids:
             return nxt
-        nxt = getattr(nxt, "successor", None)
+        nxt = nxt.successor
     return None
 
 
@@ -376,12 +376,12 @@ def backward(self, gradient=None, create_graph=False):
             f"backward() of a tensor of shape {y.shape}: the gradient is implicit only for a "
             f"scalar; pass gradient= (a tensor of that shape) or call .sum().backward()",
             GradientError)
-    leaves = []
-    for n in _grad_leaves(y.node):
-        # a use of a version before an in-place update counts for the tensor it became
-        n = graph.latest(n) if getattr(n, "successor", None) is not None else n
-        if all(n is not m for m in leaves):
-            leaves.append(n)
+    leaves = _grad_leaves(y.node)
+    for n in leaves:
+        if n.successor is not None:
+            # a use of a version before an in-place update counts for the tensor it became
+            leaves = list({id(m): m for m in map(graph.latest, leaves)}.values())
+            break
     if not leaves:
         raise graph.record_error(
             "backward(): this tensor depends on no tensor that requires gradients (make the "

@@ -64,10 +64,10 @@ class Node:
         self.needed = False  # a kept derivation reads it: an output of its run
         self.leaf = False    # gradients stop here: mark_leaf, or recorded under no_grad
         self.grad = None     # Tensor.grad: what loss.backward() accumulated for this leaf
+        self.successor = None    # the node an in-place update made of this leaf (`latest`)
         # never read before they are written, so not stored here (a store per field is a
         # good part of a node's cost): `num` (runner.Program numbers a program's nodes
-        # before reading them), `pidx` (set with `pseg`), `_var` (see `var`), `successor`
-        # (see `latest`)
+        # before reading them), `pidx` (set with `pseg`), `_var` (see `var`)
 
     @property
     def var(self):
@@ -226,7 +226,7 @@ def _new_param(st, sid, a):
         st.irregular = True
     elif a.args is not None:
         st.opaque = True
-    elif a.requires_grad and getattr(a, "successor", None) is not None:
+    elif a.requires_grad and a.successor is not None:
         st.opaque = True     # updated in place before: which parameter it now is, the key can't say
     known = _TYPE_REFS.get(id(a.type))
     return known[0] if known is not None else _type_ref(a.type)
@@ -397,6 +397,7 @@ def record_op(op, args, attrs, fa=None) -> Node:
     node.needed = False
     node.leaf = not st.grad_enabled      # a no_grad result: gradients stop at it
     node.grad = None
+    node.successor = None
     st.state = hit[0]
     nodes.append(node)
     st.recorded_since_run += 1
@@ -582,6 +583,7 @@ def record_projections(arg, count) -> list:
         node.needed = False
         node.leaf = not st.grad_enabled
         node.grad = None
+        node.successor = None
         nodes.append(node)
         out.append(node)
     st.state = nxt[0]
@@ -632,10 +634,8 @@ def latest(node):
     """The node a leaf requiring gradients became through in-place updates under no_grad
     (`w -= lr * g` records a new node and repoints the handle; the old one's `successor` is
     it): PyTorch's one tensor, whose `.grad` collects the gradients of every version used."""
-    nxt = getattr(node, "successor", None)
-    while nxt is not None:
-        node = nxt
-        nxt = getattr(node, "successor", None)
+    while node.successor is not None:
+        node = node.successor
     return node
 
 
