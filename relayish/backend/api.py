@@ -37,8 +37,8 @@ def compile(f_or_mod, backend="jax", device=None, limits=None,  # noqa: A001 - A
     check_indices: an index out of range (take, gather, scatter_add) is an EvaluationError
     naming the op and the call on every backend: the interpreter's impls raise, and the jax
     backend checks each call's indices (jax itself clamps them; backend/jax/index_checks.py).
-    check_indices=False drops the jax checks for speed, and jax's clamping applies. Batched
-    programs (rl.vmap) on jax are not checked.
+    check_indices=False drops the jax checks for speed, and jax's clamping applies (rl.vmap
+    programs are checked per example).
     A batched program (rl.vmap, backend/batching.py) runs as one jax.vmap on the jax backend;
     devices= (jax devices or strings such as "cpu:0") shards its batch over a 1-D mesh of them.
     An unknown backend or device, or limits= for a backend that takes none, is a RelayishError
@@ -59,9 +59,9 @@ def compile(f_or_mod, backend="jax", device=None, limits=None,  # noqa: A001 - A
                                 "several devices), not both")
 
         def compile_one(program, platform):
-            # rl.vmap traces unchecked: jax cannot batch checkify's loop checks (index_checks)
             return registry.compile_with(record, program, device=platform or device,
-                                         limits=limits, capacity=capacity, check_indices=False)
+                                         limits=limits, capacity=capacity,
+                                         check_indices=check_indices)
         run = compile_batched(f_or_mod, record, compile_one, devices)
     elif devices is not None:
         raise RelayishError("devices= shards a batch over several devices: compile a batched "

@@ -37,7 +37,7 @@ from relayish.backend.jax.dtypes import program_uses64
 from relayish.backend.jax.dynamic_rule import dynamic_params, find_folds, find_tail_loops
 from relayish.backend.jax.dynamic_tables import JTable, NodeTable, TableSpec
 from relayish.backend.jax.dynamic_tail import DEFAULT_ROW_STEPS, FIRST_ROW_STEPS, MAX_ROW_STEPS
-from relayish.backend.jax.index_checks import functionalized, raise_failed, uses_index_ops
+from relayish.backend.jax.index_checks import uses_index_ops
 from relayish.backend.jax.limits import chain_depth, trace_limits
 from relayish.backend.jax.trace import TraceEvaluator
 from relayish.backend.jax.values import JClosure, Restart, jax_array_class, load_jax
@@ -70,8 +70,6 @@ class _Entry:
         self.faults = []                 # messages of run-time checks (a flag output each)
         self.growable = set()            # those a doubled capacity may pass (JaxFunction._grow)
         self.row_steps = None            # the capacity of loops with rows it was traced with
-        self.checked = False             # jitted returns (checkify error leaves, outputs)
-        self.error_tree = None           # their tree (index_checks.functionalized)
 
 
 class _Overflow(Exception):
@@ -126,7 +124,7 @@ class JaxFunction:
         # index checks (index_checks.py) only where an op could index out of range: a program
         # without one is traced and jitted as before
         self.check_indices = bool(check_indices) and uses_index_ops(mod)
-        self._unchecked = None           # its twin without checks (jax_function, rl.vmap)
+        self._unchecked = None           # its twin without checks (jax_function)
 
     def __repr__(self):
         return f"<relayish JaxFunction on {self.device}>"
@@ -185,8 +183,6 @@ class JaxFunction:
         capacity) returned rather than raised: `flags` a bool vector of that trace (None when
         the program has no checks), `messages` their texts, for the caller to check after its
         own run. A program that writes its reference arguments is a CompileError here."""
-        if self.check_indices:
-            return self._without_checks().call_in_trace(*args)
         leaves, key, tree, refs = self._flatten_args(args)
         entry = self._entry(key, tree, len(leaves), refs)
         if not entry.traced:
@@ -216,12 +212,7 @@ class JaxFunction:
         if key != () or self._tensor_sig is None or entry.written or entry.faults:
             return
         jitted = entry.jitted
-        if entry.checked:
-            def call(*leaves):
-                error, out = jitted(*leaves)
-                raise_failed(entry, error)
-                return out if entry.pure else decode(entry.out_desc, out, [], entry)
-        elif entry.pure:
+        if entry.pure:
             call = jitted                # the jitted function itself: no extra Python frame
         else:
             def call(*leaves):
@@ -359,7 +350,6 @@ class JaxFunction:
                 entry = self._cache.get(key)
                 if entry is None:
                     entry = _Entry(tree, n_leaves, ref_paths(tree, len(self.params)))
-                    entry.checked = self.check_indices
                     entry.jitted = self._jit(entry)
                     self._cache[key] = entry
         return entry
@@ -374,9 +364,7 @@ class JaxFunction:
             sharding = SingleDeviceSharding(self.device)
             kwargs["in_shardings"] = sharding
             kwargs["out_shardings"] = sharding
-        def trace(*leaves):
-            return self._trace(entry, leaves)
-        return jax.jit(functionalized(trace, entry) if entry.checked else trace, **kwargs)
+        return jax.jit(lambda *leaves: self._trace(entry, leaves), **kwargs)
 
     def _trace(self, entry, leaves):
         """The function jax traces: rebuild the arguments, evaluate @main, encode the result."""
@@ -398,7 +386,7 @@ class JaxFunction:
         ev.row_steps = DEFAULT_ROW_STEPS if self.select_joins or self.row_steps is None else \
             self.row_steps
         entry.row_steps = self.row_steps
-        ev.check_indices = entry.checked
+        ev.check_indices = self.check_indices
         refs = []
         args = [JTable(t[1], [leaves[j] for j in t[2]]) if t[0] == "table" else
                 build_arg(t, leaves, refs) for t in entry.tree]
@@ -516,10 +504,7 @@ class JaxFunction:
 
 def _with_writes(entry, outcome):
     """(result, written reference contents) from the jitted function's outputs; a run-time
-    check that failed (entry.faults, an index check) is an EvaluationError."""
-    error = None
-    if entry.checked:
-        error, outcome = outcome
+    check that failed (entry.faults: a loop's capacity, an index) is an EvaluationError."""
     if entry.faults:
         outcome, flags = outcome
         if isinstance(flags, load_jax().core.Tracer):
@@ -528,11 +513,9 @@ def _with_writes(entry, outcome):
             return _with_writes_unchecked(entry, outcome)
         failed = [m for m, f in zip(entry.faults, np.asarray(flags)) if f]
         if failed and all(m in entry.growable for m in failed):
-            raise _Overflow()       # first: past a capacity, the indices read may be garbage
+            raise _Overflow()
         if failed:
             raise EvaluationError("; ".join(failed))
-    if error is not None:
-        raise_failed(entry, error)
     return _with_writes_unchecked(entry, outcome)
 
 

@@ -294,7 +294,7 @@ class TraceEvaluator:
             import jax.numpy as xp
         if not concrete:
             if self.check_indices and op.index_range is not None:
-                check_call(op, args, attrs, where)      # jax would clamp them (index_checks.py)
+                check_call(self, op, args, attrs, where)    # jax would clamp (index_checks.py)
             folded = self.zeros.fold(op, args, attrs, getattr(where, "_checked_type", None))
             if folded is not None:
                 return folded
