@@ -387,6 +387,8 @@ def _const_array(value, dtype):
     normalize_dtype(arr.dtype)  # raises on complex and other unsupported arrays
     if arr.dtype.kind == "f" and arr.dtype.itemsize < 8:
         _check_float_range(value, arr)
+    if arr.dtype.kind in "iub" and dtype is not None:
+        _check_exact_integers(value, arr)
     return arr
 
 
@@ -433,6 +435,28 @@ def _check_float_range(value, arr):
         bad = float(wide[over].flat[0]) if wide.ndim else value
     raise RelayishError(float_range_message(_shown(bad), dtype)
                         + f'; give a wider dtype, e.g. rl.const({_shown(bad)}, dtype="float64")')
+
+
+def _check_exact_integers(value, arr):
+    """A RelayishError when a float in `value` would change on becoming arr's integer or bool
+    dtype (2.5 -> 2, nan -> a garbage int): numpy truncates silently, and the text format has
+    no such literal. A conversion that loses digits is written out, with rl.cast."""
+    try:
+        source = np.asarray(value)
+    except (TypeError, ValueError):
+        return
+    if source.dtype.kind != "f":
+        return
+    wide = source.astype("float64")
+    with np.errstate(invalid="ignore"):
+        exact = np.isfinite(wide) & (arr.astype("float64") == wide)
+    if exact.all():
+        return
+    bad = float(wide[~exact].flat[0]) if wide.ndim else float(wide)
+    made = arr[~exact].flat[0] if arr.ndim else arr
+    raise RelayishError(f"{_shown(bad)} is not a value of {arr.dtype.name}: rl.const would make "
+                        f"it {made}; give a float dtype, and rl.cast(x, \"{arr.dtype.name}\") "
+                        "where that conversion is meant")
 
 
 _ADDRESS = re.compile(r" (object )?at 0x[0-9a-fA-F]+")

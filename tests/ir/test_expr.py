@@ -211,6 +211,16 @@ def test_finding8_const_range_keeps_what_the_literals_keep():
     rl.assert_structural_equal(rl.parse_expr(str(inf_array)), inf_array)
 
 
+@pytest.mark.parametrize("value, dtype", [(2.5, "int32"), (np.array([1.0, 2.5]), "int64"),
+                                          (float("nan"), "int32"), (1.5, "bool"), (-0.5, "uint8")])
+def test_finding8_const_never_truncates_a_float_to_an_integer(value, dtype):
+    # numpy's asarray(2.5, "int32") is 2, silently; the text format has no such literal, and a
+    # conversion that changes the value is spelled out with rl.cast
+    with pytest.raises(rl.RelayishError, match=f"(not a value of {dtype}|cannot be made)"):
+        rl.const(value, dtype)
+    assert rl.const(2.0, "int32").data == 2 and rl.const(np.array([1.0, 0.0]), "bool").data[0]
+
+
 def test_a_number_meeting_a_call_of_a_function_literal_takes_its_dtype():
     # found by tests/fuzz/test_builder_vs_eager.py: `call * call + 1.0` made a float32 1f
     p = rl.var("p", shape=(3,), dtype="float64")
