@@ -140,6 +140,7 @@ def test_ode():
 
 
 def jax_lstm(main, extra, state, sequence):
+    """ADBench's LSTM objective, with its + 2 inside the normalising logarithm."""
     b = sequence.shape[1]
 
     def cell(weight, bias, hidden, c, x):
@@ -158,7 +159,7 @@ def jax_lstm(main, extra, state, sequence):
             x = h
         y = x * extra[1] + extra[2]
         gold = sequence[t + 1]
-        return (jnp.stack(new), gold, total + jnp.sum(gold * (y - jnp.log(jnp.sum(jnp.exp(y)))))), None
+        return (jnp.stack(new), gold, total + jnp.sum(gold * (y - jnp.log(jnp.sum(jnp.exp(y)) + 2)))), None
     (_, _, total), _ = jax.lax.scan(step, (state, sequence[0], 0.0),
                                     jnp.arange(sequence.shape[0] - 1))
     return -total / ((sequence.shape[0] - 1) * b)

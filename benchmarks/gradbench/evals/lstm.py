@@ -16,14 +16,15 @@ def module(layers, b, c):
                      for i in range(layers))
     states = ", ".join(f"%h{i}.0, %h{i}.1" for i in range(layers))
     return load("lstm", layers=text, states=states, l=layers, l2=2 * layers, b=b, b2=2 * b,
-                b3=3 * b, b4=4 * b, c=c, c1=c - 1, count=(c - 1) * b)
+                b3=3 * b, b4=4 * b, c=c, count=(c - 1) * b)
 
 
 def prepare(input):
     arrays = tuple(np.asarray(input[k], dtype=np.float64)
                    for k in ("main_params", "extra_params", "state", "sequence"))
     main, _, _, sequence = arrays
-    return (main.shape[0] // 2, main.shape[1] // 4, sequence.shape[0]), arrays
+    steps = np.int32(sequence.shape[0] - 1)
+    return (main.shape[0] // 2, main.shape[1] // 4, sequence.shape[0]), arrays + (steps,)
 
 
 @multiple_runs(pre=prepare, post=float)
@@ -40,6 +41,7 @@ def jacobian_program(sizes):
     out = grad.copy()
     shapes = [(2 * layers, 4 * b), (3, b), (2 * layers, b), (c, b)]
     params = [rl.var(f"a{i}", shape=s, dtype="float64") for i, s in enumerate(shapes)]
+    params.append(rl.var("steps", dtype="int32"))
     gradient = out.get_global_var("gradient", create=True)
     out[gradient] = grad["main"]
     g = rl.Var("g")
