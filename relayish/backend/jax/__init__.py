@@ -19,6 +19,7 @@ Modules, each importing only those listed before it:
     zeros.py      zero adjoints folded at trace time (ZeroTracker)
     dots.py       matmul(transpose(a), b) traced as one dot_general (DotFolding)
     limits.py     TRACE_LIMITS, the join bounds, the chain depth of a jaxpr
+    index_checks.py  which op calls index, and their run-time range checks (jax clamps)
     joins.py      switch: probes, the joiner and rebuilder of joined values
     batching.py   a tuple of independent calls traced as one jax.vmap
     dynamic_rule.py    which recursions over ADT arguments run as loops (the rule, IR only)
