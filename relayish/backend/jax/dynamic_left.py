@@ -153,22 +153,30 @@ class _LeftLoop:
                         ref.value = old
                 return []
             jax.make_jaxpr(probe)()
-            outer = [r for r, _ in frame.log.values() if r is not self.cont and r is not self.nxt]
-            if outer:
+            written = [r for r, _ in frame.log.values() if r is not self.cont and r is not self.nxt]
+            # run-time checks (an index check in a clause) are flag cells: the loop carries them
+            checks = [r for r in written if ev.is_fault_cell(r)]
+            if len(checks) < len(written):
                 raise CompileError(f"{self.name}: an iteration of its left fold writes a "
                                    "reference made outside it; not compiled as a loop yet: use "
                                    "rl.evaluate")
 
             def body(state):
-                row, _, others, _ = state
+                row, _, others, _, flags = state
                 ev.frames, ev.loop = [], self
+                for cell, flag in zip(checks, flags):
+                    cell.value = flag
                 try:
                     going, others, nxt, value = self._step(row, others)
+                    flags = [jnp.asarray(cell.value, bool) for cell in checks]
                 finally:
                     ev.frames, ev.loop = saved_frames, saved_loop
-                return nxt, going, others, value
-            state = (root, jnp.asarray(True), self.initial, _zeros_of(self.fold.ret))
-            _, _, _, value = lax.while_loop(lambda s: s[1], body, state)
+                return nxt, going, others, value, flags
+            flags0 = [jnp.asarray(cell.value, bool) for cell in checks]
+            state = (root, jnp.asarray(True), self.initial, _zeros_of(self.fold.ret), flags0)
+            _, _, _, value, flags = lax.while_loop(lambda s: s[1], body, state)
+            for cell, flag in zip(checks, flags):
+                ev.write(cell, flag)
         finally:
             ev.frames, ev.loop = saved_frames, saved_loop
         return value

@@ -128,7 +128,9 @@ def test_long_let_chains(n):
     took = time.process_time() - start
     assert not _calls_of(g, rl.Var)
     assert_same_value(rl.evaluate(g, 0.25), rl.evaluate(f, 0.25))
-    assert took < 2.0 * n / 10_000 + 1.0
+    # a guard against quadratic passes (10^5 bindings would take hours), not a timing: about
+    # 2 s per 10^4 bindings on a quiet machine, so the bound leaves room for a loaded one
+    assert took < 5.0 * n / 10_000 + 1.0
 
 
 @given(programs(max_depth=4))
