@@ -96,3 +96,31 @@ def test_programs_without_index_ops_are_traced_unchanged():
     run = rl.compile(rl.Function([x], rl.sum(x * x)))
     assert not run.check_indices
     assert rl.compile(_take_program()).check_indices
+
+
+_LEFT_FOLD_WITH_TAKE = '''type T { K0(int32), K1(T) }
+def @walk(%E: Tensor[(5, 3), float64], %h: Tensor[(3), float64], %t: T) -> Tensor[(3), float64] {
+  match (%t) {
+    K0(%f1) => { take(%E, %f1, axis=0) + %h },
+    K1(%f2) => { let %n3 = tanh(%h); @walk(%E, %n3, %f2) }
+  }
+}
+def @main(%E: Tensor[(5, 3), float64], %t: T) -> float64 {
+  sum(@walk(%E, zeros(shape=[3], dtype="float64"), %t))
+}'''
+
+
+def test_a_left_folds_exit_clause_checks_its_index():
+    # found by CI's slow fuzz run: the check's flag cell made the left fold refuse to compile;
+    # the fold now carries it, so the gradient compiles as a loop and a bad index still raises
+    mod = rl.parse(_LEFT_FOLD_WITH_TAKE)
+    k0, k1 = mod.get_constructor("K0"), mod.get_constructor("K1")
+
+    def tree(i):
+        return rl.ConstructorValue(k1, [rl.ConstructorValue(k1, [rl.ConstructorValue(k0, [np.int32(i)])])])
+    E = np.arange(15.0).reshape(5, 3)
+    run = rl.compile(rl.grad(mod), backend="jax")
+    np.testing.assert_allclose(run(E, tree(2)), rl.evaluate(rl.grad(mod), E, tree(2)))
+    assert "left fold" in run.explain()
+    with pytest.raises(rl.EvaluationError, match="out of range for an axis of size 5"):
+        run(E, tree(9))
