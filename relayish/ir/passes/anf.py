@@ -43,7 +43,7 @@ from __future__ import annotations
 from relayish.ir.expr import (Call, Clause, Constant, Constructor, Function, GlobalVar, If, Let,
                               Match, RefCreate, RefRead, RefWrite, Tuple, TupleGetItem, Var)
 from relayish.ir.op import Op
-from relayish.ir.passes.base import ANF, TYPED, Pass, keep_type, typed_let_chain
+from relayish.ir.passes.base import ANF, TYPED, Pass, keep_type, map_globals, typed_let_chain
 from relayish.ir.passes.effects import Effects
 from relayish.ir.passes.uses import operands, reference_counts
 from relayish.ir.visitor import ExprFunctor, ExprMutator, no_gc, run_deep
@@ -357,9 +357,4 @@ class FromANF(Pass):
 
     def run(self, mod):
         effects = Effects(mod)
-        out = mod.copy()
-        for gv, func in mod.functions.items():
-            new = from_anf_expr(func, effects)
-            if new is not func:
-                out[gv] = new
-        return out
+        return map_globals(mod, lambda func: from_anf_expr(func, effects), self.name)

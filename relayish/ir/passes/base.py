@@ -1,7 +1,8 @@
 """The pass interface and how passes run: a named program transformation with declared needs.
 
     Pass           a name, requires / preserves / provides, run(mod) -> Module
-    FunctionPass   a per-Function transform applied to every global
+    FunctionPass   a per-Function transform applied to every global (map_globals, shared by
+                   the built-in per-function passes)
     Sequential     passes run in order as one pass (Relay's transform.Sequential), check mode
     apply          run a pass on a Function or a Module, giving back the same kind
 
@@ -177,15 +178,22 @@ class FunctionPass(Pass):
         return self._transform(func, mod)
 
     def run(self, mod: Module) -> Module:
-        out = mod.copy()
-        for gv, func in mod.items():
-            new = self.transform_function(func, mod)
-            if not isinstance(new, Function):
-                raise RelayishError(f"pass {self.name!r} turned @{gv.name_hint} into "
-                                    f"{describe(new)}; a function transform returns a Function")
-            if new is not func:
-                out[gv] = new
-        return out
+        return map_globals(mod, lambda func: self.transform_function(func, mod), self.name)
+
+
+def map_globals(mod: Module, transform, pass_name: str) -> Module:
+    """A copy of `mod` whose every global Function is `transform(func)`, in the module's order;
+    a global the transform returns unchanged (the same object) is not rewritten. The per-function
+    passes share it, so each checks the transform's result the same way."""
+    out = mod.copy()
+    for gv, func in mod.items():
+        new = transform(func)
+        if not isinstance(new, Function):
+            raise RelayishError(f"pass {pass_name!r} turned @{gv.name_hint} into "
+                                f"{describe(new)}; a function transform returns a Function")
+        if new is not func:
+            out[gv] = new
+    return out
 
 
 class Sequential(Pass):

@@ -30,7 +30,7 @@ Function's uses of its own Var, and a let whose every use is such goes).
 from __future__ import annotations
 
 from relayish.ir.expr import Call, Function, Let, Var
-from relayish.ir.passes.base import ANF, TYPED, Pass, keep_type, typed_let_chain
+from relayish.ir.passes.base import ANF, TYPED, Pass, keep_type, map_globals, typed_let_chain
 from relayish.ir.passes.effects import Effects
 from relayish.ir.passes.uses import operands, reference_counts
 from relayish.ir.types import FuncType
@@ -192,9 +192,4 @@ class DeadCode(Pass):
 
     def run(self, mod):
         effects = Effects(mod)
-        out = mod.copy()
-        for gv, func in mod.functions.items():
-            new = eliminate(func, effects)
-            if new is not func:
-                out[gv] = new
-        return out
+        return map_globals(mod, lambda func: eliminate(func, effects), self.name)

@@ -29,7 +29,7 @@ import numpy as np
 
 from relayish.ir.expr import Call, Constant, Let, Tuple, TupleGetItem, Var
 from relayish.ir.op import Op
-from relayish.ir.passes.base import TYPED, Pass, keep_type, typed_let_chain
+from relayish.ir.passes.base import TYPED, Pass, keep_type, map_globals, typed_let_chain
 from relayish.ir.types import TensorType
 from relayish.ir.visitor import ExprMutator, no_gc, run_deep
 
@@ -159,9 +159,4 @@ class FoldConstant(Pass):
     preserves = frozenset([TYPED])
 
     def run(self, mod):
-        out = mod.copy()
-        for gv, func in mod.functions.items():
-            new = fold_constants(func)
-            if new is not func:
-                out[gv] = new
-        return out
+        return map_globals(mod, fold_constants, self.name)

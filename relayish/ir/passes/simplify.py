@@ -73,7 +73,7 @@ import numpy as np
 from relayish.ir.expr import (Call, Constant, Function, Let, RefCreate, RefRead, RefWrite,
                               Tuple, TupleGetItem, Var)
 from relayish.ir.op import Op
-from relayish.ir.passes.base import TYPED, Pass, keep_type, typed_let_chain
+from relayish.ir.passes.base import TYPED, Pass, keep_type, map_globals, typed_let_chain
 from relayish.ir.passes.fold_constant import FOLD_LIMIT, fold_call, is_pure
 from relayish.ir.passes.uses import operands
 from relayish.ir.types import TensorType
@@ -387,9 +387,4 @@ class Simplify(Pass):
     preserves = frozenset([TYPED])      # and keep them on what they rebuild
 
     def run(self, mod):
-        out = mod.copy()
-        for gv, func in mod.functions.items():
-            new = simplify_expr(func)
-            if new is not func:
-                out[gv] = new
-        return out
+        return map_globals(mod, simplify_expr, self.name)
