@@ -3,8 +3,10 @@
 1. Steady training step inside jax.jit: an MLP and a scan RNN written in jax, imported with
    rl.from_jax and exported back with rl.to_jax (so the step's gradient is relayish's reverse
    mode), against the original jax function's step (jax's own AD). SGD, float32, one CPU
-   thread. The two steps alternate in one process, a median over rounds; the ratio
-   relayish/jax is printed (goal <= 1.05).
+   thread (XLA's and the BLAS libraries' thread pools pinned to one thread). The steps are
+   timed in interleaved rounds (a batch of steps of each, in an order shuffled per round) in
+   one process; printed: the median and the minimum per step, and the median of the
+   per-round ratios relayish/jax (goal <= 1.05), which a loaded machine moves least.
 2. Import time: rl.from_jax of jaxprs of growing length (a chain of elementwise equations),
    per 1,000 equations; and of the MLP and RNN.
 
@@ -46,6 +48,18 @@ def rnn(params, xs, y):
     return jnp.mean((h @ v - y) ** 2)
 
 
+def rnn_unrolled(params, xs, y):
+    """rnn with the scan unrolled by a Python loop: the XLA program relayish's gradient of
+    the imported scan compiles to (its trip count is a trace-time constant, so the
+    recursion unrolls), written in jax -- the reference that separates the cost of unrolling
+    from relayish's own."""
+    w, u, v = params
+    h = jnp.zeros((xs.shape[1], w.shape[0]), xs.dtype)
+    for t in range(xs.shape[0]):
+        h = jnp.tanh(h @ w + xs[t] @ u)
+    return jnp.mean((h @ v - y) ** 2)
+
+
 def _mlp_case(rng):
     d, hdim, k, n = 64, 128, 10, 64
     p = ((rng.normal(size=(d, hdim)) * 0.1, np.zeros(hdim)),
@@ -84,6 +98,30 @@ def _time(step, params, x, y, calls):
     return (time.perf_counter() - start) / calls
 
 
+def compare(steps, args, rounds, calls, seed=0):
+    """{name: per-step times} of jitted steps measured in interleaved rounds: each round times
+    a batch of `calls` steps of every competitor, in an order shuffled per round, so that a
+    burst of load from other processes falls on all of them alike."""
+    order = list(steps)
+    for step in steps.values():              # compile and warm
+        _time(step, *args, 5)
+    times = {k: [] for k in steps}
+    rng = np.random.default_rng(seed)
+    for _ in range(rounds):
+        rng.shuffle(order)
+        for k in order:
+            times[k].append(_time(steps[k], *args, calls))
+    return times
+
+
+def summary(times, reference):
+    """{name: (median, min, median of the per-round ratios to `reference`)}: the paired ratio
+    is the robust one (a round's competitors saw the same load)."""
+    ref = times[reference]
+    return {k: (statistics.median(ts), min(ts),
+                statistics.median(b / a for a, b in zip(ref, ts))) for k, ts in times.items()}
+
+
 def steady_steps(rounds, calls):
     rng = np.random.default_rng(0)
     rows = []
@@ -91,27 +129,17 @@ def steady_steps(rounds, calls):
                        ("scan RNN T=20, hidden 32, batch 16", _rnn_case)):
         fn, params, x, y = case(rng)
         params, x, y = _f32(params), _f32(x), _f32(y)
-        theirs = _sgd_step(fn)
         mod = rl.from_jax(fn, params, x, y)
-        # the RNN's gradient loop records rows: its buffers at the default capacity (1,024
-        # steps) and at one near the scan's 20 steps
-        variants = {"relayish": _sgd_step(rl.to_jax(mod)),
-                    "relayish capacity 32": _sgd_step(rl.to_jax(mod, capacity={"steps": 32}))}
-        if fn is mlp:
-            del variants["relayish capacity 32"]
-        for step in (theirs, *variants.values()):      # compile and warm
-            _time(step, params, x, y, 3)
-        times = {"jax": []} | {k: [] for k in variants}
-        for _ in range(rounds):              # interleaved, so the load hits all alike
-            times["jax"].append(_time(theirs, params, x, y, calls))
-            for k, step in variants.items():
-                times[k].append(_time(step, params, x, y, calls))
-        a = statistics.median(times["jax"])
-        print(f"  {name}: jax {a * 1e6:.1f} us", flush=True)
-        for k in variants:
-            b = statistics.median(times[k])
-            rows.append((name, k, a, b))
-            print(f"    {k:24s} {b * 1e6:8.1f} us   ratio to jax {b / a:5.2f}", flush=True)
+        steps = {"jax": _sgd_step(fn), "relayish": _sgd_step(rl.to_jax(mod))}
+        if fn is rnn:
+            steps["jax unrolled"] = _sgd_step(rnn_unrolled)
+        stats = summary(compare(steps, (params, x, y), rounds, calls), "jax")
+        print(f"  {name} ({rounds} interleaved rounds of {calls} steps)", flush=True)
+        for k, (med, low, ratio) in stats.items():
+            rows.append((name, k, med, low, ratio))
+            print(f"    {k:12s} median {med * 1e6:7.1f} us  min {low * 1e6:7.1f} us  "
+                  f"paired ratio to jax {ratio:5.2f}  (ratio of mins {low / stats['jax'][1]:5.2f})",
+                  flush=True)
     return rows
 
 
@@ -147,8 +175,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    print("steady SGD step inside jax.jit (float32, one CPU thread; median of rounds)")
-    steady_steps(rounds=3 if args.quick else 7, calls=50 if args.quick else 200)
+    print("steady SGD step inside jax.jit (float32, one CPU thread; interleaved rounds)")
+    steady_steps(rounds=10 if args.quick else 60, calls=20)
     print("rl.from_jax import time")
     import_times([1000] if args.quick else [1000, 4000, 16000])
 

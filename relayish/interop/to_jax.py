@@ -25,8 +25,11 @@ transpose would be jax's AD of relayish's forward lowering, which cannot reverse
 
 Batch levels: `levels` is a tuple of (in_axes, out_axes) per vmap, innermost first; an out
 axis None means "summed over the batch" (a cotangent for an input that was not batched).
-A loop that runs past its step capacity (rl.compile's capacity=) cannot raise inside a jax
-program: its float results are NaN instead (rl.compile's `run` raises an EvaluationError).
+A loop's rows (the steps a gradient's loop records) cannot grow inside a jax trace as
+rl.compile's `run` grows them: there they are fixed (1,024 steps unless capacity= says), and a
+run past them raises an EvaluationError from a host callback (jax reports it as a
+JaxRuntimeError quoting the message) -- never a wrong or NaN value. Called on concrete arrays,
+outside any trace, the primitive runs rl.compile's `run`, whose rows grow.
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ import threading
 
 import numpy as np
 
-from relayish.errors import CompileError
+from relayish.errors import CompileError, EvaluationError
 from relayish.ir.expr import Call, Function, Let, Tuple, TupleGetItem, Var
 from relayish.ir.link import link_program
 from relayish.ir.module import Module
@@ -51,8 +54,8 @@ def to_jax(f_or_mod, capacity=None):
     `capacity` is rl.compile's, for the program and each of its derivative programs:
     `{"steps": S}` bounds the iterations of a loop that records rows for a backward pass
     (1,024 by default: rows cannot grow inside a jax trace as `rl.compile`'s do), whose
-    buffers each gradient call fills; a bound near the real trip count (a scan's length)
-    makes the gradient's loop cheaper.
+    buffers each gradient call fills; a bound near the real trip count makes the gradient's
+    loop cheaper. A run past it raises an EvaluationError when the jax program runs.
 
     Parameters and results are tensors and (nested) tuples of them, which the jax function
     takes and returns as tuples of arrays. Its jax.grad/vjp is relayish's reverse mode, its
@@ -155,6 +158,8 @@ class _Program:
         self.name = name
         self.capacity = capacity
         self._run = None
+        self._growing = None             # run_concrete's compilation (rows that grow)
+        self.fault_messages = []
         self._tangent = None
         self._vjp = None
 
@@ -215,6 +220,7 @@ class _Program:
 
     # ---- running --------------------------------------------------------------------------
     def run(self):
+        """The compiled program for jax traces: fixed rows (a trace cannot grow them)."""
         with self._lock:
             if self._run is None:
                 from relayish.backend.api import compile as rl_compile
@@ -225,17 +231,40 @@ class _Program:
                     self._run.row_steps = None
             return self._run
 
+    def run_concrete(self, *leaves):
+        """The program on concrete arrays (no jax trace around the call): rl.compile's `run`,
+        whose loops' rows grow by themselves and whose failed checks raise."""
+        with self._lock:
+            if self._growing is None:
+                from relayish.backend.api import compile as rl_compile
+                self._growing = rl_compile(self.flat, backend="jax", capacity=self.capacity)
+        return tuple(self._growing(*leaves))
+
     def jax_call(self, *leaves):
-        """The program on jax values, inside the caller's trace (tuple of arrays)."""
-        import jax.numpy as jnp
-        out, flags, _ = self.run().call_in_trace(*leaves)
-        out = tuple(out)
-        if flags is None:
-            return out
-        # a loop ran past its step capacity: no exception can leave a jax program
-        failed = jnp.any(flags)
-        return tuple(jnp.where(failed, jnp.nan, o) if jnp.issubdtype(o.dtype, jnp.floating)
-                     else o for o in out)
+        """The program on jax values, inside the caller's trace: (tuple of arrays, the
+        run-time checks' flags: a bool vector, or None when the program has none)."""
+        out, flags, messages = self.run().call_in_trace(*leaves)
+        self.fault_messages = messages
+        return tuple(out), flags
+
+    def check(self, flags):
+        """Raise the failed checks among `flags` (their messages: a loop past its capacity):
+        now when the flags are concrete, else when the jax program runs (a host callback,
+        called only on a failure; jax raises it as a JaxRuntimeError quoting the message)."""
+        import jax
+        if not isinstance(flags, jax.core.Tracer):
+            self._raise_failed(flags)
+            return
+        jax.lax.cond(flags.any(), lambda f: jax.debug.callback(self._raise_failed, f),
+                     lambda f: None, flags)
+
+    def _raise_failed(self, flags):
+        failed = [m for m, f in zip(self.fault_messages, np.asarray(flags)) if f]
+        if failed:
+            raise EvaluationError(
+                f"rl.to_jax: {'; '.join(failed)}. Inside a jax trace the rows cannot grow as "
+                "rl.compile's do: pass rl.to_jax(..., capacity={\"steps\": N}) with N above "
+                "the loop's trip count")
 
     # ---- derived programs -------------------------------------------------------------------
     def float_inputs(self):
@@ -299,13 +328,15 @@ def _batched(fn, in_axes, out_axes):
     import jax.numpy as jnp
 
     def g(*args):
-        outs = jax.vmap(fn, in_axes=in_axes, out_axes=0)(*args)
-        return tuple(o.sum(axis=0) if ax is None else jnp.moveaxis(o, 0, ax)
+        outs, flags = jax.vmap(fn, in_axes=in_axes, out_axes=0)(*args)
+        outs = tuple(o.sum(axis=0) if ax is None else jnp.moveaxis(o, 0, ax)
                      for o, ax in zip(outs, out_axes))
+        return outs, None if flags is None else flags.any(axis=0)     # failed for any element
     return g
 
 
 def _function(prog, levels):
+    """fn(*args) -> (results, check flags or None): prog's jax call under the batch levels."""
     fn = prog.jax_call
     for in_axes, out_axes in levels:
         fn = _batched(fn, in_axes, out_axes)
@@ -330,12 +361,19 @@ def _primitives():
 
     def impl_of(prim):
         def impl(*args, prog, levels):
-            return _function(program_of(prim, prog), levels)(*args)
+            p = program_of(prim, prog)
+            if not levels and not any(isinstance(a, jax.core.Tracer) for a in args):
+                return list(p.run_concrete(*args))      # called outside any jax trace
+            outs, flags = _function(p, levels)(*args)
+            if flags is not None:
+                p.check(flags)
+            return list(outs)
         return impl
 
     def abstract_of(prim):
         def abstract(*avals, prog, levels):
-            shapes = jax.eval_shape(_function(program_of(prim, prog), levels),
+            fn = _function(program_of(prim, prog), levels)
+            shapes = jax.eval_shape(lambda *a: fn(*a)[0],
                                     *[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals])
             return [jax.core.ShapedArray(s.shape, s.dtype) for s in shapes]
         return abstract

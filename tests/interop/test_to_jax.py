@@ -131,6 +131,9 @@ def test_a_recursive_module_has_relayish_gradient_through_jax_grad():
     g = jax.jit(jax.grad(jf))(a)
     np.testing.assert_allclose(g, rl.evaluate(rl.grad(mod), a), **TOL)
     np.testing.assert_allclose(g, 0.5 / np.sqrt(a), rtol=1e-8)
+    # outside any jax trace the gradient program is rl.compile's run: its rows grew past 16
+    # (rows fixed at the first 16 would raise the capacity's EvaluationError)
+    np.testing.assert_allclose(jax.grad(jf)(a), g, **TOL)
 
 
 def test_integer_parameters_get_no_tangent():
@@ -197,12 +200,34 @@ def test_an_optax_training_loop():
     assert values[-1] < values[0] - 0.5
 
 
-def test_a_loop_past_its_capacity_gives_nan_not_a_wrong_value():
+def slow_decay(x):
+    """A while loop of about 1,150 iterations from x = (1e5, 0): past the 1,024 rows that
+    to_jax's gradient loops keep inside a jax trace by default."""
+    y = jax.lax.while_loop(lambda c: jnp.sum(c) > 1.0, lambda c: c * 0.99, x)
+    return jnp.sum(y * y)
+
+
+def test_a_loop_past_its_rows_raises_when_the_jax_program_runs_never_a_wrong_value():
+    x = np.array([1e5, 0.0])
+    jf = rl.to_jax(rl.from_jax(slow_decay, x))
+    step = jax.jit(jax.grad(jf))
+    with pytest.raises(jax.errors.JaxRuntimeError,
+                       match=r"EvaluationError: rl.to_jax: @while_0_ad ran more than 1024 "
+                             r"iterations.*capacity=\{\"steps\": N\}"):
+        jax.block_until_ready(step(x))
+    # a run within the rows is not affected by the check
+    small = np.array([50.0, 0.0])             # 390 iterations: 50 * 0.99^390 <= 1
+    np.testing.assert_allclose(step(small), 2 * small * 0.99 ** (2 * 390), rtol=1e-12)
+
+
+def test_a_capacity_given_raises_under_jit_and_outside_any_trace():
     a = np.array([2.0, 9.0, 0.25])
     mod = rl.from_jax(newton_sqrt, a)          # about 8 iterations from these starts
     short = rl.to_jax(mod, capacity={"steps": 3})
-    g = jax.jit(jax.grad(short))(a)
-    assert np.all(np.isnan(g))
+    with pytest.raises(jax.errors.JaxRuntimeError, match="ran more than 3 iterations"):
+        jax.block_until_ready(jax.jit(jax.grad(short))(a))
+    with pytest.raises(rl.EvaluationError, match="ran more than 3 iterations"):
+        jax.grad(short)(a)
     with pytest.raises(rl.EvaluationError, match="iterations"):
         rl.compile(rl.grad(mod), backend="jax", capacity={"steps": 3})(a)
 
