@@ -155,12 +155,10 @@ def _float32_rosenbrock(n=4):
     return rl.Function([x], rl.sum(hundred * (b - a * a) * (b - a * a) + (one - a) * (one - a)))
 
 
-@pytest.mark.xfail(strict=True, reason="the logistic example uses an exact softplus since "
-                   "session 7, and Newton from w = 0 no longer backtracks: the test needs a "
-                   "problem whose first step is too long (open, see the session 7 note)")
 def test_unwatched_newton_is_one_call_line_searches_included():
-    f, X, y, _ = logistic()
-    problem, x0 = _problem(f, np.zeros(X.shape[1]), (X, y))
+    # Rosenbrock from (-1.2, 1) (examples/rosenbrock.rly's start): Newton's second step is too
+    # long, and seven more backtrack in the valley; the Hessian stays positive definite
+    problem, x0 = _problem(rosenbrock(2), rosenbrock_start(2))
     steps_counts = _count_compiled_calls(problem.device_newton)
     loop_counts = _count_loop_calls(problem.device_newton)
     monitor = Monitor()
@@ -170,9 +168,9 @@ def test_unwatched_newton_is_one_call_line_searches_included():
     assert steps[0] is None and len(steps) == out.n_iter + 1
     assert [h["iter"] for h in monitor.history] == list(range(out.n_iter + 1))
     backtracked = sum(s != 1.0 for s in steps[1:])
-    assert backtracked >= 1                  # from w = 0 the first Newton step is too long
-    # one call: the line search runs in XLA, and the Hessian stays positive definite here, so
-    # the modified Cholesky never sends the loop back to the host
+    assert backtracked >= 1
+    # one call: the line search runs in XLA, and the Hessian's plain Cholesky succeeds at every
+    # iterate, so the modified Cholesky never sends the loop back to the host
     assert loop_counts == {"loop": 1}
     # the same evaluations as the stepwise loop: x0, one per iteration, one per backtracking;
     # the objective alone only while backtracking
@@ -271,15 +269,11 @@ def test_xla_loop_meets_an_indefinite_hessian():
     np.testing.assert_allclose(np.abs(res.x), np.full(3, np.sqrt(0.5)), rtol=1e-8)
 
 
-@pytest.mark.xfail(strict=True, reason="the logistic example uses an exact softplus since "
-                   "session 7, and Newton from w = 0 no longer backtracks: the test needs a "
-                   "problem whose first step is too long (open, see the session 7 note)")
 def test_warm_up_compiles_everything_a_run_calls():
     """Iteration timings measure iterations: after warm_up, neither the stepwise loop (numpy
     state at the start, device arrays after: two cache entries of `take`) nor the XLA loop
-    compiles again during a run, line searches included."""
-    f, X, y, _ = logistic()
-    problem, x0 = _problem(f, np.zeros(X.shape[1]), (X, y))
+    compiles again during a run, line searches included (Rosenbrock from (-1.2, 1) backtracks)."""
+    problem, x0 = _problem(rosenbrock(2), rosenbrock_start(2))
     dev = problem.device_newton
     problem.warm_up(x0, watched=True)
     problem.warm_up(x0, watched=False, max_iter=50)
