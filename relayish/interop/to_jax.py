@@ -43,7 +43,7 @@ from relayish.ir.link import link_program
 from relayish.ir.module import Module
 from relayish.ir.types import TensorType, TupleType
 from relayish.ir.typecheck import infer_type
-from relayish.ir.analysis import CallGraph
+from relayish.ir.analysis import CallGraph, free_vars
 from relayish.ops import api as rop
 from relayish.interop.trees import leaf_exprs, rebuild
 
@@ -165,6 +165,12 @@ class _Program:
 
     @classmethod
     def of(cls, f_or_mod, capacity=None):
+        entry, _ = _entry(f_or_mod)
+        unbound = free_vars(entry)
+        if unbound:
+            names = ", ".join("%" + v.name_hint for v in unbound)
+            raise CompileError(f"rl.to_jax: the function has free variables ({names}); bind "
+                               "them (a let around it, or constants) or make them parameters")
         checked = infer_type(f_or_mod)
         entry, _ = _entry(checked)
         ftype = entry.checked_type

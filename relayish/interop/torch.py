@@ -5,7 +5,9 @@
 torch.export traces `module(*example_inputs)` into a graph of ATen operators; each node is
 let-bound (named after the graph's node) by one rule per operator in RULES. The module's
 parameters become @main's leading parameters, in `module.named_parameters()` order (so
-`rl.grad(mod, argnums=range(n))` gives their gradients); its buffers (batch norm's running
+`rl.grad(mod, argnums=range(n))` gives their gradients), whatever order forward uses them
+in; a parameter shared by several layers (tied weights) is one parameter, under its first
+name, as named_parameters() lists it, and its gradient sums its uses; its buffers (batch norm's running
 statistics) become constants; then come the example inputs. Batch norm and dropout read in
 eval mode (a module in training mode is a CompileError: export it after `module.eval()`).
 An operator with no rule is a CompileError naming it and the line of the module's source.
@@ -72,14 +74,18 @@ class _GraphReader:
         sig = self.exported.graph_signature
         state = self.exported.state_dict
         constants = getattr(self.exported, "constants", {})
-        names = [n for n, _ in self.module_.named_parameters()]
-        params_by_name = {}
+        # @main's parameters: named_parameters() (each parameter once, a tied one under its
+        # first name); the graph's placeholder for any name a parameter has reads its Var
+        params = [Var(name.replace(".", "_"), _tensor_type(value))
+                  for name, value in self.module_.named_parameters()]
+        by_identity = {id(value): v for (_, value), v in
+                       zip(self.module_.named_parameters(), params)}
         inputs = []
         for spec in sig.input_specs:
             kind = spec.kind.name
             placeholder = spec.arg.name
             if kind == "PARAMETER":
-                params_by_name[spec.target] = placeholder
+                self.env[placeholder] = by_identity[id(self.module_.get_parameter(spec.target))]
             elif kind in ("BUFFER", "CONSTANT_TENSOR"):
                 value = state.get(spec.target, constants.get(spec.target))
                 self.env[placeholder] = Constant(_numpy(value))
@@ -88,16 +94,6 @@ class _GraphReader:
             else:
                 raise CompileError(f"rl.from_torch: an exported input of kind {kind}")
         nodes = {n.name: n for n in self.exported.graph.nodes}
-        params = []
-        for name in names:
-            if name not in params_by_name:        # a parameter the forward pass never reads
-                value = dict(self.module_.named_parameters())[name]
-                params.append(Var(name.replace(".", "_"), _tensor_type(value)))
-                continue
-            node = nodes[params_by_name[name]]
-            v = Var(name.replace(".", "_"), _tensor_type(node.meta["val"]))
-            self.env[node.name] = v
-            params.append(v)
         for name in inputs:
             node = nodes[name]
             if not isinstance(node.meta.get("val"), torch.Tensor):

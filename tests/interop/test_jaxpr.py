@@ -244,3 +244,27 @@ def test_drawn_jax_programs_agree_in_value_and_gradient(program, seed):
     np.testing.assert_allclose(rl.evaluate(mod, x, y), program(x, y), **TOL)
     _assert_trees_close(rl.evaluate(rl.grad(mod, argnums=(0, 1)), x, y),
                         jax.grad(program, argnums=(0, 1))(x, y))
+
+
+def test_closed_over_arrays_and_library_functions_built_on_custom_jvp_and_pjit():
+    """What users write: weights closed over (constants in the jaxpr: jax and numpy arrays),
+    jax.nn functions defined with custom_jvp (relu, softplus, silu, logsumexp) or jitted
+    inside the library (gelu approximate, jnp.linalg.norm, standardize), the whole under jit."""
+    r = np.random.default_rng(5)
+    w, b = jnp.asarray(r.normal(size=(3, 4))), r.normal(size=4)
+
+    @jax.jit
+    def f(x):
+        h = x @ w + b
+        return (jnp.sum(jax.nn.relu(h)) + jnp.sum(jax.nn.softplus(h) * jax.nn.silu(h))
+                + jnp.sum(jax.nn.logsumexp(h, axis=-1))
+                + jnp.sum(jax.nn.gelu(h, approximate=True) ** 2)
+                + jnp.sum(jnp.linalg.norm(h, axis=-1))
+                + jnp.sum(jax.nn.standardize(h, axis=-1) * h))
+    x = r.normal(size=(5, 3))
+    mod = rl.from_jax(f, x)
+    np.testing.assert_allclose(rl.evaluate(mod, x), f(x), **TOL)
+    np.testing.assert_allclose(rl.evaluate(rl.grad(mod), x), jax.jit(jax.grad(f))(x), **TOL)
+    # ... and back to jax, under jax.grad (relayish's gradient program)
+    jf = rl.to_jax(mod)
+    np.testing.assert_allclose(jax.jit(jax.grad(jf))(x), jax.jit(jax.grad(f))(x), **TOL)

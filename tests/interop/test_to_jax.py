@@ -251,3 +251,47 @@ def test_grad_of_grad_is_relayish_reverse_over_reverse():
     np.testing.assert_allclose(gg, -np.sin(x) * x + 2 * np.cos(x), **TOL)
     text = str(jax.make_jaxpr(jax.grad(lambda x: jax.grad(jf)(x).sum()))(x))
     assert "vjp(vjp(main))" in text
+
+
+def _closed_over_weights():
+    """Three ways the weights of a program get into it other than as parameters: a constant
+    in a Function, a let-bound value a closure captures, a global that returns them."""
+    w = np.array([[1.0, -2.0], [0.5, 0.3], [-0.7, 1.1]])
+    x = rl.var("x", shape=(3,), dtype="float64")
+    const = rl.Function([x], rl.op.sum(rl.op.sin(rl.op.matmul(x, rl.const(w)))))
+    wv, g, y = rl.var("w", shape=(3, 2), dtype="float64"), rl.Var("g"), \
+        rl.var("y", shape=(3,), dtype="float64")
+    inner = rl.Function([x], rl.op.sum(rl.op.sin(rl.op.matmul(x, wv))))
+    let_bound = rl.Function([y], rl.Let(wv, rl.const(w), rl.Let(g, inner, rl.Call(g, [y]))))
+    text = ", ".join(f"[{a}, {b}]" for a, b in w)
+    global_ = rl.parse(f"""
+def @weights() -> Tensor[(3, 2), float64] {{ const([{text}], float64) }}
+def @main(%x: Tensor[(3), float64]) -> float64 {{ sum(sin(matmul(%x, @weights()))) }}
+""")
+    return w, {"constant": const, "let-bound closure": let_bound, "global": global_}
+
+
+def test_programs_closing_over_their_weights_under_grad_and_hessian():
+    w, programs = _closed_over_weights()
+    x = np.array([0.3, -0.4, 0.9])
+    c = np.cos(x @ w)
+    for name, prog in programs.items():
+        jf = rl.to_jax(prog)
+        np.testing.assert_allclose(jax.jit(jf)(x), np.sin(x @ w).sum(), **TOL, err_msg=name)
+        np.testing.assert_allclose(jax.jit(jax.grad(jf))(x), w @ c, **TOL, err_msg=name)
+        np.testing.assert_allclose(jax.jit(jax.hessian(jf))(x),
+                                   -(w * np.sin(x @ w)) @ w.T, **TOL, err_msg=name)
+    # a free variable (bound nowhere) is refused when exporting, naming it
+    wv, x_ = rl.var("w", shape=(3, 2), dtype="float64"), rl.var("x", shape=(3,), dtype="float64")
+    with pytest.raises(rl.CompileError, match=r"free variables \(%w\)"):
+        rl.to_jax(rl.Function([x_], rl.op.sum(rl.op.matmul(x_, wv))))
+
+
+def test_round_trip_of_a_function_closing_over_arrays_under_grad_outside_jit():
+    w = jnp.asarray(np.random.default_rng(6).normal(size=(3, 2)))
+
+    def f(x):
+        return jnp.sum(jax.nn.softplus(x @ w)) ** 2
+    x = np.array([0.2, -1.0, 0.5])
+    jf = rl.to_jax(rl.from_jax(f, x))
+    np.testing.assert_allclose(jax.grad(jf)(x), jax.grad(f)(x), **TOL)

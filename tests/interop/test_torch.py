@@ -48,6 +48,53 @@ class Recurrent(nn.Module):
         return self.out(h).sum(dim=1) + c.mean()
 
 
+class Reordered(nn.Module):
+    """Parameters registered in an order other than forward's: named_parameters() lists the
+    module's own `scale` first, then `out` (used last), then `inp`."""
+    def __init__(self):
+        super().__init__()
+        self.out = nn.Linear(5, 2)
+        self.inp = nn.Linear(3, 5)
+        self.scale = nn.Parameter(torch.tensor([1.5, -0.5]))
+
+    def forward(self, x):
+        return self.scale * self.out(torch.tanh(self.inp(x)))
+
+
+class SharedLayer(nn.Module):
+    """One layer used twice, a buffer added, batch norm's statistics (buffers too)."""
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("offset", torch.tensor([0.1, 0.2, 0.3, 0.4]))
+        self.bn = nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        return self.bn(self.lin(torch.tanh(self.lin(x) + self.offset)))
+
+
+class Tied(nn.Module):
+    """Two layers sharing one weight object: named_parameters() lists it once, as a.weight,
+    while torch.export's graph reads it under b.weight."""
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4, bias=False)
+        self.b = nn.Linear(4, 4, bias=False)
+        self.b.weight = self.a.weight
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def _shared():
+    torch.manual_seed(3)
+    m = SharedLayer().double()
+    with torch.no_grad():
+        m.bn.running_mean.copy_(torch.randn(4) * 0.1)
+        m.bn.running_var.copy_(torch.rand(4) + 0.5)
+    return m.eval()
+
+
 def _cnn():
     torch.manual_seed(0)
     m = CNN().double()
@@ -65,6 +112,10 @@ def _cases():
         ("cnn", _cnn, (torch.randn(2, 1, 8, 8, dtype=torch.float64),)),
         ("embedding_lstm", lambda: Recurrent().double(),
          (ids, torch.randn(2, 5, dtype=torch.float64), torch.randn(2, 5, dtype=torch.float64))),
+        ("reordered_parameters", lambda: Reordered().double(),
+         (torch.randn(6, 3, dtype=torch.float64),)),
+        ("shared_layer_buffer_bn", _shared, (torch.randn(6, 4, dtype=torch.float64),)),
+        ("tied_weights", lambda: Tied().double(), (torch.randn(6, 4, dtype=torch.float64),)),
     ]
 
 
@@ -103,6 +154,14 @@ def test_parameters_lead_main_in_named_parameters_order():
                                                            module.parameters()],
                     np.ones((2, 4), "float32"))
     assert [x.shape for x in g] == [(8, 4), (8,), (3, 8), (3,)]
+
+
+def test_parameters_follow_named_parameters_not_their_use_and_tied_ones_come_once():
+    main = rl.from_torch(Reordered(), (torch.ones(2, 3),))["main"]
+    assert [p.name_hint for p in main.params] == ["scale", "out_weight", "out_bias",
+                                                  "inp_weight", "inp_bias", "x"]
+    main = rl.from_torch(Tied(), (torch.ones(2, 4),))["main"]
+    assert [p.name_hint for p in main.params] == ["a_weight", "x"]
 
 
 def test_training_mode_batch_norm_and_unknown_operators_are_compile_errors():
