@@ -26,7 +26,8 @@ read from the family's tables at p), call it; its tail call of the previous row'
 the next p. The references it writes (pool slots at data-dependent rows, outer tensor
 references) are carried; pool slots go through per-step cells (`_prefetch`, `flush`) and weight
 gradients are deferred sums (dynamic_defer.py has why: the cost of a loop iteration). At p = -1
-the loop ends and calls `family.base`. Two references held by one closure that turn out to be
+the loop ends and calls `family.base` (a tail loop's peeled first iteration) with the slots it
+holds prefetched and flushed the same way (`_Chain._base_call`). Two references held by one closure that turn out to be
 the same slot are reported after the run (an EvaluationError, never a wrong result): the
 per-step cells cannot represent that aliasing.
 
@@ -271,7 +272,7 @@ class JPoolRef(Indexed):
                                    value))
 
 
-def _prefetch(ev, guard, value, ptr, origin, own=None):
+def _prefetch(ev, guard, value, ptr, origin, own=None, pools=None):
     """Read every pool slot the decoded row's closures hold into a JRef cell of the iteration
     (Guard.cache), one conditional per pool: XLA does not fuse a conditional, so the rows are
     materialized before the iteration's in-place updates (a dynamic slice fused into a later
@@ -279,7 +280,7 @@ def _prefetch(ev, guard, value, ptr, origin, own=None):
     gradient, 6 of its 7 ms). The closures read and write the cells, which the switch over
     the row's Functions joins like any reference; `flush` writes changed ones back. The slots
     of the row's own iteration (`own`: (id(pool), id(slot)) -> k, Family.decode) are read as
-    one block [K, ...] at ptr * K rather than gathered."""
+    one block [K, ...] at ptr * K rather than gathered. `pools` (ids): only their slots."""
     import jax.numpy as jnp
     from jax import lax
     alts = value.alts if isinstance(value, JUnion) else [value]
@@ -292,6 +293,8 @@ def _prefetch(ev, guard, value, ptr, origin, own=None):
                 continue
             seen.add(id(v))
             if isinstance(v, JPoolRef):
+                if pools is not None and id(v.pool) not in pools:
+                    continue
                 # keyed by pool too: joins.py shares a union's slots between alternatives,
                 # so one slot tensor can index two pools (a lifted list's and a fold's)
                 refs.setdefault((id(v.pool), id(v.slot)), (v, set()))[1].add(j)
@@ -449,6 +452,28 @@ class Family:
         self.count = None            # the rows it filled (a traced int)
         self.origin = {}             # id(decoded leaf) -> (its group's row, index in it)
         self.own = {}                # (id(pool), id(decoded own slot)) -> k (_Decoder)
+
+    def row_pools(self):
+        """{id: pool} of the pools whose slots the rows hold (the template's)."""
+        found, seen, stack = {}, set(), [self.template]
+        while stack:
+            t = stack.pop()
+            if not isinstance(t, (tuple, list)) or not t or id(t) in seen:
+                continue
+            seen.add(id(t))
+            kind = t[0]
+            if kind in ("own", "parts") and isinstance(t[1], JPoolRef):
+                found[id(t[1].pool)] = t[1].pool
+            if kind in ("tuple", "parts"):
+                stack.extend(t[-1])
+            elif kind == "adt":
+                stack.extend(t[2])
+            elif kind == "closure":
+                stack.extend(x for _, x in t[3])
+            elif kind == "union":
+                stack.append(t[1])
+                stack.extend(t[2])
+        return found
 
     def set_layout(self, layout):
         """The template's tensors grouped by shape and dtype: a row writes one stacked table
@@ -716,11 +741,12 @@ class _Chain:
         ev, fam = self.ev, self.fam
         import jax.numpy as jnp
         from jax import lax
-        written, finals, _ = self.discover([])
-        # defer the outer tensor references the body accumulates into (dynamic_defer.py)
+        written, finals, records = self.discover([])
+        # defer the outer tensor references the body accumulates into (dynamic_defer.py); with
+        # none to defer, the first trace is the one the loop needs (no second one)
         deferred = [r for r in written if not isinstance(r, PoolCell) and _is_tree(r.value)
                     and not isinstance(r.value, tuple)]
-        while True:
+        while deferred:
             try:
                 written, finals, records = self.discover(deferred)
                 break
@@ -792,9 +818,7 @@ class _Chain:
         else:
             ptr, values, tables, counts, alias = lax.while_loop(lambda s: s[0] >= 0, body,
                                                                 state)
-        ev.fault(alias, f"{fam.name}: two references the backward loop's closures "
-                        "use in one step are the same reference, which the compiled "
-                        "loop does not represent; run it with rl.evaluate")
+        self._alias_fault(alias)
         for ref, v in zip(written, values):
             ev.write(ref, v)
         for cell in self.dead.values():      # own slots flush left unwritten: a later read
@@ -803,6 +827,45 @@ class _Chain:
             written_rows = fam.count if self.fixed or not cs else \
                 functools.reduce(jnp.maximum, cs)
             ev.write(ref, settle(ref.value, hits, t, written_rows, self.fixed, ws))
-        return TailCall(fam.base, list(self.args))
+        return self._base_call()
+
+    def _alias_fault(self, alias):
+        fam = self.fam
+        self.ev.fault(alias, f"{fam.name}: two references the backward loop's closures "
+                            "use in one step are the same reference, which the compiled "
+                            "loop does not represent; run it with rl.evaluate")
+
+    def _base_call(self):
+        """Call the family's row -1 (what the reference held before the loop: a tail loop's
+        peeled first iteration, whose closures hold slots of the pools' last row) with those
+        slots prefetched into cells and written back after, as a backward step does: read and
+        written in place one by one, every update of a table followed by reads of it, XLA
+        copied the whole table per update and compiled a kernel per access (RK4's gradient: 38
+        of the program's 113 kernels, a third of its compile time). The closures run until
+        the chain reaches one made before the loop (a tail call of a closure older than the
+        loop's pools: made after the newest of those the rows hold), which continues in the
+        enclosing trace. Only slots of the pools the rows hold are prefetched."""
+        ev, fam = self.ev, self.fam
+        import jax.numpy as jnp
+        pools = fam.row_pools()
+        if not pools:
+            return TailCall(fam.base, list(self.args))
+        newest = max(p.cell.serial for p in pools.values())
+        guard = Guard(self.start, ev.accumulations, [], ev.join_depth + 1)
+        saved_guard = ev.guard
+        ev.guard = guard
+        try:
+            _prefetch(ev, guard, fam.base, jnp.asarray(0, jnp.int32), {}, pools=set(pools))
+            if not guard.cache:
+                return TailCall(fam.base, list(self.args))
+            r = TailCall(fam.base, list(self.args))
+            while isinstance(r, TailCall) and isinstance(r.callee, (JClosure, JUnion)) and \
+                    r.callee.serial > newest:
+                r = ev.enter(r.callee, r.args)
+            alias = flush(ev, guard, fam.base)
+        finally:
+            ev.guard = saved_guard
+        self._alias_fault(alias)
+        return r
 
 __all__ = ["Pool", "JPoolRef", "Family", "JRow"]
