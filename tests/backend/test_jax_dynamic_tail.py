@@ -300,29 +300,6 @@ def test_the_loops_hessian_is_one_compilation_for_every_trip_count():
     assert run.trace_count == 1 + run.growths
 
 
-# the default run gives up after 16 activations under traced joins, -m slow after the real
-# bound's 512 (2.3 s of tracing nested joins)
-@pytest.mark.parametrize("activations", [16, pytest.param(None, marks=pytest.mark.slow)])
-def test_reverse_over_reverse_through_the_loop_is_a_compile_error_naming_it(activations,
-                                                                             monkeypatch):
-    # the vjp of the gradient differentiates the gradient's loop again:
-    # @loop_ad_const1_ad_const1 returns a reference to an (x, %rx) pair (a reference holding a
-    # reference, which no pool row holds), so it is not a tail loop the rule recognizes; it
-    # unrolls, and the unrolling under traced ifs never ends at trace time (rl.hessian takes
-    # forward over reverse for such programs: the test above)
-    from relayish.ad.api import hvp_reverse
-    if activations is not None:
-        from relayish.backend.jax import trace
-        monkeypatch.setattr(trace, "MAX_ACTIVATIONS_UNDER_JOIN", activations)
-    f = loop_module(4, "float64", summed=True)
-    run = rl.compile(hvp_reverse(f), backend="jax", limits={"max_seconds": 20})
-    with pytest.raises(CompileError, match=r"recursion in @loop\w*_ad\w* does not terminate at "
-                                           r"trace time(.|\n)*a second derivative taken forward "
-                                           r"over reverse does \(rl.hessian, rl.hvp, "
-                                           r"rl.derivative\(f, 2\)\)"):
-        run(np.full(4, 0.05), np.ones(4))
-
-
 ACCUMULATE = """
 def @loop(%x: Tensor[(3), float64], %acc: ref(Tensor[(3), float64])) -> Tensor[(3), float64] {
   if (sum(%x * %x) > 0.01f64) { %acc := !%acc + sin(%x); @loop(%x * 0.5f64, %acc) } else { %x }

@@ -131,9 +131,11 @@ def _type_key(t):
 
 def _content_key(t):
     from relayish.backend.runtime.args import NP_DTYPES
-    from relayish.ir.types import TensorType
+    from relayish.ir.types import RefType, TensorType
     if isinstance(t, TensorType):
         return (tuple(t.shape), np.dtype(NP_DTYPES[t.dtype]).name)
+    if isinstance(t, RefType):      # a reference held by a pool's content (dynamic_rows)
+        return ("ref", _content_key(t.value))
     return tuple(_content_key(f) for f in t.fields)
 
 

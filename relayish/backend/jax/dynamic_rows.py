@@ -52,7 +52,7 @@ from relayish.backend.jax.dynamic_defer import (Guard, PoolCell, Undefer, _is_tr
                                                 _tmap, accumulations, settle)
 from relayish.backend.jax.joins import view
 from relayish.backend.jax.values import (POISON, Frame, Indexed, JAdt, JClosure, JRef, JUnion,
-                                         TailCall, describe, is_jax_value, load_jax,
+                                         TailCall, describe, is_jax_value, is_tensor, load_jax,
                                          next_serial)
 
 # ---- tensor trees (a tensor, or tuples of them: dynamic_defer.py) ---------------------------
@@ -61,8 +61,20 @@ def _is_leaf_key(key):
     return len(key) == 2 and isinstance(key[1], str) and isinstance(key[0], tuple)
 
 
+def _is_ref_key(key):
+    """("ref", the target pool's key): a reference made in the loop, held in a pool's content
+    (reverse over reverse: an adjoint reference holding an `(x, %rx)` pair); its table is
+    the slot, int32."""
+    return len(key) == 2 and key[0] == "ref"
+
+
+SLOT_KEY = ((), "int32")
+
+
 def _key_leaves(key, out):
-    if _is_leaf_key(key):
+    if _is_ref_key(key):
+        out.append(SLOT_KEY)
+    elif _is_leaf_key(key):
         out.append(key)
     else:
         for k in key:
@@ -71,9 +83,31 @@ def _key_leaves(key, out):
 
 
 def _rebuild_key(key, it):
-    if _is_leaf_key(key):
+    if _is_ref_key(key) or _is_leaf_key(key):
         return next(it)
     return tuple(_rebuild_key(k, it) for k in key)
+
+
+def _is_content(v):
+    """A pool's content: tensors, tuples and references made in the loop (JPoolRef)."""
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, tuple):
+            stack.extend(x)
+        elif not (isinstance(x, JPoolRef) or is_tensor(x)):
+            return False
+    return True
+
+
+def _content_key(v):
+    """A pool content's key: `_key`'s, with ("ref", pool key) for a reference made in the
+    loop."""
+    if isinstance(v, tuple):
+        return tuple(_content_key(x) for x in v)
+    if isinstance(v, JPoolRef):
+        return ("ref", v.pool.key)
+    return _key(v)
 
 
 def _cast(v, shape, dtype):
@@ -175,12 +209,13 @@ def new_pool_ref(loop, value, slot, where):
     rows: `name`, `ev`, `pool(key)` and the per-iteration `counts`): the next slot of its
     content type's pool, `slot(pool, k)` its index for the k-th such reference of the
     iteration; `where` names the loop in the error for a reference that holds no tensors."""
-    if not _is_tree(value):
+    if not _is_content(value):
         raise CompileError(f"{loop.name}: ref(...) of a {describe(value)} in an iteration of "
                            f"{where} is not compiled as a loop (a reference made in the loop "
-                           "holds tensors)")
-    key = _key(value)
+                           "holds tensors and references made in the loop)")
+    key = _content_key(value)
     pool = loop.pool(key)
+    pool.target(value)
     k = loop.counts.get(key, 0)
     loop.counts[key] = k + 1
     ref = JPoolRef(pool, slot(pool, k))
@@ -201,6 +236,8 @@ class Pool:
         self.cell = PoolCell(None, next_serial())
         self.own = []                # the slots of the iteration being traced (`start_row`)
         self.own_k = {}              # id(one of them) -> k
+        self.targets = {}            # key -> the Pool of a reference its content holds
+        self.owner = "a loop"        # the loop's function, for errors
 
     def start_row(self, i):
         """Iteration i's slots i*K + k (k < K) made in the iteration's trace before its switch
@@ -228,6 +265,58 @@ class Pool:
         return _rebuild_key(self.key, iter([jnp.zeros((n,) + shape, dtype)
                                             for shape, dtype in _key_leaves(self.key, [])]))
 
+    # -- contents holding references made in the loop: their slots in int32 tables ----------
+    def target(self, value):
+        """Note the pools of the references `value` (this pool's content) holds: a content
+        key names a pool by its key, `targets` by the object (one per key and loop)."""
+        stack = [value]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, tuple):
+                stack.extend(x)
+            elif isinstance(x, JPoolRef):
+                seen = self.targets.setdefault(x.pool.key, x.pool)
+                if seen is not x.pool:
+                    raise CompileError("a reference made in a loop holds references made in "
+                                       "two different loops; not compiled as a loop")
+
+    def store(self, value):
+        """The content as its tables' leaves (a reference: its slot)."""
+        def go(key, v):
+            if _is_ref_key(key):
+                if isinstance(v, (JRef, JUnion)):
+                    raise _made_outside(self.owner)
+                if not isinstance(v, JPoolRef) or v.pool.key != key[1]:
+                    raise CompileError(f"a reference made in a loop holds "
+                                       f"{_key_text(self.key)}; cannot store a {describe(v)}")
+                self.target(v)
+                return v.slot
+            if _is_leaf_key(key):
+                return v
+            return tuple(go(k, x) for k, x in zip(key, v))
+        return go(self.key, value)
+
+    def load(self, stored):
+        """The content from its tables' leaves (`store`'s inverse)."""
+        def go(key, v):
+            if _is_ref_key(key):
+                if key[1] not in self.targets:
+                    raise CompileError("internal: a reference made in a loop holds a "
+                                       "reference of a pool it has not seen")
+                return JPoolRef(self.targets[key[1]], v)
+            if _is_leaf_key(key):
+                return v
+            return tuple(go(k, x) for k, x in zip(key, v))
+        return go(self.key, stored)
+
+
+def _made_outside(owner):
+    return CompileError(
+        f"{owner}: a reference made outside its loop is stored in a reference made in the "
+        "loop (reverse over reverse through a loop: rl.grad of rl.grad, hvp_reverse); not "
+        "compiled as a loop yet. A second derivative taken forward over reverse does "
+        "(rl.hessian, rl.hvp, rl.derivative(f, 2)); or run it with rl.evaluate")
+
 
 class JPoolRef(Indexed):
     """A reference made in a loop: slot `slot` (an int32 tensor) of `pool`."""
@@ -249,27 +338,30 @@ class JPoolRef(Indexed):
         guard = ev.guard
         entry = None if guard is None else guard.cache.get((id(self.pool), id(self.slot)))
         if entry is None:
-            return _tmap(lambda t: _at(t, self.slot), ev.read(self.pool.cell))
+            return self.pool.load(_tmap(lambda t: _at(t, self.slot), ev.read(self.pool.cell)))
         return ev.read(entry.cell)
 
     def write(self, ev, value):
-        if not _is_tree(value) or _key(value) != self.pool.key:
+        if not _is_content(value) or _content_key(value) != self.pool.key:
+            if any(isinstance(x, (JRef, JUnion)) for x in _leaves(value, [])):
+                raise _made_outside(self.pool.owner)
             raise CompileError(f"a reference made in a loop over dynamic structure holds "
                                f"{_key_text(self.pool.key)}; cannot store a {describe(value)}")
+        stored = self.pool.store(value)
         guard = ev.guard
         if guard is None:
             tables = ev.read(self.pool.cell)
             valid = getattr(ev.loop, "valid", None)
             ev.write(self.pool.cell, _tmap(
                 lambda t, v: _set(t, self.slot, _keep_if(valid, v, _at(t, self.slot))),
-                tables, value))
+                tables, stored))
             return
         entry = guard.cache.get((id(self.pool), id(self.slot)))
         if entry is None:
             raise CompileError("a closure run by the backward loop writes a reference made in "
                                "the loop that it does not hold itself; not compiled as a loop")
-        ev.write(entry.cell, _tmap(lambda o, v: _cast(v, o.shape, o.dtype), entry.original,
-                                   value))
+        ev.write(entry.cell, self.pool.load(_tmap(lambda o, v: _cast(v, o.shape, o.dtype),
+                                                  self.pool.store(entry.original), stored)))
 
 
 def _prefetch(ev, guard, value, ptr, origin, own=None, pools=None):
@@ -336,11 +428,11 @@ def _prefetch(ev, guard, value, ptr, origin, own=None, pools=None):
         blocks, gathered = (rows[0::step] if mine else None), rows[step - 1::step]
         for r, users in mine:
             k = own[(id(pool), id(r.slot))]
-            value = _rebuild_key(pool.key, iter([view(ev, x, k) for x in blocks]))
+            value = pool.load(_rebuild_key(pool.key, iter([view(ev, x, k) for x in blocks])))
             guard.cache[(id(pool), id(r.slot))] = _Cached(pool, r.slot, users,
                                                           JRef(value, next_serial()), own=k)
         for j, (r, users) in enumerate(others):
-            value = _rebuild_key(pool.key, iter([view(ev, x, j) for x in gathered]))
+            value = pool.load(_rebuild_key(pool.key, iter([view(ev, x, j) for x in gathered])))
             guard.cache[(id(pool), id(r.slot))] = _Cached(pool, r.slot, users,
                                                           JRef(value, next_serial()))
     guard.alternatives = len(alts)
@@ -427,13 +519,15 @@ def flush(ev, guard, value, valid=None):
                 if valid is not None:
                     pred = valid if pred is None else pred & valid
                 at = e.slot if pred is None else jnp.where(pred, e.slot, spare)
-                tables = _tmap(lambda t, v: _set(t, at, v), tables, e.cell.value)
+                tables = _tmap(lambda t, v: _set(t, at, v), tables, pool.store(e.cell.value))
         ev.write(pool.cell, tables)
     guard.cache = {}
     return alias
 
 
 def _key_text(key):
+    if _is_ref_key(key):
+        return "references"
     return "tensors " + ", ".join(f"{dtype}{list(shape)}" for shape, dtype in
                                   _key_leaves(key, []))
 

@@ -179,6 +179,22 @@ def _row_type(t):
     return True
 
 
+def _loop_type(t):
+    """Can a tail loop carry or return a value of type t: tensors, tuples and references to
+    such values (reverse over reverse: the second AD of `@loop_ad` takes `(x, %rx)` pairs
+    and adjoint references holding such pairs, `ref((x, ref(x)))`)?"""
+    stack = [t]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, TupleType):
+            stack.extend(x.fields)
+        elif isinstance(x, RefType):
+            stack.append(x.value)
+        elif not isinstance(x, TensorType):
+            return False
+    return True
+
+
 def _write_free(name, func):
     """No reference write and no call of a function other than @name itself anywhere in the
     function: its bindings and its recursive calls may run in any order."""
@@ -613,7 +629,7 @@ def find_tail_loops(mod):
             continue
         checked = getattr(func, "_checked_type", None)
         ret = func.ret_type or (checked.ret_type if isinstance(checked, FuncType) else None)
-        if ret is None or not _row_type(ret):
+        if ret is None or not _loop_type(ret):
             continue
         out[func] = TailLoop(name, func, ret)
     return out

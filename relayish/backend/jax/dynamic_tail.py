@@ -389,6 +389,7 @@ class _RowsLoop:
         pool = self.pools.get(key)
         if pool is None:
             pool = self.pools[key] = Pool(key, self.rows + 1)   # + the peeled iteration
+            pool.owner = self.name
             pool.cell.value = pool.zeros(1)
         return pool
 
