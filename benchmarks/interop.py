@@ -3,14 +3,17 @@
 1. Steady training step inside jax.jit: an MLP and a scan RNN written in jax, imported with
    rl.from_jax and exported back with rl.to_jax (so the step's gradient is relayish's reverse
    mode), against the original jax function's step (jax's own AD). SGD, float32, one CPU
-   thread (XLA's and the BLAS libraries' thread pools pinned to one thread). The steps are
+   thread (XLA's and the BLAS libraries' thread pools set to one thread, and the process
+   pinned to one core: XLA's executor runs independent operations of a long straight-line
+   program -- the unrolled RNN -- on a second thread, which on a loaded machine competes
+   with the other processes and makes the ratio follow the load; --unpinned skips). The steps are
    timed in interleaved rounds (a batch of steps of each, in an order shuffled per round) in
    one process; printed: the median and the minimum per step, and the median of the
    per-round ratios relayish/jax (goal <= 1.05), which a loaded machine moves least.
 2. Import time: rl.from_jax of jaxprs of growing length (a chain of elementwise equations),
    per 1,000 equations; and of the MLP and RNN.
 
-    python benchmarks/interop.py [--quick]
+    python benchmarks/interop.py [--quick] [--unpinned]
 """
 import os
 
@@ -174,7 +177,12 @@ def import_times(sizes):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--unpinned", action="store_true")
     args = parser.parse_args()
+    if not args.unpinned and hasattr(os, "sched_setaffinity"):
+        core = max(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {core})      # every thread of the process on one core
+        print(f"pinned to core {core}")
     print("steady SGD step inside jax.jit (float32, one CPU thread; interleaved rounds)")
     steady_steps(rounds=10 if args.quick else 60, calls=20)
     print("rl.from_jax import time")
