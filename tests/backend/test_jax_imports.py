@@ -9,7 +9,7 @@ from import_graph import find_cycle, package_graph
 # the order of the map in relayish/backend/jax/__init__.py
 LAYERS = ["values", "zeros", "dots", "limits", "index_checks", "joins", "batching", "dynamic_rule",
           "dynamic_tables", "dynamic_defer", "dynamic_rows", "dynamic_left", "dynamic_loops",
-          "dynamic_tail", "trace", "dtypes", "devices", "arguments", "function"]
+          "dynamic_tail", "dynamic_nest", "trace", "dtypes", "devices", "arguments", "function"]
 
 
 def test_the_jax_package_import_graph_is_layered():

@@ -29,6 +29,7 @@ Modules, each importing only those listed before it:
     dynamic_left.py    a left fold (tail recursion with an accumulator) as one while loop
     dynamic_loops.py   a fold over a node table as one lax loop
     dynamic_tail.py    a tail recursion with a traced trip count as one lax.while_loop
+    dynamic_nest.py    a gradient's loop nested in another, its tape replayed backward
     trace.py      TraceEvaluator: one visit_<Node> per node kind
     dtypes.py     does a program need float64 (x64 mode)?
     devices.py    resolve_device: "cpu" / "gpu"

@@ -197,6 +197,7 @@ class Guard:
         self.records = {id(r): [] for r in deferred}
         self.markers = {id(r): Marker(r) for r in deferred}
         self.cache = {}          # id(slot) -> the iteration's cell of a pool slot
+        self.direct = False      # the cells written back, tables used directly (dynamic_nest)
         self.dead = {}           # id(pool cell) -> cell whose own slots flush left unwritten
         self.cells = {}          # id(ref) -> a cell per hit (after discovery)
         self.hits = {}
@@ -232,6 +233,11 @@ class Guard:
         if isinstance(ref, JRef) and id(ref) in self.deferred and \
                 (e not in self.patterns or ev.join_depth > self.depth):
             raise Undefer(ref)
+        if isinstance(ref, JRef) and isinstance(ref.value, Marker) and \
+                id(ref) not in self.deferred:
+            # deferred by an enclosing backward loop (this one runs a replayed inner loop's
+            # chain inside its step, dynamic_nest.py): that loop carries it instead
+            raise Undefer(ref.value.ref)
 
     def same_weight(self, ev, site, env):
         """The weight of a "scatter_mm" site, and whether it is the same for every row (the

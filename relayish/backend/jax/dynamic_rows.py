@@ -336,7 +336,8 @@ class JPoolRef(Indexed):
 
     def read(self, ev):
         guard = ev.guard
-        entry = None if guard is None else guard.cache.get((id(self.pool), id(self.slot)))
+        entry = None if guard is None or guard.direct else \
+            guard.cache.get((id(self.pool), id(self.slot)))
         if entry is None:
             return self.pool.load(_tmap(lambda t: _at(t, self.slot), ev.read(self.pool.cell)))
         return ev.read(entry.cell)
@@ -349,7 +350,7 @@ class JPoolRef(Indexed):
                                f"{_key_text(self.pool.key)}; cannot store a {describe(value)}")
         stored = self.pool.store(value)
         guard = ev.guard
-        if guard is None:
+        if guard is None or guard.direct:     # (direct: a replayed loop runs, dynamic_nest)
             tables = ev.read(self.pool.cell)
             valid = getattr(ev.loop, "valid", None)
             ev.write(self.pool.cell, _tmap(
@@ -546,6 +547,8 @@ class Family:
         self.count = None            # the rows it filled (a traced int)
         self.origin = {}             # id(decoded leaf) -> (its group's row, index in it)
         self.own = {}                # (id(pool), id(decoded own slot)) -> k (_Decoder)
+        self.local = False           # a replayed inner loop's (dynamic_nest): its chain
+                                     # runs inside the step or branch that replays it
 
     def row_pools(self):
         """{id: pool} of the pools whose slots the rows hold (the template's)."""
@@ -722,7 +725,7 @@ def _call_chain(ev, row, args):
         raise CompileError(f"{fam.name}: a closure made in an iteration of the loop is called "
                            "inside the same loop (a gradient of a gradient?); not compiled as "
                            "a loop")
-    if ev.join_depth or ev.guard is not None:
+    if (ev.join_depth or ev.guard is not None) and not fam.local:
         raise CompileError(f"{fam.name}: the closures its loop left are called under a traced "
                            "if or match, or inside another backward loop; not compiled as a "
                            "loop yet")
@@ -839,12 +842,14 @@ class _Chain:
         # defer the outer tensor references the body accumulates into (dynamic_defer.py); with
         # none to defer, the first trace is the one the loop needs (no second one)
         deferred = [r for r in written if not isinstance(r, PoolCell) and _is_tree(r.value)
-                    and not isinstance(r.value, tuple)]
+                    and not isinstance(r.value, tuple) and not ev.is_fault_cell(r)]
         while deferred:
             try:
                 written, finals, records = self.discover(deferred)
                 break
             except Undefer as undo:
+                if not any(r is undo.ref for r in deferred):
+                    raise            # an enclosing backward loop's (a replayed inner loop)
                 deferred = [r for r in deferred if r is not undo.ref]
         for ref in written:
             if not (_is_tree(ref.value) and _is_tree(finals[id(ref)])

@@ -137,12 +137,10 @@ def tail_call(ev, loop, callee, args):
         return _run(ev, loop, name, [_tmap(lambda v: _cast(v, v), a) for a in args])
     # a loop that leaves rows inside a plain loop's body is at the top of that body's trace;
     # inside a loop that leaves rows itself, its rows would have to outlive the iteration
-    if ev.loop is not None or ev.join_depth:
-        where = "under a traced if or match" if ev.join_depth else \
-            f"inside the loop of {ev.loop.name}, which records rows too"
-        raise CompileError(f"{name}: a loop whose trip count is traced and that records rows "
-                           f"for a backward pass (a gradient's loop) {where} is not compiled "
-                           "as a loop yet (the gradient of a nested loop); use rl.evaluate")
+    # inside a loop that leaves rows itself, or under a traced if, its rows would have to
+    # outlive the iteration or the branch: its backward pass replays it (dynamic_nest.py)
+    if ev.loop is not None or ev.join_depth or ev.guard is not None:
+        return ev.nested_tail_call(loop, name, args)
     return _RowsLoop(ev, loop, name, args).run()
 
 

@@ -32,6 +32,7 @@ from relayish.backend.jax.batching import batched_calls
 from relayish.backend.jax.dots import DotFolding
 from relayish.backend.jax.dynamic_left import match_cursor
 from relayish.backend.jax.dynamic_loops import fold_call
+from relayish.backend.jax.dynamic_nest import forward as nested_forward, replay
 from relayish.backend.jax.dynamic_rows import JPoolRef, JRow
 from relayish.backend.jax.dynamic_tables import JCursor, JTable
 from relayish.backend.jax.dynamic_tail import JSync, tail_call
@@ -107,6 +108,8 @@ class TraceEvaluator:
         self.row_steps = None                # rows of a loop with rows (function.py grows it)
         self.tail_loops: dict = {}           # Function -> TailLoop run as a while loop
         self.tail = None                     # the tail loop being traced (dynamic_tail.py)
+        self.replays: dict = {}              # Function -> ReplayInfo (dynamic_nest.py)
+        self.replays_of: dict = {}           # TailLoop -> ReplayInfo
         self.capacity: dict = {}             # rl.compile(..., capacity=...)
         self.check_indices = False           # trace index checks (index_checks.py)
 
@@ -136,6 +139,8 @@ class TraceEvaluator:
         """One function body, evaluated in tail position (may return a TailCall)."""
         if isinstance(callee, JClosure):
             func = callee.func
+            if func in self.replays:        # a nested gradient loop's tape (dynamic_nest)
+                return replay(self, self.replays[func], callee)
             if func in self.folds:          # a fold over a node table: one loop (issue 17)
                 looped = fold_call(self, self.folds[func], callee, args)
                 if looped is not None:
@@ -395,6 +400,11 @@ class TraceEvaluator:
                                f"may produce ({describe(data)}); the jax backend cannot report "
                                f"this at run time: use rl.evaluate")
         raise EvaluationError(f"no clause of {text} matches the value {describe(data)}")
+
+    def nested_tail_call(self, loop, name, args):
+        """A gradient's loop inside another loop, a traced if or a backward step
+        (dynamic_tail.tail_call): its tape is replayed in the backward pass (dynamic_nest)."""
+        return nested_forward(self, loop, name, args)
 
     def visit_RefCreate(self, e, env, tail):
         return self.new_ref(self.eval(e.value, env))
