@@ -580,6 +580,83 @@ def nested_section(args, rng):
     for name, ms in best.items():
         print(f"  {name:38s} {ms:8.4f} ms   {ms / hand:5.2f}x by hand")
 
+    nested_grad_section(args, xs)
+
+
+def _nested_trips(x):
+    """(outer iterations, the most Newton iterations of one solve) the nest takes from x, in
+    numpy (the interpreter's arithmetic)."""
+    def newton(a):
+        z, n = 0.0, 0
+        while abs(z ** 3 + z - a) > 1e-12 and n < 50:
+            z, n = z - (z ** 3 + z - a) / (3 * z * z + 1), n + 1
+        return z, n
+    k, most, x = 0, 0, np.asarray(x, float)
+    while True:
+        s, n = newton(float(np.sum(x * x)))
+        most = max(most, n)
+        if not (k < 40 and s > 0.1):
+            return k, most
+        x, k = x - 0.3 * s * x, k + 1
+
+
+def nested_jax(x, outer, inner):
+    """The nest in jax for static trip counts: lax.scan over the outer iterations taken, each
+    a Newton solve as a masked lax.scan of `inner` steps (a converged solve keeps z: jax.grad
+    cannot differentiate a while loop)."""
+    import jax
+    import jax.numpy as jnp
+
+    def newton(a):
+        def step(z, _):
+            f = z ** 3 + z - a
+            return jnp.where(jnp.abs(f) > 1e-12, z - f / (3 * z * z + 1), z), None
+        return jax.lax.scan(step, jnp.zeros((), x.dtype), None, length=inner)[0]
+
+    def step(v, _):
+        return v - 0.3 * newton(jnp.sum(v * v)) * v, None
+    return jnp.sum(jax.lax.scan(step, x, None, length=outer)[0])
+
+
+def nested_grad_section(args, xs):
+    """value_and_grad of the nest: one relayish program for every trip count (the inner solve
+    replayed in the backward pass), against jax.jit(jax.value_and_grad) of lax.scan at the
+    trip counts each input takes (one compilation per pair of counts)."""
+    import jax
+    vg = rl.value_and_grad(rl.parse(NESTED_TEXT))
+    run = rl.compile(vg, backend="jax")
+    trips = [_nested_trips(x) for x in xs]
+    with jax.enable_x64(True):
+        t0 = time.process_time()
+        run(xs[0])
+        ours_compile = time.process_time() - t0
+        refs, compiles = {}, []
+        for x, k in zip(xs, trips):
+            if k not in refs:
+                refs[k] = jax.jit(jax.value_and_grad(lambda v, k=k: nested_jax(v, *k)))
+                t0 = time.process_time()
+                jax.block_until_ready(refs[k](x))
+                compiles.append(time.process_time() - t0)
+        for x, k in zip(xs, trips):
+            got, expected = run(x), rl.evaluate(vg, x)
+            np.testing.assert_allclose(got[0], expected[0], rtol=1e-9)
+            np.testing.assert_allclose(got[1], expected[1], rtol=1e-9, atol=1e-15)
+            np.testing.assert_allclose(got[1], refs[k](x)[1], rtol=1e-9, atol=1e-15)
+        best = interleaved_best({
+            "relayish jax (one program)": lambda i: run(xs[i % len(xs)]),
+            "jax.jit per trip counts, lax.scan": lambda i: jax.block_until_ready(
+                refs[trips[i % len(xs)]](xs[i % len(xs)]))}, len(xs) * args.loop_repeats,
+            args.rounds)
+    hand = best["jax.jit per trip counts, lax.scan"]
+    print(f"\nits value_and_grad, {len(xs)} inputs of {min(t[0] for t in trips)}-"
+          f"{max(t[0] for t in trips)} outer iterations of up to {max(t[1] for t in trips)} "
+          f"Newton steps; relayish {run.trace_count} traces ({run.growths} capacity doublings), "
+          f"first call {ours_compile:.2f} s; jax {len(compiles)} compilations, "
+          f"{min(compiles):.2f}-{max(compiles):.2f} s each ({ours_compile / min(compiles):.1f}x "
+          "the fastest)")
+    for name, ms in best.items():
+        print(f"  {name:38s} {ms:8.4f} ms   {ms / hand:5.2f}x jax")
+
 
 HALVING_TEXT = """
 def @f(%x: Tensor[(2), float64]) -> float64 { sum((%x - 1f64) * (%x - 1f64) * (%x * %x + 1f64)) }

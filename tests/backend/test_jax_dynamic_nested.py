@@ -8,8 +8,10 @@ Each program is compiled once and checked against the interpreter to 1e-9 on inp
 different trip counts, inner and outer. Run-time checks (a loop past its step capacity) inside
 a nested loop or a branch reach the host as EvaluationErrors naming the inner function.
 
-Not compiled yet, pinned as CompileErrors naming the construct: the gradient of a nested loop
-(a loop recording rows inside another one that records rows)."""
+The gradient of each (a loop recording rows inside another one that records rows, under a
+traced if, or in a fold's clause) compiles too: the inner loop is replayed in the backward pass
+(relayish/backend/jax/dynamic_nest.py); one compilation for every trip count, equal to the
+interpreter's gradient to 1e-9."""
 import os
 import sys
 
@@ -56,10 +58,37 @@ def test_a_newton_solve_inside_a_gradient_loop_is_one_compilation():
     assert run.trace_count == 1
 
 
-def test_the_gradient_of_a_nested_loop_is_a_compile_error_naming_the_inner_loop():
-    with pytest.raises(CompileError, match=r"@newton_ad: .* inside the loop of @outer_ad.*"
-                                           r"gradient of a nested loop"):
-        rl.compile(rl.grad(rl.parse(NEWTON)), backend="jax")(NEWTON_INPUTS[1])
+def _close(got, expected):
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+
+
+def test_the_gradient_of_a_newton_solve_inside_a_gradient_loop_is_one_compilation():
+    # 0, 13 and 16 outer iterations, each running Newton to convergence (its own trip count):
+    # one program (a capacity above the outer trips: no doubling of the rows)
+    mod = rl.value_and_grad(rl.parse(NEWTON))
+    run = rl.compile(mod, backend="jax", capacity={"steps": 32})
+    for x in NEWTON_INPUTS:
+        (value, grad), (v, g) = run(x), rl.evaluate(mod, x)
+        _close(value, v)
+        _close(grad, g)
+    assert run.trace_count == 1
+    # and it is the derivative: central differences along a direction, at the 13-trip input
+    x, d, h = NEWTON_INPUTS[1], np.array([0.3, -0.2, 0.5]), 1e-6
+    f = rl.compile(rl.parse(NEWTON), backend="jax")
+    slope = (f(x + h * d) - f(x - h * d)) / (2 * h)
+    np.testing.assert_allclose(np.dot(run(x)[1], d), slope, rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_nested_gradients_rows_grow_by_themselves():
+    # without a capacity the outer loop's rows start at 16 and double for the 16-trip input
+    mod = rl.grad(rl.parse(NEWTON))
+    run = rl.compile(mod, backend="jax")
+    for x in NEWTON_INPUTS:
+        _close(run(x), rl.evaluate(mod, x))
+    assert run.growths == 1 and run.trace_count == 2
 
 
 # a loop in each branch of a traced if (and a check of its capacity in each)
@@ -82,6 +111,16 @@ def test_loops_under_a_traced_if_are_one_compilation():
     for x in ([0.5, 0.2, 0.1], [30.0, -1.0, 2.0], [-0.5, 0.2, 0.1], [-30.0, 40.0, -20.0]):
         x = np.array(x)
         np.testing.assert_allclose(run(x), rl.evaluate(mod, x), rtol=1e-9)
+    assert run.trace_count == 1
+
+
+def test_the_gradient_of_loops_under_a_traced_if_is_one_compilation():
+    mod = rl.grad(rl.parse(BRANCHES))
+    run = rl.compile(mod, backend="jax", capacity={"steps": 64})
+    for x in ([0.5, 0.2, 0.1], [30.0, -1.0, 2.0], [-0.5, 0.2, 0.1], [-30.0, 40.0, -20.0],
+              [1e-3, 0.0, 1e-3]):
+        x = np.array(x)
+        _close(run(x), rl.evaluate(mod, x))
     assert run.trace_count == 1
 
 
@@ -169,6 +208,29 @@ def test_a_loop_in_a_folds_clause_is_one_compilation_for_every_list():
         xs = rl.list_value(mod, list(rng.normal(size=(n, 4))))
         np.testing.assert_allclose(run(W, xs), rl.evaluate(mod, W, xs), rtol=1e-9, atol=1e-15)
     assert run.trace_count == 1 and sorted(run.node_tables()) == [1]
-    # (inside the fold's clause, a switch over the constructors: "under a traced if or match")
-    with pytest.raises(CompileError, match=r"@shrink_ad: .* gradient of a nested loop"):
-        rl.compile(rl.grad(mod), backend="jax")(W, rl.list_value(mod, [np.ones(4)]))
+
+
+def test_the_gradient_of_a_loop_in_a_folds_clause_is_one_compilation_for_every_list():
+    # every node's backward step replays its @shrink loop (inside the fold's backward loop)
+    mod = rl.parse(FOLD)
+    grad = rl.grad(mod, argnums=(0, 1))
+    run = rl.compile(grad, backend="jax", capacity={"nodes": 16, "steps": 64})
+    rng = np.random.default_rng(4)
+    W = rng.normal(size=(4, 4))
+    for n in (0, 1, 4, 9):
+        xs = rl.list_value(mod, list(rng.normal(size=(n, 4))))
+        (gW, gxs), (eW, exs) = run(W, xs), rl.evaluate(grad, W, xs)
+        _close(gW, eW)
+        assert len(_list(gxs)) == n == len(_list(exs))
+        for a, b in zip(_list(gxs), _list(exs)):
+            _close(a, b)
+    assert run.trace_count == 1
+
+
+def _list(v):
+    """The elements of a List value, in order (a loop)."""
+    out = []
+    while isinstance(v, rl.ConstructorValue) and v.fields:
+        out.append(v.fields[0])
+        v = v.fields[1]
+    return out

@@ -34,6 +34,8 @@ EXAMPLES = {
     "dynamic_let_ifs": (4, 200),
     "dynamic_vmap": (4, 200),
     "dynamic_nested": (4, 200),
+    # the gradient of a nested loop (~5-15 s to compile each on a loaded 2-core machine)
+    "dynamic_nested_gradients": (2, 100),
     # test_eager_vs_torch.py: each example runs 3 steps, compiling with jax from the second
     "eager_vs_torch": (6, 500),
     # test_builder_vs_eager.py: each example runs eager's recorder once (jax) and the interpreter

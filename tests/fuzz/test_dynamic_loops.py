@@ -7,9 +7,9 @@ float64) equal the interpreter's to rtol 1e-9, and where the rule recognizes the
 (dynamic_rule: find_folds / dynamic_params, find_tail_loops) one trace served every input.
 rl.vmap of the gradient over a batch of structures is checked per example. Nested loops (an
 inner traced-condition loop run by every step of the outer one) and loops in the branches of a
-traced if are drawn too: their value compiles once and equals the interpreter's; their
-gradient (a loop recording rows inside another, or under a traced if) is checked to be the
-CompileError naming the inner loop, until it compiles. State-keeping loops (an iteration keeps
+traced if are drawn too: their value compiles once and equals the interpreter's; so do
+their gradients (a loop recording rows inside another, or under a traced if: the inner loop
+is replayed in the backward pass), value and gradient once for every trip count. State-keeping loops (an iteration keeps
 x and halves a step when a traced test fails) are checked value and gradient.
 
 What the generator leaves out is pinned below as strict xfails, each with its smallest program
@@ -163,15 +163,20 @@ def test_random_programs_with_let_bound_ifs_forward_one_compilation(kind, data):
 @fuzz_settings("dynamic_nested")
 @given(data=st.data())
 def test_random_nested_loops_and_loops_under_ifs_value_one_compilation(shape, data):
-    # the value compiles once for every trip count, inner and outer; the gradient (a loop
-    # recording rows inside another, or under a traced if) is a CompileError naming the
-    # inner loop, not yet a program (README, Missing)
+    # the value compiles once for every trip count, inner and outer
     program = data.draw(programs(shape), label="program")
     check_program(program, data.draw(SEED, label="seed"), gradient=False)
-    vg = rl.value_and_grad(program.module(), argnums=program.argnums)
-    with pytest.raises(CompileError, match=r"@\w+: a loop whose trip count is traced and that "
-                                           r"records rows .*gradient of a nested loop"):
-        rl.compile(vg, capacity=CAPACITY)(*program.inputs(np.random.default_rng(0), 20))
+
+
+@pytest.mark.parametrize("shape", ["nested", "under_if"])
+@fuzz_settings("dynamic_nested_gradients")
+@given(data=st.data())
+def test_random_nested_loops_and_loops_under_ifs_gradient_one_compilation(shape, data):
+    # the gradient (a loop recording rows inside another, or under a traced if: the inner
+    # loop replayed in the backward pass, dynamic_nest.py) too; 3 inputs (the smallest, the
+    # largest, one between): each nested gradient takes a few seconds to compile
+    program = data.draw(programs(shape), label="program")
+    check_program(program, data.draw(SEED, label="seed"), inputs=3)
 
 
 @fuzz_settings("dynamic_nested")

@@ -860,7 +860,8 @@ class _Chain:
                                    "loop")
         self.record_shapes = records
         rows = fam.tables[0].shape[0] if fam.tables else 1
-        initial = [_tmap(lambda v: _cast(v, np.shape(v), v.dtype), ref.value) for ref in written]
+        before = [ref.value for ref in written]
+        initial = [_tmap(lambda v: _cast(v, np.shape(v), v.dtype), v) for v in before]
         tables0 = [[(jnp.zeros((rows,) + tuple(sa), da), jnp.zeros((rows,) + tuple(sb), db))
                     for _, sa, da, sb, db in hits] for hits in records]
 
@@ -878,6 +879,9 @@ class _Chain:
             row = ptr if valid is None else jnp.maximum(ptr, 0)
 
             def one(guard):
+                # the body is a function of its own: no enclosing probe logs its writes (the
+                # loop carries them; a replayed inner loop's chain runs inside a branch)
+                ev.frames = []
                 for ref, v in zip(written, values):
                     ref.value = v
                 try:
@@ -889,7 +893,9 @@ class _Chain:
                                  ref.value, old)
                            for ref, old, pool in zip(written, values, pools)]
                 finally:
-                    for ref, v in zip(written, initial):
+                    # the contents before the loop, not their casts: inside a switch's branch
+                    # (a replayed inner loop, dynamic_nest) the branch's log restores them
+                    for ref, v in zip(written, before):
                         ref.value = v
                 new_tables, new_counts = [], []
                 for hits, got, cs in zip(tables, step_records, counts):
