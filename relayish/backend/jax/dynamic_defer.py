@@ -198,6 +198,8 @@ class Guard:
         self.markers = {id(r): Marker(r) for r in deferred}
         self.cache = {}          # id(slot) -> the iteration's cell of a pool slot
         self.direct = False      # the cells written back, tables used directly (dynamic_nest)
+        self.partial = None      # ids of the only pools it covers (a row -1 step), and
+        self.outer = None        # ... the guard of the others
         self.dead = {}           # id(pool cell) -> cell whose own slots flush left unwritten
         self.cells = {}          # id(ref) -> a cell per hit (after discovery)
         self.hits = {}

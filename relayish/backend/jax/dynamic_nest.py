@@ -27,8 +27,8 @@ memory is one inner tape, not one per outer iteration; costs follow the trip cou
 
 Inside an outer backward loop the step's pool slots live in per-step cells (dynamic_defer
 `Guard.cache`); the replay writes the changed cells to their tables first (`_spill`), runs
-the inner loop and its backward loop on the tables, and reads the cells back (`Reload`, the
-replayed tape's base) before the outer step goes on. An outer weight gradient the inner
+the inner loop and its backward loop on the tables, and reads the cells back (`_reload`)
+before the outer step goes on. An outer weight gradient the inner
 backward loop adds to is then not deferred by the outer loop (`Undefer`: carried instead).
 
 Refused (a CompileError naming the inner function, as before): an inner loop that writes
@@ -39,9 +39,9 @@ from __future__ import annotations
 
 from relayish.errors import CompileError
 from relayish.ir.expr import Function, Tuple, Var
-from relayish.ir.types import RefType, TupleType
+from relayish.ir.types import RefType, TupleType, is_tensor_tree
 from relayish.backend.jax.dynamic_defer import _tmap
-from relayish.backend.jax.dynamic_rows import JPoolRef, _at, _set
+from relayish.backend.jax.dynamic_rows import _at, _set
 from relayish.backend.jax.dynamic_tables import JCursor
 from relayish.backend.jax.dynamic_tail import _RowsLoop, _zeros
 from relayish.backend.jax.values import JClosure, JRef, JUnion, TailCall, next_serial
@@ -112,7 +112,7 @@ def _run_rows(ev, loop, name, args):
     with _top_level(ev):
         value = rows.run()
     for fam in rows.families:
-        fam.local = True             # its backward loop may run inside a branch or a step
+        fam.local = True             # its backward loop runs inside the replay's step/branch
     return value, rows
 
 
@@ -135,6 +135,9 @@ def forward(ev, loop, name, args):
     ref = fams[0].ref
     info = ev.replays_of.get(loop)
     refs = _ref_positions(loop.ret, value, [])
+    if not all(is_tensor_tree(t.value) for _, t, _ in refs):
+        raise _refused(name, "returning a reference to references, inside another loop or "
+                             "under a traced if")
     if info is None:
         info = ev.replays_of[loop] = ReplayInfo(loop, name, len(args), len(refs))
         ev.replays[info.func] = info
@@ -149,22 +152,38 @@ def forward(ev, loop, name, args):
     return value
 
 
+def _guards(guard):
+    """The guard and those enclosing it (a row -1 step's covers some pools only)."""
+    out = []
+    while guard is not None:
+        out.append(guard)
+        guard = guard.outer
+    return out
+
+
 def _spill(ev, guard):
     """Write the step's changed pool-slot cells to their tables, and let the step's closures
     read and write the tables directly until `_reload` (Guard.direct)."""
-    for e in guard.cache.values():
-        if e.cell.value is e.original:
+    for g in _guards(guard):
+        if g.direct:
             continue
-        tables = ev.read(e.pool.cell)
-        ev.write(e.pool.cell, _tmap(lambda t, v: _set(t, e.slot, v), tables, e.cell.value))
-    guard.direct = True
+        for e in g.cache.values():
+            if e.cell.value is e.original:
+                continue
+            tables = ev.read(e.pool.cell)
+            ev.write(e.pool.cell, _tmap(lambda t, v: _set(t, e.slot, v), tables,
+                                        e.pool.store(e.cell.value)))
+        g.direct = "spilled"
 
 
 def _reload(ev, guard):
     """The step's cells read back from the tables the replayed loop wrote."""
-    guard.direct = False
-    for e in guard.cache.values():
-        ev.write(e.cell, _tmap(lambda t: _at(t, e.slot), ev.read(e.pool.cell)))
+    for g in _guards(guard):
+        if g.direct != "spilled":
+            continue
+        g.direct = False
+        for e in g.cache.values():
+            ev.write(e.cell, e.pool.load(_tmap(lambda t: _at(t, e.slot), ev.read(e.pool.cell))))
 
 
 def replay(ev, info, closure):
@@ -193,8 +212,4 @@ def replay(ev, info, closure):
     return TailCall(env[info.base_var], [])
 
 
-def is_local(fam):
-    return getattr(fam, "local", False)
-
-
-__all__ = ["forward", "is_local", "replay"]
+__all__ = ["forward", "replay"]

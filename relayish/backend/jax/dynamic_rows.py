@@ -334,10 +334,20 @@ class JPoolRef(Indexed):
     def with_parts(self, parts):
         return JPoolRef(self.pool, parts[0])
 
-    def read(self, ev):
+    def _guard(self, ev):
+        """The guard whose cells hold this slot's pool (None: read and write the tables). A
+        row -1 step's guard covers the rows' pools only (`_Chain._base_call`): the others are
+        the enclosing guard's, or the tables themselves (`direct`: a replayed inner loop runs
+        in the enclosing step, dynamic_nest)."""
         guard = ev.guard
-        entry = None if guard is None or guard.direct else \
-            guard.cache.get((id(self.pool), id(self.slot)))
+        while guard is not None and guard.partial is not None and \
+                id(self.pool) not in guard.partial:
+            guard = guard.outer
+        return None if guard is None or guard.direct else guard
+
+    def read(self, ev):
+        guard = self._guard(ev)
+        entry = None if guard is None else guard.cache.get((id(self.pool), id(self.slot)))
         if entry is None:
             return self.pool.load(_tmap(lambda t: _at(t, self.slot), ev.read(self.pool.cell)))
         return ev.read(entry.cell)
@@ -349,8 +359,8 @@ class JPoolRef(Indexed):
             raise CompileError(f"a reference made in a loop over dynamic structure holds "
                                f"{_key_text(self.pool.key)}; cannot store a {describe(value)}")
         stored = self.pool.store(value)
-        guard = ev.guard
-        if guard is None or guard.direct:     # (direct: a replayed loop runs, dynamic_nest)
+        guard = self._guard(ev)
+        if guard is None:
             tables = ev.read(self.pool.cell)
             valid = getattr(ev.loop, "valid", None)
             ev.write(self.pool.cell, _tmap(
@@ -958,6 +968,7 @@ class _Chain:
         newest = max(p.cell.serial for p in pools.values())
         guard = Guard(self.start, ev.accumulations, [], ev.join_depth + 1)
         saved_guard = ev.guard
+        guard.partial, guard.outer = set(pools), saved_guard
         ev.guard = guard
         try:
             _prefetch(ev, guard, fam.base, jnp.asarray(0, jnp.int32), {}, pools=set(pools))
