@@ -1,14 +1,15 @@
 """saddle: the four functions ff, fr, rf, rr (forward or reverse mode for the outer minimum,
 then for the inner maximum's gradient).
 
-What is compiled: the inner maximum @r1_cost(p1) of saddle.rly, its loop as one XLA while
-loop, with the inner gradient @dcost_dp from rl.grad (r) or two rl.jvp tangents (f); and the
-outer gradient of @r1_cost, through that loop, by rl.grad (r) or rl.jvp (f). What is not: the
-outer descent loop, which would nest the inner loop in a loop, and a loop in a loop does not
-compile on the jax backend yet (notes/gradbench.md); it runs GradBench's gd.hpp algorithm in
-Python, calling the compiled programs. Should the jax backend refuse the outer gradient
-through the inner loop, it runs on the interpreter (tool.on_interpreter records it); the loop
-is written so that it compiles (saddle.rly)."""
+What is compiled: everything, as ONE program (@saddle of saddle.rly): the outer minimum over
+p1 (@descend, GradBench's gd.hpp algorithm as a loop with a traced trip count) whose every
+step runs the inner maximum @r1_cost(p1) (@ascend, a loop of its own) and the outer gradient
+@dr1_cost of @r1_cost through that loop, by rl.grad (r) or rl.jvp (f), with the inner
+gradient @dcost_dp from rl.grad (r) or two rl.jvp tangents (f); then the maximum over p for
+that p1. Loops in a loop (for rl.grad, a gradient's loop inside the outer one): one XLA
+program for every trip count. Should the jax backend refuse it, it runs on the interpreter
+(tool.on_interpreter records it). `argmin` (gd.hpp in Python, on host values) is particle's
+outer descent."""
 import numpy as np
 
 import relayish as rl
@@ -65,21 +66,17 @@ def argmin(f, g, x):
             i = 0
 
 
-def argmax(f, g, x):
-    return argmin(lambda v: -f(v), lambda v: -np.asarray(g(v)), x)
+def program(outer_mode, inner_mode):
+    """@saddle(start) with the inner gradient in `inner_mode` and the outer in `outer_mode`."""
+    mod = with_inner_gradient(inner_mode)
+    define(mod, "dr1_cost", gradient_program(entry(mod, "r1_cost"), 0, outer_mode))
+    return entry(mod, "saddle")
 
 
 def saddle(outer_mode, inner_mode, start):
-    key = ("saddle", outer_mode + inner_mode)
-    mod = lambda: with_inner_gradient(inner_mode)
-    r1 = compiled(key + ("r1",), lambda: entry(mod(), "r1_cost"))
-    dr1 = compiled(key + ("dr1",), lambda: gradient_program(entry(mod(), "r1_cost"), 0, outer_mode),
-                   fallback=True)
-    cost = compiled(key + ("cost",), lambda: entry(mod(), "cost"))
-    dcost = compiled(key + ("dcost",), lambda: gradient_program(entry(mod(), "cost"), 1, outer_mode))
-    p1 = argmin(lambda v: r1(v, start), lambda v: dr1(v, start), start)
-    p = argmax(lambda v: cost(p1, v), lambda v: dcost(p1, v), start)
-    return np.concatenate([p1, p])
+    run = compiled(("saddle", outer_mode + inner_mode),
+                   lambda: program(outer_mode, inner_mode), fallback=True)
+    return np.asarray(run(start))
 
 
 def prepare(input):
