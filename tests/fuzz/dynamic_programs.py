@@ -2,7 +2,8 @@
 (issue 17), as text, with inputs of random structure: the generator of
 tests/fuzz/test_dynamic_loops.py.
 
-    program = draw(programs(kind))       # "right", "left", "loop", "nested", "under_if", "keeping"
+    program = draw(programs(kind))       # "right", "left", "loop", "nested", "under_if",
+                                         # "keeping", "fold_loop"
     args = program.inputs(rng, size)     # weights (w, W, E) and a structure of `size` nodes
 
 Every program has the weights `%w: (3)`, `%W: (3, 3)`, `%E: (5, 3)` (an embedding read through
@@ -10,7 +11,8 @@ int32 word fields, `take(%E, %i, axis=0)`) as its first parameters and one struc
 a random tree ADT of 2-3 constructors (folded by a right fold, or walked by a left fold with an
 accumulator), or a vector iterated by a traced-condition loop (alone, with an inner loop in
 each step: `nested`, two of them in the branches of a traced if: `under_if`, or one whose
-iterations keep x when a traced test fails: `keeping`). Programs are type-correct by
+iterations keep x when a traced test fails: `keeping`; a right fold whose clauses run such a
+loop: `fold_loop`). Programs are type-correct by
 construction. Clause bodies are small random expressions over the recursive results, the
 fields and the weights; each clause result is squashed (tanh, sin, sigmoid) so that values
 stay in range over 20 nodes or 30 trips, and a traced `if` compares sums offset by 0.3701 (as
@@ -213,11 +215,12 @@ def _call(name, position, argument):
 
 
 @st.composite
-def right_folds(draw, let_ifs=True, pre_lets=True, data_grad=True):
+def right_folds(draw, let_ifs=True, pre_lets=True, data_grad=True, inner=False):
     """`@f(weights, %t)` (the ADT parameter at a random position among the weights), one clause
     per constructor: its recursive calls in a random order, pure lets, a squashed result.
     @main folds the structure once, or twice with other weights (two loops, two backward
-    loops chained)."""
+    loops chained). With `inner`, each clause with children then runs `@inner`, a traced-
+    condition loop, from a squashed vector of its scope: a loop in a fold's clause."""
     ctors = draw(adts())
     adt, type_text = adt_text(ctors)
     gen = Clauses(draw, let_ifs)
@@ -237,13 +240,18 @@ def right_folds(draw, let_ifs=True, pre_lets=True, data_grad=True):
             gen.favored.append(r)
             lines.append(f"let {r} = {_call('f', position, child)};")
             scope.append(r)
+        if inner and children:
+            lines.append(f"let %s = @inner({', '.join(WEIGHT_ARGS)}, {gen.squashed(scope)});")
+            scope.append("%s")
+            gen.favored.append("%s")
         lines += gen.lets(scope)
         body = " ".join([*lines, gen.result(scope)])
         clauses.append(f"    {_pattern(ctor, names)} => {{ {body} }}")
     fold = _call("f", position, "%t")
     if draw(st.integers(0, 3)) == 0:      # two folds of one structure, with other weights
         fold = f"{fold} * {fold.replace('%w', '(%w * 0.5f64)').replace('%W', 'sin(%W)')}"
-    text = (type_text + f"def @f({', '.join(params)}) -> {VEC} {{\n  match (%t) {{\n"
+    text = (type_text + (_loop_text(draw, "inner") if inner else "")
+            + f"def @f({', '.join(params)}) -> {VEC} {{\n  match (%t) {{\n"
             + ",\n".join(clauses) + "\n  }\n}\n"
             + f"def @main({WEIGHTS}, %t: {adt}) -> float64 {{\n"
             + f"  let %h = {fold}; {draw(st.sampled_from(LOSSES))}\n}}\n")
@@ -397,4 +405,5 @@ def programs(kind, **options):
     the recursive calls), data_grad (folds: sometimes the gradient for the structure too)."""
     return {"right": right_folds, "left": left_folds, "loop": tail_loops,
             "nested": nested_loops, "under_if": loops_under_ifs,
+            "fold_loop": lambda **o: right_folds(inner=True, pre_lets=False, **o),
             "keeping": keeping_loops}[kind](**options)

@@ -6,11 +6,12 @@ about 30 trips); its value and its gradient with respect to the weights (rl.valu
 float64) equal the interpreter's to rtol 1e-9, and where the rule recognizes the program
 (dynamic_rule: find_folds / dynamic_params, find_tail_loops) one trace served every input.
 rl.vmap of the gradient over a batch of structures is checked per example. Nested loops (an
-inner traced-condition loop run by every step of the outer one) and loops in the branches of a
-traced if are drawn too: their value compiles once and equals the interpreter's; so do
-their gradients (a loop recording rows inside another, or under a traced if: the inner loop
-is replayed in the backward pass), value and gradient once for every trip count. State-keeping loops (an iteration keeps
-x and halves a step when a traced test fails) are checked value and gradient.
+inner traced-condition loop run by every step of the outer one), loops in the branches of a
+traced if and loops in a right fold's clauses are drawn too: their value compiles once and
+equals the interpreter's, and so does their gradient (a loop recording rows inside another,
+under a traced if or in a fold's clause: the inner loop is replayed in the backward pass;
+the fold's under -m slow). State-keeping loops (an iteration keeps x and halves a step when
+a traced test fails) are checked value and gradient.
 
 What the generator leaves out is pinned below as strict xfails, each with its smallest program
 (all are errors of the compiled gradient, none a wrong value): an exit returning a weight or a
@@ -159,7 +160,7 @@ def test_random_programs_with_let_bound_ifs_forward_one_compilation(kind, data):
     check_program(program, data.draw(SEED, label="seed"), gradient=False)
 
 
-@pytest.mark.parametrize("shape", ["nested", "under_if"])
+@pytest.mark.parametrize("shape", ["nested", "under_if", "fold_loop"])
 @fuzz_settings("dynamic_nested")
 @given(data=st.data())
 def test_random_nested_loops_and_loops_under_ifs_value_one_compilation(shape, data):
@@ -168,13 +169,15 @@ def test_random_nested_loops_and_loops_under_ifs_value_one_compilation(shape, da
     check_program(program, data.draw(SEED, label="seed"), gradient=False)
 
 
-@pytest.mark.parametrize("shape", ["nested", "under_if"])
+@pytest.mark.parametrize("shape", ["nested", "under_if",
+                                   pytest.param("fold_loop", marks=pytest.mark.slow)])
 @fuzz_settings("dynamic_nested_gradients")
 @given(data=st.data())
 def test_random_nested_loops_and_loops_under_ifs_gradient_one_compilation(shape, data):
-    # the gradient (a loop recording rows inside another, or under a traced if: the inner
-    # loop replayed in the backward pass, dynamic_nest.py) too; 3 inputs (the smallest, the
-    # largest, one between): each nested gradient takes a few seconds to compile
+    # the gradient (a loop recording rows inside another, under a traced if, or in a fold's
+    # clause: the inner loop replayed in the backward pass, dynamic_nest.py) too; 3 inputs
+    # (the smallest, the largest, one between): each nested gradient takes a few seconds to
+    # compile
     program = data.draw(programs(shape), label="program")
     check_program(program, data.draw(SEED, label="seed"), inputs=3)
 
