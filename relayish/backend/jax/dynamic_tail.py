@@ -56,9 +56,11 @@ lax.while_loop, and a loop with rows may run inside a plain loop's body (its poo
 families live and die within that body's iteration: the gradient of an inner descent inside
 an outer one, GradBench's saddle). Run-time checks (a loop past its capacity) are fault
 cells (TraceEvaluator.fault): the nested loop carries those its body raises, a join joins
-them like any written reference. CompileErrors naming the function: a loop with rows inside
-a loop that records rows itself, or under a traced if (its rows would have to outlive the
-iteration or the branch: the gradient of a nested loop); an argument position that holds
+them like any written reference. A loop with rows inside a loop that records rows itself,
+under a traced if or in a backward step (its rows would have to outlive the iteration or the
+branch: the gradient of a nested loop) is replayed in the backward pass instead
+(dynamic_nest.py, `TraceEvaluator.nested_tail_call`). CompileErrors naming the function: an
+argument position that holds
 different kinds of values across iterations (a reference made before the loop in some, one
 made in the loop in others) -- except in a gradient's loop, whose iterations may keep their
 state (`_adopt`: the caller's reference becomes a pool slot) -- or a value made in an
