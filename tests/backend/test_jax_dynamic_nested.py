@@ -234,3 +234,31 @@ def _list(v):
         out.append(v.fields[0])
         v = v.fields[1]
     return out
+
+
+# three loops deep: a descent whose every step runs a descent whose every step runs Newton
+THREE = """def @newton(%z: float64, %a: float64, %n: int32) -> float64 {
+  let %f = %z * %z * %z + %z - %a;
+  if (logical_and(abs(%f) > 1e-12f64, %n < 50)) { @newton(%z - %f / (3f64 * %z * %z + 1f64), %a, %n + 1) } else { %z }
+}
+def @mid(%y: Tensor[(3), float64], %k: int32) -> Tensor[(3), float64] {
+  let %s = @newton(0f64, sum(%y * %y), 0);
+  if (logical_and(%k < 5, %s > 0.3f64)) { @mid(%y * (1f64 - 0.2f64 * %s), %k + 1) } else { %y }
+}
+def @outer(%x: Tensor[(3), float64], %k: int32) -> Tensor[(3), float64] {
+  let %y = @mid(%x, 0);
+  if (logical_and(%k < 6, sum(%y * %y) > 0.05f64)) { @outer(%x * 0.7f64 + 0.1f64 * sin(%y), %k + 1) } else { %x }
+}
+def @main(%x: Tensor[(3), float64]) -> float64 { sum(@outer(%x, 0)) }
+"""
+
+
+@pytest.mark.slow
+def test_the_gradient_of_three_nested_loops_is_one_compilation():
+    # the middle loop's replay replays the innermost one inside its own backward step
+    mod = rl.grad(rl.parse(THREE))
+    run = rl.compile(mod, backend="jax", capacity={"steps": 16})
+    for x in ([0.1, 0.1, 0.0], [0.6, 0.3, 0.2], [1.0, 2.0, -0.5]):
+        x = np.array(x)
+        _close(run(x), rl.evaluate(mod, x))
+    assert run.trace_count == 1
