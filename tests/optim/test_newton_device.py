@@ -43,9 +43,18 @@ def _watched():
     return Monitor(callback=lambda entry: None)
 
 
-def test_accepted_full_steps_cost_one_compiled_call_each():
+def _logistic_problem():
     f, X, y, _ = logistic()
-    problem, x0 = _problem(f, np.zeros(X.shape[1]), (X, y))
+    return _problem(f, np.zeros(X.shape[1]), (X, y))
+
+
+# The logistic example from w = 0 takes only full steps; Rosenbrock from (-1.2, 1) backtracks,
+# so the line search's own calls are counted too.
+@pytest.mark.parametrize("make, backtracks", [
+    (_logistic_problem, False),
+    (lambda: _problem(rosenbrock(2), rosenbrock_start(2)), True)], ids=["logistic", "rosenbrock"])
+def test_accepted_full_steps_cost_one_compiled_call_each(make, backtracks):
+    problem, x0 = make()
     counts = _count_compiled_calls(problem.device_newton)
     monitor = _watched()
     out = run_newton(problem, x0, 1e-10, 50, monitor)
@@ -54,6 +63,7 @@ def test_accepted_full_steps_cost_one_compiled_call_each():
     full = sum(s == 1.0 for s in steps)
     assert full >= 3                                     # Newton's local phase: full steps
     backtracked = len(steps) - full
+    assert (backtracked > 0) == backtracks
     # one evaluation at x0, one per iteration, and one more (at the point the line search
     # chose, after the line search's own call) only for an iteration that backtracked
     assert counts == {"take": 1 + out.n_iter + backtracked, "search": backtracked}
